@@ -1,0 +1,19 @@
+"""The cost-model protocol: how long one engine iteration takes."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kvsim.cost.batch import Batch
+
+
+class CostModel(Protocol):
+    """Maps a Batch (what an iteration computes and moves) to its duration in seconds."""
+
+    name: str
+
+    def step_time(self, batch: Batch) -> float: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Parameters that determine the timing (goes into summary.json)."""
+        ...

@@ -1,0 +1,35 @@
+"""The value object the scheduler hands to the cost model: what one engine iteration computes and moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True, frozen=True)
+class Batch:
+    """Work of one engine iteration.
+
+    prefill_tokens: new prompt tokens computed this iteration (sum of chunk sizes).
+    prefill_attn_pairs: sum over prefill sequences of query-key pairs attended, i.e. for a chunk of c new
+        tokens after p cached/computed ones, c * p + c * (c + 1) / 2 (causal).
+    decode_seqs: sequences generating one token each.
+    decode_context_tokens: sum over decode sequences of the context length attended (KV tokens read).
+    decode_blocks: sum over decode sequences of KV blocks read through the block table.
+    swap_in_bytes / swap_out_bytes: KV bytes moved between GPU and host memory this iteration.
+    copy_blocks: blocks copied on device (copy-on-write).
+    """
+
+    num_seqs: int = 0
+    prefill_seqs: int = 0
+    prefill_tokens: int = 0
+    prefill_attn_pairs: float = 0.0
+    decode_seqs: int = 0
+    decode_context_tokens: int = 0
+    decode_blocks: int = 0
+    swap_in_bytes: float = 0.0
+    swap_out_bytes: float = 0.0
+    copy_blocks: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs

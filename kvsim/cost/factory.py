@@ -1,0 +1,20 @@
+"""Build the cost model a scenario names."""
+
+from __future__ import annotations
+
+from kvsim.cost.base import CostModel
+from kvsim.cost.roofline import RooflineCost
+from kvsim.errors import KvsimError
+from kvsim.specs.hardware import HardwareSpec
+from kvsim.specs.model import ModelSpec
+
+
+def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_block: float) -> CostModel:
+    c = scenario.cost
+    if c.model == "roofline":
+        return RooflineCost(
+            model, hw, scenario.parallelism.tensor_parallel_size, scenario.kv.dtype, bytes_per_block,
+            iteration_overhead_s=c.iteration_overhead_s, gemm_efficiency_max=c.gemm_efficiency_max,
+            gemm_efficiency_m_half=c.gemm_efficiency_m_half, bandwidth_efficiency=c.bandwidth_efficiency,
+            attention_efficiency=c.attention_efficiency)
+    raise KvsimError(f"cost.model: '{c.model}' has no calibration for hardware '{hw.name}' yet")

@@ -1,0 +1,49 @@
+"""Per-request engine state: a sequence group (one request, n parallel samples)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvsim.workload.request import Request
+
+WAITING, RUNNING, SWAPPED, FINISHED = 0, 1, 2, 3
+PREFILL, DECODE = 0, 1
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """One request inside the engine.
+
+    Prefill phase: `computed` of `prompt` tokens have KV. `prompt` is the request's prompt plus, after a
+    recompute preemption, the tokens generated before it. Decode phase: after iteration i every sequence of
+    the group holds `base + i` KV tokens and the group has generated `gen_base + i` tokens per sample; the
+    n samples of a group advance in lockstep (same output length).
+    """
+
+    req: Request
+    order: int
+    seqs: list[int]
+    output: int
+    prompt: int
+    n: int = 1
+    computed: int = 0
+    generated: int = 0
+    state: int = WAITING
+    phase: int = PREFILL
+    base: int = 0
+    gen_base: int = 0
+    epoch: int = 0
+    forked: bool = False
+    chunk: int = 0
+    first_scheduled_s: float = float("nan")
+    first_token_s: float = float("nan")
+    finish_s: float = float("nan")
+    preemptions: int = 0
+    cached_tokens: int = 0
+    seq_blocks: int = 0
+    replica: int = 0
+
+    @property
+    def live_seqs(self) -> int:
+        """Sequences this group holds in the batch: n once forked, 1 before."""
+        return self.n if self.forked else 1

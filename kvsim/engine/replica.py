@@ -1,0 +1,80 @@
+"""One engine replica: the simpy process that runs scheduler iterations and advances time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simpy
+
+from kvsim.cost.base import CostModel
+from kvsim.engine.group import Group
+from kvsim.engine.scheduler import Scheduler
+from kvsim.metrics.recorder import Recorder
+
+
+class Replica:
+    """Runs iterations while it has work; sleeps on an event until a request arrives otherwise."""
+
+    def __init__(self, index: int, env: simpy.Environment, scheduler: Scheduler, cost: CostModel,
+                 recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False) -> None:
+        self.index = index
+        self.env = env
+        self.sched = scheduler
+        self.cost = cost
+        self.rec = recorder
+        self.on_finish = on_finish
+        self.check = check
+        self._wakeup: simpy.Event | None = None
+        self.process = env.process(self.run())
+
+    def submit(self, g: Group) -> None:
+        g.replica = self.index
+        self.sched.add(g)
+        if self._wakeup is not None and not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def run(self):
+        env = self.env
+        sched = self.sched
+        kv = sched.kv
+        rec = self.rec
+        step_time = self.cost.step_time
+        while True:
+            if not sched.has_work():
+                if sched.it:
+                    self._record_idle(env.now)
+                self._wakeup = env.event()
+                yield self._wakeup
+                self._wakeup = None
+            now = env.now
+            batch = sched.schedule(now)
+            if batch is None:
+                raise RuntimeError("replica has work but scheduled nothing")
+            dt = step_time(batch)
+            rec.iteration((
+                self.index, sched.it, now, dt, len(sched.running), batch.num_seqs, batch.prefill_seqs,
+                batch.prefill_tokens, batch.decode_seqs, len(sched.waiting), len(sched.swapped),
+                kv.used_blocks, sched.token_states(), 0, sched.preempted_now, batch.copy_blocks,
+            ))
+            if self.check:
+                self.check_invariants()
+            yield env.timeout(dt)
+            for g in sched.complete(env.now):
+                self.on_finish(g)
+
+    def _record_idle(self, now: float) -> None:
+        """An idle row (iteration -1, no batch) marks when the replica ran out of work, so the last busy
+        iteration's state does not hold through the idle gap."""
+        kv = self.sched.kv
+        self.rec.iteration((self.index, -1, now, 0.0, 0, 0, 0, 0, 0, 0, 0, kv.used_blocks,
+                            self.sched.token_states(), 0, 0, 0))
+
+    def check_invariants(self) -> None:
+        """Runtime check mode: allocator and accounting invariants after scheduling."""
+        sched = self.sched
+        kv = sched.kv
+        kv.check_invariants()
+        states = sched.token_states()
+        assert 0 <= states <= kv.used_blocks * kv.block_size, "token states exceed allocated slots"
+        assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
+        assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"

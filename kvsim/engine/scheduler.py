@@ -1,0 +1,352 @@
+"""Continuous-batching scheduler with vLLM semantics, advancing decode in O(changes) per iteration."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from kvsim.cost.batch import Batch
+from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
+from kvsim.kvcache.interface import KVManager
+
+
+@dataclass(slots=True, frozen=True)
+class SchedulerLimits:
+    """The knobs of the scheduler (names follow vLLM's engine arguments)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    chunked_prefill: bool
+    preemption_mode: str
+    watermark_blocks: int
+    bytes_per_block: float
+
+
+class Scheduler:
+    """Decides each iteration's batch.
+
+    Order inside an iteration: (1) every running decode group takes one token per sequence; groups that
+    cross a block boundary (or must copy a shared last block) get blocks first, preempting the most recently
+    admitted running group when the pool is empty (all of a group's blocks at once, recompute or swap);
+    (2) running partial prefills continue (chunked prefill); (3) swapped groups come back, FCFS; (4) when
+    nothing was preempted this iteration, waiting groups are admitted FCFS while the token budget, the
+    sequence budget and the free-block watermark allow.
+
+    Decode lengths are implicit (`base + iteration`), block boundaries and completions sit in heaps, and
+    batch aggregates are kept as sums, so an iteration in which only token counts move costs O(1).
+    """
+
+    def __init__(self, limits: SchedulerLimits, kv: KVManager) -> None:
+        self.lim = limits
+        self.kv = kv
+        self.bs = kv.block_size
+        self.waiting: deque[Group] = deque()
+        self.swapped: deque[Group] = deque()
+        self.running: dict[Group, None] = {}
+        self.prefilling: dict[Group, None] = {}
+        self.it = 0
+        self._alloc_heap: list[tuple[int, int, int, Group]] = []
+        self._finish_heap: list[tuple[int, int, int, Group]] = []
+        self._push_no = 0
+        self.running_seqs = 0
+        self.dec_seqs = 0
+        self.dec_base_sum = 0
+        self.dec_blocks = 0
+        self.prefill_tokens_held = 0
+        self.preempted_now = 0
+        self._scheduled_prefills: list[Group] = []
+        self.total_preemptions = 0
+
+    # ----------------------------------------------------------------- queries
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting or self.swapped)
+
+    def token_slots(self) -> int:
+        """Sum over sequences of KV tokens held (shared slots counted once per sequence)."""
+        return self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held
+
+    def token_states(self) -> int:
+        return self.token_slots() - self.kv.shared_dup_tokens
+
+    def add(self, g: Group) -> None:
+        g.state = WAITING
+        self.waiting.append(g)
+
+    # ----------------------------------------------------------------- heaps
+    def _push(self, heap: list, it: int, g: Group) -> None:
+        self._push_no += 1
+        heapq.heappush(heap, (it, self._push_no, g.epoch, g))
+
+    def _schedule_next_alloc(self, g: Group) -> None:
+        """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
+        seq = g.seqs[0]
+        if g.n > 1 and self.kv.last_block_shared(seq):
+            self._push(self._alloc_heap, self.it + 1, g)
+            return
+        self._push(self._alloc_heap, self.kv.capacity_tokens(seq) - g.base + 1, g)
+
+    # ----------------------------------------------------------------- decode bookkeeping
+    def _join_decode(self, g: Group, it_done: int) -> None:
+        """g's prefill finished in iteration it_done; it decodes from it_done + 1."""
+        g.phase = DECODE
+        g.base = g.prompt - it_done
+        g.gen_base = g.generated - it_done
+        self.prefill_tokens_held -= g.prompt
+        if g.n > 1 and not g.forked:
+            parent = g.seqs[0]
+            for child in g.seqs[1:]:
+                self.kv.fork(parent, child)
+            g.forked = True
+        self.dec_seqs += g.n
+        self.dec_base_sum += g.n * g.base
+        g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
+        self.dec_blocks += g.seq_blocks
+        self._push(self._finish_heap, g.output - g.gen_base, g)
+        self._schedule_next_alloc(g)
+
+    def _leave_decode(self, g: Group) -> None:
+        self.dec_seqs -= g.n
+        self.dec_base_sum -= g.n * g.base
+        self.dec_blocks -= g.seq_blocks
+        g.epoch += 1
+
+    # ----------------------------------------------------------------- preemption
+    def _preempt_last(self) -> Group:
+        victim = next(reversed(self.running))
+        del self.running[victim]
+        self.running_seqs -= victim.n
+        victim.preemptions += 1
+        self.preempted_now += victim.n
+        self.total_preemptions += 1
+        kv = self.kv
+        if victim.phase == DECODE:
+            done = self.it - 1
+            length = victim.base + done
+            generated = victim.gen_base + done
+            self._leave_decode(victim)
+            if self.lim.preemption_mode == "swap" and kv.can_swap_out(victim.seqs):
+                moved = kv.swap_out(victim.seqs)
+                self._swap_out_blocks += moved
+                victim.state = SWAPPED
+                victim.base = length
+                victim.generated = generated
+                self.swapped.appendleft(victim)
+                return victim
+            for s in victim.seqs:
+                kv.free(s)
+            if victim.n > 1:
+                # a multi-sample group cannot be recomputed as one prompt: it restarts
+                victim.generated = 0
+                victim.prompt = victim.req.prompt_len
+                victim.forked = False
+            else:
+                victim.generated = generated
+                victim.prompt = victim.req.prompt_len + generated
+        else:
+            self.prefilling.pop(victim, None)
+            self.prefill_tokens_held -= victim.computed
+            if kv.has(victim.seqs[0]):
+                kv.free(victim.seqs[0])
+            if victim in self._scheduled_prefills:
+                self._scheduled_prefills.remove(victim)
+                self.prefill_tokens_held -= victim.chunk
+                self._budget += victim.chunk
+        victim.computed = 0
+        victim.chunk = 0
+        victim.phase = PREFILL
+        victim.state = WAITING
+        self.waiting.appendleft(victim)
+        return victim
+
+    def _alloc_or_preempt(self, g: Group, seqs: list[int], tokens: int) -> bool:
+        """Give each seq of g room for `tokens` slots, preempting from the tail; False if g itself went."""
+        kv = self.kv
+        need = sum(kv.blocks_needed(s, tokens) for s in seqs)
+        while need > kv.num_free_blocks:
+            if self._preempt_last() is g:
+                return False
+        for s in seqs:
+            kv.allocate(s, tokens)
+        return True
+
+    # ----------------------------------------------------------------- one iteration
+    def schedule(self, now: float) -> Batch | None:
+        """Pick this iteration's work; None when there is nothing to run."""
+        it = self.it
+        kv = self.kv
+        lim = self.lim
+        self.preempted_now = 0
+        self._swap_out_blocks = 0
+        copies_before = kv.cow_copies
+        self._scheduled_prefills = []
+        self._budget = lim.max_num_batched_tokens
+
+        heap = self._alloc_heap
+        grow = kv.grow_one_block
+        while heap and heap[0][0] <= it:
+            _, _, epoch, g = heapq.heappop(heap)
+            if epoch != g.epoch or g.state != RUNNING:
+                continue
+            if g.n == 1 and grow(g.seqs[0], g.base + it):
+                # fast path: a single sequence crossing a block boundary took one block
+                g.seq_blocks += 1
+                self.dec_blocks += 1
+                self._push(heap, it + self.bs, g)
+                continue
+            if not self._alloc_or_preempt(g, g.seqs, g.base + it):
+                continue
+            blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
+            self.dec_blocks += blocks - g.seq_blocks
+            g.seq_blocks = blocks
+            self._schedule_next_alloc(g)
+        self._budget -= self.dec_seqs
+
+        for g in list(self.prefilling):
+            if self._budget <= 0:
+                break
+            if g.state != RUNNING:
+                continue
+            chunk = min(g.prompt - g.computed, self._budget)
+            if not self._alloc_or_preempt(g, g.seqs[:1], g.computed + chunk):
+                continue
+            self._start_chunk(g, chunk)
+
+        swap_in_blocks = 0
+        if not self.preempted_now:
+            swap_in_blocks = self._swap_in(now)
+            self._admit(now)
+
+        prefills = self._scheduled_prefills
+        if not prefills and not self.dec_seqs:
+            if self.has_work() and not self.running:
+                raise RuntimeError("scheduler stalled: waiting work but nothing can be scheduled")
+            return None
+        p_tokens = 0
+        pairs = 0.0
+        for g in prefills:
+            c = g.chunk
+            p_tokens += c
+            pairs += c * g.computed + c * (c + 1) / 2
+        bpb = lim.bytes_per_block
+        return Batch(
+            num_seqs=len(prefills) + self.dec_seqs,
+            prefill_seqs=len(prefills),
+            prefill_tokens=p_tokens,
+            prefill_attn_pairs=pairs,
+            decode_seqs=self.dec_seqs,
+            decode_context_tokens=self.dec_base_sum + self.dec_seqs * it,
+            decode_blocks=self.dec_blocks,
+            swap_in_bytes=swap_in_blocks * bpb,
+            swap_out_bytes=self._swap_out_blocks * bpb,
+            copy_blocks=kv.cow_copies - copies_before,
+        )
+
+    def _start_chunk(self, g: Group, chunk: int) -> None:
+        g.chunk = chunk
+        self._budget -= chunk
+        self.prefill_tokens_held += chunk
+        self._scheduled_prefills.append(g)
+
+    def _swap_in(self, now: float) -> int:
+        kv = self.kv
+        it = self.it
+        moved = 0
+        while self.swapped:
+            g = self.swapped[0]
+            if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n:
+                break
+            if kv.swap_blocks_needed(g.seqs) + g.n > kv.num_free_blocks - self.lim.watermark_blocks:
+                break
+            self.swapped.popleft()
+            moved += kv.swap_in(g.seqs)
+            length = g.base + 1
+            for s in g.seqs:
+                kv.allocate(s, length)
+            g.state = RUNNING
+            g.phase = DECODE
+            self.running[g] = None
+            self.running_seqs += g.n
+            g.base = length - it
+            g.gen_base = g.generated + 1 - it
+            self.dec_seqs += g.n
+            self.dec_base_sum += g.n * g.base
+            g.seq_blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
+            self.dec_blocks += g.seq_blocks
+            self._budget -= g.n
+            self._push(self._finish_heap, g.output - g.gen_base, g)
+            self._schedule_next_alloc(g)
+        return moved
+
+    def _admit(self, now: float) -> None:
+        kv = self.kv
+        lim = self.lim
+        while self.waiting and self._budget > 0:
+            g = self.waiting[0]
+            if self.running_seqs + g.n > lim.max_num_seqs:
+                break
+            seq = g.seqs[0]
+            cached = kv.admit(seq, g.req, g.prompt, g.output)
+            remaining = g.prompt - cached
+            chunk = min(remaining, self._budget)
+            need = kv.blocks_needed(seq, cached + chunk)
+            free = kv.num_free_blocks
+            if ((not lim.chunked_prefill and remaining > self._budget) or need > free
+                    or (self.running and free - need < lim.watermark_blocks)):
+                if kv.has(seq):
+                    kv.free(seq)  # undo what admit mapped from the cache
+                break
+            self.waiting.popleft()
+            kv.allocate(seq, cached + chunk)
+            g.cached_tokens = cached
+            g.computed = cached
+            g.state = RUNNING
+            g.phase = PREFILL
+            self.running[g] = None
+            self.running_seqs += g.n
+            self.prefilling[g] = None
+            self.prefill_tokens_held += cached
+            if g.first_scheduled_s != g.first_scheduled_s:
+                g.first_scheduled_s = now
+            self._start_chunk(g, chunk)
+
+    def complete(self, t_end: float) -> list[Group]:
+        """Apply the iteration that just ran (ending at t_end); return the groups that finished."""
+        it = self.it
+        finished: list[Group] = []
+        for g in self._scheduled_prefills:
+            g.computed += g.chunk
+            g.chunk = 0
+            if g.computed < g.prompt:
+                continue
+            del self.prefilling[g]
+            g.generated += 1
+            if g.first_token_s != g.first_token_s:
+                g.first_token_s = t_end
+            if g.generated >= g.output:
+                self.prefill_tokens_held -= g.prompt
+                self._finish(g, t_end)
+                finished.append(g)
+            else:
+                self._join_decode(g, it)
+        self._scheduled_prefills = []
+        heap = self._finish_heap
+        while heap and heap[0][0] <= it:
+            _, _, epoch, g = heapq.heappop(heap)
+            if epoch != g.epoch or g.state != RUNNING:
+                continue
+            g.generated = g.gen_base + it
+            self._leave_decode(g)
+            self._finish(g, t_end)
+            finished.append(g)
+        self.it += 1
+        return finished
+
+    def _finish(self, g: Group, t_end: float) -> None:
+        for s in g.seqs:
+            if self.kv.has(s):
+                self.kv.free(s)
+        del self.running[g]
+        self.running_seqs -= g.n
+        g.state = FINISHED
+        g.finish_s = t_end

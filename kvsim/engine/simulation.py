@@ -1,0 +1,186 @@
+"""Wires a scenario into a simpy run: specs -> capacity -> workload -> replicas -> recorder."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from kvsim import __version__
+from kvsim.cost.factory import build_cost_model
+from kvsim.engine.group import Group
+from kvsim.engine.replica import Replica
+from kvsim.engine.router import RoundRobinRouter
+from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.kvcache.factory import build_kv_manager
+from kvsim.metrics.recorder import Recorder
+from kvsim.scenario import Scenario, scenario_dict
+from kvsim.specs.catalog import get_model
+from kvsim.specs.footprint import kv_capacity
+from kvsim.specs.hardware import load_hardware
+from kvsim.workload.factory import build_requests
+from kvsim.workload.request import Request
+
+GIB = 1024**3
+
+
+@dataclass(slots=True)
+class SimResult:
+    """What one run produced: per-request rows, per-iteration rows and run metadata."""
+
+    requests: pd.DataFrame
+    timeline: pd.DataFrame
+    meta: dict[str, Any]
+
+
+class Simulation:
+    """One simulated serving deployment for one scenario. `run()` executes it once."""
+
+    def __init__(self, scenario: Scenario, progress: Callable[[int, int], None] | None = None) -> None:
+        self.sc = scenario
+        self.progress = progress
+        self.model = get_model(scenario.model)
+        self.hw = load_hardware(scenario.hardware)
+        tp = scenario.parallelism.tensor_parallel_size
+        kvc = scenario.kv
+        reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
+        self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, tp, kvc.gpu_memory_utilization,
+                                    kvc.block_size, reserve)
+        self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
+        self.bytes_per_block = self.capacity.bytes_per_block
+        self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
+        self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
+        self.recorder = Recorder()
+        self._seq_no = 0
+        self._completed = 0
+
+    def _new_scheduler(self) -> Scheduler:
+        sc = self.sc
+        swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
+        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len)
+        limits = SchedulerLimits(
+            max_num_seqs=sc.scheduler.max_num_seqs,
+            max_num_batched_tokens=sc.scheduler.max_num_batched_tokens,
+            chunked_prefill=sc.scheduler.chunked_prefill,
+            preemption_mode=sc.scheduler.preemption_mode,
+            watermark_blocks=int(sc.kv.watermark * self.num_blocks),
+            bytes_per_block=self.bytes_per_block,
+        )
+        return Scheduler(limits, kv)
+
+    def reject_reason(self, r: Request) -> str | None:
+        """Why the engine would refuse r outright (as vLLM refuses over-long prompts), or None."""
+        sch = self.sc.scheduler
+        if r.prompt_len >= self.max_model_len:
+            return "prompt longer than max_model_len"
+        if not sch.chunked_prefill and r.prompt_len > sch.max_num_batched_tokens:
+            return "prompt longer than max_num_batched_tokens without chunked prefill"
+        bs = self.sc.kv.block_size
+        total = r.prompt_len + min(r.output_len, self.max_model_len - r.prompt_len)
+        if r.n * -(-total // bs) > self.num_blocks:
+            return "request needs more KV blocks than the pool has"
+        return None
+
+    def _group(self, r: Request) -> Group:
+        output = min(r.output_len, self.max_model_len - r.prompt_len)
+        seqs = list(range(self._seq_no, self._seq_no + r.n))
+        self._seq_no += r.n
+        return Group(req=r, order=r.rid, seqs=seqs, output=output, prompt=r.prompt_len, n=r.n)
+
+    def run(self) -> SimResult:
+        sc = self.sc
+        rng = np.random.default_rng(sc.simulation.seed)
+        requests = build_requests(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
+                                  base_dir=sc.base_dir)
+        self.total_requests = len(requests)
+        env = simpy.Environment()
+        self.env = env
+        replicas = [
+            Replica(i, env, self._new_scheduler(), self.cost, self.recorder, self._on_finish,
+                    check=sc.kv.check_invariants)
+            for i in range(sc.parallelism.replicas)
+        ]
+        self.replicas = replicas
+        self.router = RoundRobinRouter(len(replicas))
+        self._followups: dict[int, list[Request]] = {}
+        for r in requests:
+            if r.after >= 0:
+                self._followups.setdefault(r.after, []).append(r)
+        self._replica_of: dict[int, int] = {}
+        env.process(self._arrivals([r for r in requests if r.after < 0]))
+        env.run()
+        meta = self._meta()
+        return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
+
+    def _arrivals(self, open_loop: list[Request]):
+        env = self.env
+        for r in open_loop:
+            if r.arrival_s > env.now:
+                yield env.timeout(r.arrival_s - env.now)
+            self._dispatch(r, self.router.route(r))
+
+    def _dispatch(self, r: Request, replica: int) -> None:
+        self._replica_of[r.rid] = replica
+        reason = self.reject_reason(r)
+        if reason is not None:
+            self._record(r, replica, None)
+            return
+        self.replicas[replica].submit(self._group(r))
+
+    def _release(self, r: Request, replica: int, t: float) -> None:
+        dur = self.sc.simulation.duration_s
+        if dur is not None and t > dur:
+            return
+        r.arrival_s = t
+
+        def fire(_event: simpy.Event) -> None:
+            self._dispatch(r, replica)
+
+        if t > self.env.now:
+            self.env.timeout(t - self.env.now).callbacks.append(fire)
+        else:
+            self._dispatch(r, replica)
+
+    def _on_finish(self, g: Group) -> None:
+        self._record(g.req, g.replica, g)
+        for child in self._followups.pop(g.req.rid, ()):
+            self._release(child, g.replica, g.finish_s + child.think_s)
+
+    def _record(self, r: Request, replica: int, g: Group | None) -> None:
+        nan = math.nan
+        if g is None:
+            row = (r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n, nan, nan, nan, 0, 0, 1)
+        else:
+            row = (r.rid, replica, r.arrival_s, r.prompt_len, g.output, r.n, g.first_scheduled_s,
+                   g.first_token_s, g.finish_s, g.preemptions, g.cached_tokens, 0)
+        self.recorder.request(row)
+        self._completed += 1
+        if self.progress is not None:
+            self.progress(self._completed, self.total_requests)
+
+    def _meta(self) -> dict[str, Any]:
+        cap = self.capacity
+        return {
+            "capacity_blocks": self.num_blocks,
+            "block_size": self.sc.kv.block_size,
+            "kv_bytes_per_token": cap.kv_bytes_per_token,
+            "bytes_per_block": cap.bytes_per_block,
+            "weight_bytes_per_gpu": cap.weight_bytes,
+            "max_model_len": self.max_model_len,
+            "replicas": self.sc.parallelism.replicas,
+            "model": self.model.name,
+            "hardware": self.hw.name,
+            "cost_model": self.cost.describe(),
+            "scenario": scenario_dict(self.sc),
+            "kvsim_version": __version__,
+        }
+
+
+def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = None) -> SimResult:
+    """Run one scenario and return its result."""
+    return Simulation(scenario, progress).run()

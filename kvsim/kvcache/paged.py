@@ -1,0 +1,205 @@
+"""Paged KV manager: per-sequence block tables over a BlockPool, with fork, copy-on-write and swap."""
+
+from __future__ import annotations
+
+from kvsim.kvcache.block_pool import BlockPool
+
+
+class PagedKVManager:
+    """PagedAttention-style block tables (vLLM's block manager, without prefix caching).
+
+    A sequence's slots are sized by `allocate(seq, num_tokens)`: afterwards its block table covers
+    num_tokens slots. Writing into a last block that is shared (after `fork`) and partially filled copies
+    it first (copy-on-write). Token counts are those of the last `allocate`/`fork` call: the engine calls
+    `allocate` only when a sequence needs a new block or a copy, not for every token.
+
+    `shared_dup_tokens` counts token slots reachable from more than one table beyond the first, so that
+    token states = sum of sequence lengths - shared_dup_tokens.
+    """
+
+    __slots__ = ("pool", "block_size", "tables", "ntok", "shared_dup_tokens", "cow_copies",
+                 "swapped", "swap_capacity_blocks", "swap_used_blocks")
+
+    def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0) -> None:
+        self.pool = BlockPool(num_blocks, block_size)
+        self.block_size = block_size
+        self.tables: dict[int, list[int]] = {}
+        self.ntok: dict[int, int] = {}
+        self.shared_dup_tokens = 0
+        self.cow_copies = 0
+        self.swapped: dict[int, tuple[list[int], int]] = {}
+        self.swap_capacity_blocks = swap_capacity_blocks
+        self.swap_used_blocks = 0
+
+    @property
+    def num_blocks(self) -> int:
+        return self.pool.num_blocks
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free
+
+    @property
+    def used_blocks(self) -> int:
+        return self.pool.num_used
+
+    def _needs_cow(self, table: list[int], ntok: int) -> bool:
+        return bool(table) and ntok % self.block_size != 0 and self.pool.refcount[table[-1]] > 1
+
+    def blocks_needed(self, seq: int, num_tokens: int) -> int:
+        """New blocks `allocate(seq, num_tokens)` would take (copy-on-write included)."""
+        table = self.tables.get(seq)
+        if table is None:
+            return -(-num_tokens // self.block_size)
+        ntok = self.ntok[seq]
+        if num_tokens <= ntok:
+            return 0
+        need = -(-num_tokens // self.block_size) - len(table)
+        return need + (1 if self._needs_cow(table, ntok) else 0)
+
+    def allocate(self, seq: int, num_tokens: int) -> bool:
+        """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
+        need = self.blocks_needed(seq, num_tokens)
+        if need > self.pool.num_free:
+            return False
+        table = self.tables.get(seq)
+        if table is None:
+            table = self.tables[seq] = []
+            ntok = self.ntok[seq] = 0
+        else:
+            ntok = self.ntok[seq]
+            if num_tokens <= ntok:
+                return True
+            if self._needs_cow(table, ntok):
+                old = table[-1]
+                table[-1] = self.pool.allocate()
+                self.pool.decref(old)
+                self.shared_dup_tokens -= ntok % self.block_size
+                self.cow_copies += 1
+        extra = -(-num_tokens // self.block_size) - len(table)
+        if extra == 1:
+            table.append(self.pool.allocate())
+        elif extra > 1:
+            table.extend(self.pool.allocate_many(extra))
+        self.ntok[seq] = num_tokens
+        return True
+
+    def grow_one_block(self, seq: int, num_tokens: int) -> bool:
+        """Fast path of allocate for an unshared sequence whose next token starts a new block: take one
+        block if the pool has one (True), else change nothing (False; the caller falls back)."""
+        if not self.pool._free:
+            return False
+        self.tables[seq].append(self.pool.allocate())
+        self.ntok[seq] = num_tokens
+        return True
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
+        """No prefix cache here: nothing is served from cache."""
+        return 0
+
+    def has(self, seq: int) -> bool:
+        return seq in self.tables
+
+    def capacity_tokens(self, seq: int) -> int:
+        """Token slots seq can fill before it needs another allocation."""
+        return len(self.tables[seq]) * self.block_size
+
+    def last_block_shared(self, seq: int) -> bool:
+        """True when seq's last block is partially filled and shared (its next write copies it)."""
+        return self._needs_cow(self.tables[seq], self.ntok[seq])
+
+    def fork(self, parent: int, child: int) -> None:
+        """Child shares every block of parent (refcounts + 1)."""
+        table = self.tables[parent]
+        for bid in table:
+            self.pool.incref(bid)
+        self.tables[child] = list(table)
+        self.ntok[child] = self.ntok[parent]
+        self.shared_dup_tokens += self.ntok[parent]
+
+    def free(self, seq: int) -> int:
+        """Drop seq's table; return how many blocks became free."""
+        table = self.tables.pop(seq)
+        ntok = self.ntok.pop(seq)
+        kept = self.pool.release(table)
+        if kept:
+            bs = self.block_size
+            last = table[-1]
+            self.shared_dup_tokens -= len(kept) * bs
+            if kept[-1] == last and ntok % bs:
+                self.shared_dup_tokens += bs - ntok % bs
+        return len(table) - len(kept)
+
+    def num_blocks_of(self, seq: int) -> int:
+        return len(self.tables[seq])
+
+    def unique_blocks(self, seqs: list[int]) -> int:
+        return len({b for s in seqs for b in self.tables[s]})
+
+    def can_swap_out(self, seqs: list[int]) -> bool:
+        return self.swap_used_blocks + self.unique_blocks(seqs) <= self.swap_capacity_blocks
+
+    def swap_out(self, seqs: list[int]) -> int:
+        """Move the sequences' blocks to host memory, keeping their sharing; return blocks moved."""
+        unique = sorted({b for s in seqs for b in self.tables[s]})
+        for s in seqs:
+            table = self.tables[s]
+            ntok = self.ntok[s]
+            self.free(s)
+            self.swapped[s] = (table, ntok)
+        self.swap_used_blocks += len(unique)
+        return len(unique)
+
+    def swap_blocks_needed(self, seqs: list[int]) -> int:
+        return len({b for s in seqs for b in self.swapped[s][0]})
+
+    def swap_in(self, seqs: list[int]) -> int:
+        """Bring swapped sequences back onto fresh GPU blocks; return blocks moved (caller checked room)."""
+        remap: dict[int, int] = {}
+        for s in seqs:
+            old_table, ntok = self.swapped.pop(s)
+            table = []
+            for old in old_table:
+                new = remap.get(old)
+                if new is None:
+                    new = remap[old] = self.pool.allocate()
+                else:
+                    self.pool.incref(new)
+                table.append(new)
+            self.tables[s] = table
+            self.ntok[s] = ntok
+        # shared slots are shared again: recompute the duplicate count for these tables
+        seen: set[int] = set()
+        bs = self.block_size
+        for s in seqs:
+            ntok = self.ntok[s]
+            for i, b in enumerate(self.tables[s]):
+                if b in seen:
+                    self.shared_dup_tokens += min(bs, ntok - i * bs)
+                else:
+                    seen.add(b)
+        self.swap_used_blocks -= len(remap)
+        return len(remap)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if refcounts, tables and the free list disagree."""
+        counts = [0] * self.pool.num_blocks
+        for table in self.tables.values():
+            for b in table:
+                counts[b] += 1
+        assert counts == self.pool.refcount, "refcounts do not match block tables"
+        free = self.pool.free_ids()
+        assert len(free) == len(set(free)), "block on the free list twice"
+        assert all(counts[b] == 0 for b in free), "referenced block on the free list"
+        assert len(free) + sum(1 for c in counts if c > 0) == self.pool.num_blocks, "leaked block"
+        for s, table in self.tables.items():
+            assert len(table) == -(-self.ntok[s] // self.block_size), f"table of seq {s} mis-sized"
+        dup = 0
+        seen: set[int] = set()
+        bs = self.block_size
+        for s, table in self.tables.items():
+            for i, b in enumerate(table):
+                if b in seen:
+                    dup += min(bs, self.ntok[s] - i * bs)
+                seen.add(b)
+        assert dup == self.shared_dup_tokens, "shared token count drifted"

@@ -1,0 +1,158 @@
+"""PNG plots of one run: KV usage, concurrency and latency CDFs.
+
+Figures are built with matplotlib's object API on an Agg canvas rather than pyplot, so plotting never
+touches the global backend or leaks figures, and runs under matplotlib's default style whatever the
+user's matplotlibrc says. Output bytes are deterministic: no Software/date metadata is written.
+Timelines are drawn as time-weighted bin means (at most PLOT_BINS points), so 100k-row timelines stay fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.style
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from kvsim.metrics.summary import with_hold
+
+PLOT_BINS = 1000
+CDF_POINTS = 1001
+_SAVE_KW: dict[str, Any] = {"dpi": 100, "format": "png", "metadata": {"Software": None}}
+
+PLOT_FILES: tuple[str, ...] = ("kv_usage.png", "concurrency.png", "latency_cdf.png")
+
+
+def step_bin_means(t: np.ndarray, hold: np.ndarray, v: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Time-weighted mean over each bin [edges[i], edges[i+1]) of one replica's step function, which holds
+    v[k] on [t[k], t[k] + hold[k]) and 0 elsewhere. Rows must be sorted by t and must not overlap."""
+    seg = v * hold
+    before = np.concatenate(([0.0], np.cumsum(seg)))  # area of all segments before row k
+    k = np.searchsorted(t, edges, side="right") - 1
+    kk = np.clip(k, 0, None)
+    area = before[kk] + v[kk] * np.clip(edges - t[kk], 0.0, hold[kk])
+    area = np.where(k < 0, 0.0, area)
+    return np.diff(area) / np.diff(edges)
+
+
+def replica_mean_curve(timeline: pd.DataFrame, values: pd.Series,
+                       bins: int = PLOT_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """(bin centres, mean over replicas of each replica's time-weighted bin mean). A replica counts as 0
+    outside the span its rows cover."""
+    start = float(timeline["t_s"].min())
+    end = float((timeline["t_s"] + timeline["hold_s"]).max())
+    if not end > start:
+        return np.array([start]), np.array([float(values.mean())])
+    edges = np.linspace(start, end, bins + 1)
+    total = np.zeros(bins)
+    t = timeline["t_s"].to_numpy(np.float64)
+    hold = timeline["hold_s"].to_numpy(np.float64)
+    v = values.to_numpy(np.float64)
+    groups = sorted(timeline.groupby("replica", sort=True).indices.items())
+    for _, pos in groups:
+        pos = pos[np.argsort(t[pos], kind="stable")]
+        total += step_bin_means(t[pos], hold[pos], v[pos], edges)
+    return (edges[:-1] + edges[1:]) / 2, total / len(groups)
+
+
+def _figure(ncols: int = 1, width: float = 8.0) -> tuple[Figure, Any]:
+    fig = Figure(figsize=(width, 4.0))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    # fixed margins: constrained layout would double the drawing time
+    fig.subplots_adjust(left=0.09 * 8.0 / width, right=0.98, bottom=0.13, top=0.91, wspace=0.22)
+    return fig, axes
+
+
+def _no_data(ax: Any) -> None:
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+
+
+def _per_replica_label(timeline: pd.DataFrame) -> str:
+    return " (mean per replica)" if timeline["replica"].nunique() > 1 else ""
+
+
+def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -> None:
+    """KV token states and used blocks (and cached blocks if any) as a fraction of capacity vs time."""
+    fig, (ax,) = _figure()
+    kv = summary.get("kv", {})
+    cap_tokens, cap_blocks = kv.get("capacity_tokens"), kv.get("capacity_blocks")
+    if len(timeline) == 0:
+        _no_data(ax)
+    else:
+        scale_t = 1.0 / cap_tokens if cap_tokens else 1.0
+        scale_b = 1.0 / cap_blocks if cap_blocks else 1.0
+        series = [("token states", timeline["kv_token_states"] * scale_t),
+                  ("used blocks", timeline["kv_used_blocks"] * scale_b)]
+        if (timeline["kv_cached_blocks"] > 0).any():
+            series.append(("cached blocks", timeline["kv_cached_blocks"] * scale_b))
+        for label, values in series:
+            x, y = replica_mean_curve(timeline, values)
+            ax.plot(x, y, label=label, linewidth=1.0)
+        ax.set_ylabel(("fraction of KV capacity" if cap_tokens else "count") + _per_replica_label(timeline))
+        if cap_tokens:
+            ax.set_ylim(0, 1.05)
+        ax.legend(loc="upper right")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_title("KV cache usage")
+    fig.savefig(path, **_SAVE_KW)
+
+
+def plot_concurrency(path: Path, timeline: pd.DataFrame) -> None:
+    """Running and waiting requests vs time."""
+    fig, (ax,) = _figure()
+    if len(timeline) == 0:
+        _no_data(ax)
+    else:
+        for col, label in (("running_reqs", "running"), ("waiting", "waiting")):
+            x, y = replica_mean_curve(timeline, timeline[col])
+            ax.plot(x, y, label=label, linewidth=1.0)
+        ax.set_ylabel("requests" + _per_replica_label(timeline))
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper right")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_title("Concurrency")
+    fig.savefig(path, **_SAVE_KW)
+
+
+def cdf_points(series: pd.Series, points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(x, F(x)) of the empirical CDF of the non-NaN values; at most `points` points (quantiles) so large
+    runs draw fast."""
+    x = np.sort(series.dropna().to_numpy(np.float64))
+    if x.size <= points:
+        return x, np.arange(1, x.size + 1) / x.size
+    p = np.linspace(0.0, 1.0, points)
+    return np.quantile(x, p), p
+
+
+def plot_latency_cdf(path: Path, requests: pd.DataFrame) -> None:
+    """CDFs of TTFT, TPOT and E2E, one panel each."""
+    fig, axes = _figure(ncols=3, width=12.0)
+    panels = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
+    for ax, (col, label) in zip(axes, panels, strict=True):
+        x, y = cdf_points(requests[col]) if col in requests else (np.array([]), np.array([]))
+        if x.size == 0:
+            _no_data(ax)
+        else:
+            ax.step(x, y, where="post", linewidth=1.0)
+            ax.set_ylim(0, 1.02)
+        ax.set_xlabel(f"{label} (s)")
+        ax.set_title(label)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("fraction of requests")
+    fig.savefig(path, **_SAVE_KW)
+
+
+def write_plots(out_dir: Path, summary: dict[str, Any], requests: pd.DataFrame,
+                timeline: pd.DataFrame) -> list[str]:
+    """Write PLOT_FILES into out_dir; returns their file names."""
+    out_dir = Path(out_dir)
+    timeline = with_hold(timeline)
+    with matplotlib.style.context("default"):
+        plot_kv_usage(out_dir / "kv_usage.png", summary, timeline)
+        plot_concurrency(out_dir / "concurrency.png", timeline)
+        plot_latency_cdf(out_dir / "latency_cdf.png", requests)
+    return list(PLOT_FILES)

@@ -1,0 +1,152 @@
+"""Write a run's output folder atomically: summary.json, requests.parquet, timeline.parquet, the plots,
+report.md and run.json. Everything but run.json is byte-identical across reruns of the same scenario."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kvsim.errors import KvsimError
+from kvsim.metrics import plots
+from kvsim.metrics.summary import summary_table_rows
+
+PLOT_TITLES: dict[str, str] = {
+    "kv_usage.png": "KV cache usage",
+    "concurrency.png": "Concurrency",
+    "latency_cdf.png": "Latency CDFs",
+}
+
+
+def json_text(data: Any) -> str:
+    """The one JSON layout kvsim writes: sorted keys, 2-space indent, trailing newline."""
+    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def write_parquet(path: Path, df: pd.DataFrame) -> None:
+    """Write df without its pandas index or pandas metadata, so the bytes depend only on the data."""
+    table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+    table = table.replace_schema_metadata(None)
+    pq.write_table(table, path, compression="snappy")
+
+
+def write_outputs(out_dir: str | Path, summary: dict[str, Any], requests_df: pd.DataFrame,
+                  timeline_df: pd.DataFrame, run_info: dict[str, Any]) -> Path:
+    """Write all outputs into a temporary sibling folder, then rename it to out_dir, replacing a folder
+    already there if it is empty or an earlier run's output. On any failure the temporary folder is removed
+    and out_dir is left as it was. Returns the absolute out_dir."""
+    out_dir = Path(os.path.abspath(out_dir))
+    _check_replaceable(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    except OSError as exc:
+        raise KvsimError(f"{out_dir}: cannot create output folder: {exc.strerror}") from None
+    try:
+        os.chmod(tmp, 0o755)
+        (tmp / "summary.json").write_text(json_text(summary), encoding="utf-8")
+        write_parquet(tmp / "requests.parquet", requests_df)
+        write_parquet(tmp / "timeline.parquet", timeline_df)
+        plot_files = plots.write_plots(tmp, summary, requests_df, timeline_df)
+        (tmp / "report.md").write_text(render_report(summary, plot_files), encoding="utf-8")
+        run_text = json.dumps(run_info, sort_keys=True, indent=2, default=str) + "\n"
+        (tmp / "run.json").write_text(run_text, encoding="utf-8")
+        _swap_into_place(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    """Refuse to replace anything but an empty folder or an earlier run's output folder, so a mistyped
+    --out (".", a home folder) never deletes unrelated files."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise KvsimError(f"{out_dir}: output path exists and is not a directory")
+    names = {p.name for p in out_dir.iterdir()}
+    if names and "summary.json" not in names:
+        raise KvsimError(f"{out_dir}: output folder exists and holds no summary.json; "
+                         "refusing to replace it (choose another --out or remove it)")
+
+
+def _swap_into_place(tmp: Path, out_dir: Path) -> None:
+    """Rename tmp to out_dir. An existing out_dir is first moved aside, and restored if the rename fails."""
+    if not out_dir.exists():
+        os.replace(tmp, out_dir)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+    os.rmdir(old)
+    os.replace(out_dir, old)
+    try:
+        os.replace(tmp, out_dir)
+    except BaseException:
+        os.replace(old, out_dir)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _name(value: Any) -> str:
+    """A model or hardware entry as text: its catalog name, or the `name` of an inline spec."""
+    if value is None:
+        return "?"
+    if isinstance(value, dict):
+        return str(value.get("name", "inline spec"))
+    return str(value)
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """One line saying what was simulated: model, hardware, parallelism, workload, seed."""
+    sc = summary.get("scenario") or {}
+    model = _name(summary.get("model") or _get(sc, "model"))
+    hardware = _name(summary.get("hardware") or _get(sc, "hardware"))
+    parts = [f"{model} on {hardware}"]
+    tp = _get(sc, "parallelism", "tensor_parallel_size")
+    parts.append(f"TP={tp if tp is not None else '?'} x {summary.get('replicas', '?')} replica(s)")
+    kind, rate = _get(sc, "workload", "kind"), _get(sc, "workload", "arrival", "rate")
+    if kind is not None:
+        parts.append(f"workload {kind}" + (f" at {rate} req/s" if rate is not None else ""))
+    seed = _get(sc, "simulation", "seed")
+    if seed is not None:
+        parts.append(f"seed {seed}")
+    if summary.get("cost_model") is not None:
+        parts.append(f"cost model {summary['cost_model']}")
+    if summary.get("kvsim_version") is not None:
+        parts.append(f"kvsim {summary['kvsim_version']}")
+    return " · ".join(parts)
+
+
+def render_report(summary: dict[str, Any], plot_files: list[str]) -> str:
+    """report.md: headline, key figures table, the plots, and what each file holds."""
+    title = _get(summary, "scenario", "name") or "run"
+    lines = [f"# kvsim report: {title}", "", headline(summary), "", "| metric | value |", "|---|---|"]
+    lines += [f"| {label} | {value} |" for label, value in summary_table_rows(summary)]
+    lines += ["", "## Plots", ""]
+    for name in plot_files:
+        lines += [f"![{PLOT_TITLES.get(name, name)}]({name})", ""]
+    lines += [
+        "## Files",
+        "",
+        "- `summary.json`: every figure above and more (definitions in kvsim's docs/metrics.md)",
+        "- `requests.parquet`: one row per request",
+        "- `timeline.parquet`: one row per recorded engine iteration",
+        "- `run.json`: wall-clock figures of this run (vary between reruns)",
+        "",
+    ]
+    return "\n".join(lines)

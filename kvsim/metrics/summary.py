@@ -1,0 +1,235 @@
+"""Turn the recorder's requests and timeline frames into the nested summary dict written to summary.json,
+and into rows for the console table. docs/metrics.md defines every key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile
+
+META_COPIES: tuple[str, ...] = ("scenario", "kvsim_version", "model", "hardware", "cost_model")
+
+
+def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+    """The run's summary as plain JSON-safe data (ints, floats, None for undefined figures)."""
+    timeline = with_hold(timeline)
+    done = requests[completed_mask(requests)]
+    summary: dict[str, Any] = {
+        "requests": _requests_section(requests, done),
+        "throughput": _throughput_section(requests, done),
+        "latency": _latency_section(requests, done),
+        "concurrency": _concurrency_section(timeline),
+        "kv": _kv_section(timeline, meta),
+        "prefix_cache": _prefix_section(done),
+        "preemptions": _int_sum(timeline, "preempted"),
+        "iterations": int((timeline["iteration"] >= 0).sum()) if len(timeline) else 0,
+        "cow_copies": _int_sum(timeline, "cow_copies"),
+        "replicas": _replicas(requests, timeline, meta),
+        "weight_bytes_per_gpu": plain(meta.get("weight_bytes_per_gpu")),
+    }
+    for key in META_COPIES:
+        summary[key] = meta.get(key)
+    return summary
+
+
+def with_hold(timeline: pd.DataFrame) -> pd.DataFrame:
+    """The timeline with hold_s, derived as Recorder.timeline_frame does when a hand-built frame lacks it."""
+    if "hold_s" in timeline.columns:
+        return timeline
+    df = timeline.copy()
+    nxt = df.groupby("replica", sort=False)["t_s"].shift(-1)
+    df["hold_s"] = (nxt - df["t_s"]).fillna(df["dt_s"])
+    return df
+
+
+def _rejected(requests: pd.DataFrame) -> pd.Series:
+    if "rejected" in requests.columns:
+        return requests["rejected"]
+    return pd.Series(0, index=requests.index)
+
+
+def completed_mask(requests: pd.DataFrame) -> pd.Series:
+    """Completed requests: a finish_s and not rejected."""
+    return requests["finish_s"].notna() & (_rejected(requests) == 0)
+
+
+def _int_sum(df: pd.DataFrame, col: str) -> int:
+    return int(df[col].sum()) if len(df) else 0
+
+
+def _output_tokens(done: pd.DataFrame) -> int:
+    return int((done["output_len"] * done["n"]).sum()) if len(done) else 0
+
+
+def _requests_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
+    return {
+        "total": int(len(requests)),
+        "completed": int(len(done)),
+        "rejected": int((_rejected(requests) != 0).sum()),
+        "prompt_tokens": _int_sum(done, "prompt_len"),
+        "output_tokens": _output_tokens(done),
+        "cached_tokens": _int_sum(done, "cached_tokens"),
+        "preempted": int((done["preemptions"] > 0).sum()) if len(done) else 0,
+    }
+
+
+def makespan_s(requests: pd.DataFrame) -> float | None:
+    """Last finish_s over completed requests minus first arrival_s over all requests; None if undefined."""
+    finish = requests.loc[completed_mask(requests), "finish_s"]
+    if finish.empty:
+        return None
+    return plain(finish.max() - requests["arrival_s"].min())
+
+
+def _throughput_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
+    span = makespan_s(requests)
+    out_tok = _output_tokens(done)
+    total_tok = out_tok + _int_sum(done, "prompt_len")
+    if span is None or span <= 0:
+        rate = dict.fromkeys(("requests_per_s", "output_tokens_per_s", "total_tokens_per_s"))
+    else:
+        rate = {
+            "requests_per_s": len(done) / span,
+            "output_tokens_per_s": out_tok / span,
+            "total_tokens_per_s": total_tok / span,
+        }
+    return {"makespan_s": span, **rate}
+
+
+def _latency_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
+    multi = requests[requests["output_len"] > 1]
+    return {
+        "ttft_s": percentiles(requests["ttft_s"]),
+        "tpot_s": percentiles(multi["tpot_s"]),
+        "e2e_s": percentiles(done["e2e_s"]),
+        "queue_s": percentiles(requests["queue_s"]),
+    }
+
+
+def _per_replica_mean(timeline: pd.DataFrame, values: pd.Series) -> float | None:
+    """Mean over replicas of each replica's time-weighted mean (weights hold_s); replicas with no held
+    time are skipped."""
+    v = values.to_numpy(np.float64)
+    hold = timeline["hold_s"].to_numpy(np.float64)
+    means = []
+    for _, pos in sorted(timeline.groupby("replica", sort=True).indices.items()):
+        m = time_weighted_mean(v[pos], hold[pos])
+        if m is not None:
+            means.append(m)
+    return float(np.mean(means)) if means else None
+
+
+def _max(values: pd.Series) -> Any:
+    return plain(values.max()) if len(values) else None
+
+
+def _concurrency_section(timeline: pd.DataFrame) -> dict[str, Any]:
+    running = timeline["running_reqs"]
+    hold = timeline["hold_s"]
+    return {
+        "mean": _per_replica_mean(timeline, running),
+        "p50": time_weighted_quantile(running, hold, 0.5),
+        "p99": time_weighted_quantile(running, hold, 0.99),
+        "max": _max(running),
+        "waiting_mean": _per_replica_mean(timeline, timeline["waiting"]),
+        "waiting_max": _max(timeline["waiting"]),
+    }
+
+
+def _kv_section(timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+    blocks = plain(meta.get("capacity_blocks"))
+    block_size = plain(meta.get("block_size"))
+    bytes_per_block = plain(meta.get("bytes_per_block"))
+    cap_tokens = blocks * block_size if blocks is not None and block_size is not None else None
+    out: dict[str, Any] = {
+        "capacity_blocks": blocks,
+        "block_size": block_size,
+        "capacity_tokens": cap_tokens,
+        "bytes_per_token": plain(meta.get("kv_bytes_per_token")),
+        "bytes_per_block": bytes_per_block,
+        "capacity_bytes": blocks * bytes_per_block if blocks is not None and bytes_per_block else None,
+    }
+    ratios = ("utilization_mean", "utilization_max", "used_blocks_mean", "used_blocks_max",
+              "cached_blocks_mean", "internal_fragmentation_mean")
+    if not cap_tokens or not len(timeline):
+        return {**out, **dict.fromkeys(ratios)}
+    util = timeline["kv_token_states"] / cap_tokens
+    used = timeline["kv_used_blocks"] / blocks
+    unfilled = (timeline["kv_used_blocks"] * block_size - timeline["kv_token_states"]) / cap_tokens
+    out.update({
+        "utilization_mean": _per_replica_mean(timeline, util),
+        "utilization_max": _max(util),
+        "used_blocks_mean": _per_replica_mean(timeline, used),
+        "used_blocks_max": _max(used),
+        "cached_blocks_mean": _per_replica_mean(timeline, timeline["kv_cached_blocks"] / blocks),
+        "internal_fragmentation_mean": _per_replica_mean(timeline, unfilled),
+    })
+    return out
+
+
+def _prefix_section(done: pd.DataFrame) -> dict[str, Any]:
+    prompt = _int_sum(done, "prompt_len")
+    cached = _int_sum(done, "cached_tokens")
+    return {"hit_rate": cached / prompt if prompt > 0 else None}
+
+
+def _replicas(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, Any]) -> int:
+    if meta.get("replicas") is not None:
+        return int(meta["replicas"])
+    seen = set(requests["replica"].tolist()) | set(timeline["replica"].tolist())
+    return max(len(seen), 1)
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _join(values: list[Any], fmt=_fmt) -> str:
+    return " / ".join(fmt(v) for v in values)
+
+
+def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, formatted value) rows for the console table and report.md, in a fixed order."""
+    req, thr, lat = summary["requests"], summary["throughput"], summary["latency"]
+    conc, kv = summary["concurrency"], summary["kv"]
+    rows = [
+        ("requests completed / total", f"{_fmt(req['completed'])} / {_fmt(req['total'])}"),
+        ("makespan (s)", _fmt(thr["makespan_s"])),
+        ("throughput (req/s)", _fmt(thr["requests_per_s"])),
+        ("output tokens/s", _fmt(thr["output_tokens_per_s"])),
+        ("total tokens/s", _fmt(thr["total_tokens_per_s"])),
+    ]
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"), ("queue_s", "queue")):
+        stats = lat[key]
+        rows.append((f"{label} mean / p50 / p90 / p99 (s)", _join([stats[k] for k in stats])))
+    rows += [
+        ("concurrency mean / p50 / p99 / max",
+         _join([conc["mean"], conc["p50"], conc["p99"], conc["max"]])),
+        ("waiting mean / max", _join([conc["waiting_mean"], conc["waiting_max"]])),
+        ("KV capacity (blocks x block size)",
+         f"{_fmt(kv['capacity_blocks'])} x {_fmt(kv['block_size'])} = {_fmt(kv['capacity_tokens'])} tokens"),
+        ("KV utilization mean / max", _join([kv["utilization_mean"], kv["utilization_max"]], _pct)),
+        ("KV used blocks mean / max", _join([kv["used_blocks_mean"], kv["used_blocks_max"]], _pct)),
+        ("KV internal fragmentation mean", _pct(kv["internal_fragmentation_mean"])),
+    ]
+    if summary["prefix_cache"]["hit_rate"] is not None and req["cached_tokens"] > 0:
+        rows.append(("prefix cache hit rate", _pct(summary["prefix_cache"]["hit_rate"])))
+    rows += [
+        ("preemptions", _fmt(summary["preemptions"])),
+        ("iterations", _fmt(summary["iterations"])),
+        ("copy-on-write copies", _fmt(summary["cow_copies"])),
+    ]
+    return rows

@@ -1,0 +1,43 @@
+"""Bytes per element of the numeric formats kvsim knows (weights, KV cache, peak FLOP/s keys)."""
+
+from __future__ import annotations
+
+from kvsim.errors import KvsimError
+
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4,
+    "fp16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "int8": 1,
+    "int4": 0.5,
+}
+
+# Names found in Hugging Face config.json `torch_dtype` / `dtype`, mapped to ours.
+_ALIASES: dict[str, str] = {
+    "float32": "fp32",
+    "float": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+}
+
+
+def normalize_dtype(name: str) -> str:
+    """Our canonical name for a dtype ("bfloat16" -> "bf16"); KvsimError for unknown names."""
+    key = str(name).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in DTYPE_BYTES:
+        known = ", ".join(DTYPE_BYTES)
+        raise KvsimError(f"unknown dtype {name!r}; known: {known}")
+    return key
+
+
+def dtype_bytes(name: str) -> float:
+    """Bytes per element of dtype `name` (0.5 for int4); KvsimError for unknown names."""
+    return DTYPE_BYTES[normalize_dtype(name)]

@@ -1,0 +1,178 @@
+"""A transformer's architecture as far as serving cost needs it: KV bytes per token, weight bytes,
+FLOPs per token and per attended (query, key) pair, all per GPU under tensor parallelism."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kvsim.errors import KvsimError
+from kvsim.specs.dtypes import DTYPE_BYTES, dtype_bytes, normalize_dtype
+
+ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One decoder-only model.
+
+    num_params counts every parameter, both embedding matrices included (once when tied);
+    active_params counts those used per token in the same way (= num_params for dense models,
+    fewer for mixture-of-experts). attention is "mha" | "gqa" | "mqa" | "mla".
+
+    MLA (DeepSeek-V2/V3) caches one latent of kv_lora_rank + qk_rope_head_dim values per layer and
+    token instead of K and V; head_dim is then the per-head value dim (= qk_nope_head_dim in every
+    DeepSeek MLA model). sliding_window_layers of the num_layers layers keep only the last
+    sliding_window tokens of KV.
+    """
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    num_params: int
+    active_params: int
+    attention: str
+    max_position_embeddings: int
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    sliding_window: int | None = None
+    sliding_window_layers: int = 0
+    weight_dtype: str = "bf16"
+    tie_word_embeddings: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
+                  "intermediate_size", "vocab_size", "num_params", "active_params",
+                  "max_position_embeddings"):
+            _require_int(self.name, f, getattr(self, f), minimum=1)
+        for f in ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers"):
+            _require_int(self.name, f, getattr(self, f), minimum=0)
+        if self.attention not in ATTENTION_KINDS:
+            raise KvsimError(f"model {self.name}: attention must be one of {', '.join(ATTENTION_KINDS)},"
+                             f" got {self.attention!r}")
+        if self.attention == "mla" and self.kv_lora_rank < 1:
+            raise KvsimError(f"model {self.name}: attention 'mla' needs kv_lora_rank >= 1")
+        if self.num_kv_heads > self.num_attention_heads:
+            raise KvsimError(f"model {self.name}: num_kv_heads ({self.num_kv_heads}) exceeds"
+                             f" num_attention_heads ({self.num_attention_heads})")
+        if self.active_params > self.num_params:
+            raise KvsimError(f"model {self.name}: active_params exceeds num_params")
+        if self.sliding_window is not None:
+            _require_int(self.name, "sliding_window", self.sliding_window, minimum=1)
+        if self.sliding_window_layers > self.num_layers:
+            raise KvsimError(f"model {self.name}: sliding_window_layers ({self.sliding_window_layers})"
+                             f" exceeds num_layers ({self.num_layers})")
+        if self.sliding_window_layers and self.sliding_window is None:
+            raise KvsimError(f"model {self.name}: sliding_window_layers set without sliding_window")
+        if normalize_dtype(self.weight_dtype) != self.weight_dtype:
+            object.__setattr__(self, "weight_dtype", normalize_dtype(self.weight_dtype))
+
+    # ---- tensor parallelism -------------------------------------------------------------
+    def validate_tp(self, tp: int) -> None:
+        """Raise KvsimError unless vLLM could shard this model over `tp` GPUs: attention heads must
+        divide evenly; KV heads must divide tp or be divisible by it (they are replicated when
+        tp > num_kv_heads)."""
+        _check_tp(tp)
+        if self.num_attention_heads % tp:
+            raise KvsimError(f"model {self.name}: tensor_parallel_size {tp} does not divide"
+                             f" {self.num_attention_heads} attention heads")
+        if self.attention != "mla":
+            kv = self.num_kv_heads
+            if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
+                raise KvsimError(f"model {self.name}: tensor_parallel_size {tp} and {kv} KV heads"
+                                 " are not multiples of one another")
+
+    def kv_heads_per_gpu(self, tp: int = 1) -> int:
+        """KV heads each GPU stores: num_kv_heads // tp, at least 1 (vLLM replicates KV heads when
+        tp > num_kv_heads). For MLA it is 1: the latent is replicated on every rank, not split."""
+        _check_tp(tp)
+        if self.attention == "mla":
+            return 1
+        return max(1, self.num_kv_heads // tp)
+
+    # ---- KV cache -----------------------------------------------------------------------
+    def kv_bytes_per_token(self, kv_dtype: str, tp: int = 1) -> float:
+        """KV bytes one token adds on one GPU, every layer counted (as when the context is shorter
+        than any sliding window). MHA/GQA/MQA: 2 * layers * kv_heads_per_gpu * head_dim * bytes;
+        MLA: layers * (kv_lora_rank + qk_rope_head_dim) * bytes."""
+        b = dtype_bytes(kv_dtype)
+        if self.attention == "mla":
+            _check_tp(tp)
+            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
+        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * b
+
+    def kv_bytes(self, num_tokens: int, kv_dtype: str, tp: int = 1) -> float:
+        """Exact KV bytes on one GPU for one sequence of num_tokens tokens: sliding-window layers hold
+        min(num_tokens, sliding_window) tokens, the other layers hold all of them."""
+        if num_tokens < 0:
+            raise KvsimError(f"model {self.name}: num_tokens must be >= 0, got {num_tokens}")
+        per_layer = self.kv_bytes_per_token(kv_dtype, tp) / self.num_layers
+        windowed = self.sliding_window_layers
+        full = self.num_layers - windowed
+        capped = min(num_tokens, self.sliding_window) if windowed else 0
+        return per_layer * (full * num_tokens + windowed * capped)
+
+    # ---- weights and compute ------------------------------------------------------------
+    def weight_bytes(self, tp: int = 1) -> float:
+        """Weight bytes per GPU: num_params * bytes(weight_dtype) / tp. An approximation: vLLM also
+        splits the embedding and LM head by vocabulary, but replicates norms (negligibly small)."""
+        _check_tp(tp)
+        return self.num_params * DTYPE_BYTES[self.weight_dtype] / tp
+
+    def linear_flops_per_token(self) -> float:
+        """Matmul FLOPs per token for the whole model (all GPUs together; divide by tp per GPU):
+        2 * active_params, minus the input embedding when it is not tied to the LM head (a lookup,
+        not a matmul). Attention score/value FLOPs are separate: attention_flops_per_pair."""
+        lookup = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        return 2.0 * (self.active_params - lookup)
+
+    def attention_flops_per_pair(self, tp: int = 1) -> float:
+        """FLOPs on one GPU for one (query token, key token) pair, summed over layers: QK^T plus PV,
+        2 FLOPs per multiply-add. MHA/GQA/MQA: 4 * layers * heads_per_gpu * head_dim. MLA, kept
+        simple as the un-absorbed form: 2 * layers * heads_per_gpu * ((head_dim + qk_rope_head_dim)
+        + head_dim); absorbed MLA decode kernels work in the latent space and do more FLOPs."""
+        _check_tp(tp)
+        heads = self.num_attention_heads / tp
+        if self.attention == "mla":
+            return 2.0 * self.num_layers * heads * (2 * self.head_dim + self.qk_rope_head_dim)
+        return 4.0 * self.num_layers * heads * self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        return self.active_params < self.num_params
+
+
+def _check_tp(tp: int) -> None:
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise KvsimError(f"tensor_parallel_size must be an integer >= 1, got {tp!r}")
+
+
+def _require_int(model: str, field: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = "a positive integer" if minimum >= 1 else "an integer >= 0"
+        raise KvsimError(f"model {model}: {field} must be {what}, got {value!r}")
+
+
+def estimate_dense_params(num_layers: int, hidden_size: int, num_attention_heads: int,
+                          num_kv_heads: int, head_dim: int, intermediate_size: int, vocab_size: int,
+                          tie_word_embeddings: bool = False, gated_mlp: bool = True,
+                          qkv_bias: bool = False) -> int:
+    """Parameter count of a Llama-style decoder from its shapes: Q/K/V/O projections, a gated (3
+    matrices) or plain (2) MLP, two RMSNorms per layer plus a final one, and the embeddings. Exact
+    for Llama 2/3, Mistral and Qwen2 (qkv_bias=True); other families come out close."""
+    h, hd = hidden_size, head_dim
+    attn = 2 * h * num_attention_heads * hd + 2 * h * num_kv_heads * hd
+    if qkv_bias:
+        attn += (num_attention_heads + 2 * num_kv_heads) * hd
+    mlp = (3 if gated_mlp else 2) * h * intermediate_size
+    embed = vocab_size * h * (1 if tie_word_embeddings else 2)
+    return num_layers * (attn + mlp + 2 * h) + h + embed
+
+
+MODEL_FIELDS = tuple(f.name for f in fields(ModelSpec))

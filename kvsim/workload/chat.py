@@ -1,0 +1,132 @@
+"""`kind: chat`: multi-turn sessions over a pool of shared system prompts.
+
+A session picks system prompt i (0-based popularity rank) with probability proportional to 1/(i+1)^zipf_s
+and runs a number of turns drawn from `turns`; after each turn it ends early with probability
+`abandon_prob`, and it ends before the first turn whose prompt would exceed `max_context` tokens (a session
+whose first turn does not fit is dropped). Turn k's prompt is the whole history as segments:
+
+    (system prompt, its length), (user msg 0), (answer 0), ..., (user msg k-1), (answer k-1), (user msg k)
+
+so turn k's prompt is turn k-1's prompt plus answer k-1 (of length output_len of turn k-1) plus user msg k.
+Content ids: system prompt i is SYSTEM_PROMPT_ID_BASE + i; the user message of the j-th generated turn is
+TURN_ID_BASE + 2j and its answer TURN_ID_BASE + 2j + 1, so every piece has its own id.
+
+Order and links. Open loop: sessions start at the arrival process's times; the list holds session after
+session in start order, each session's turns consecutive; turn k > 0 has after = rid of turn k-1,
+think_s drawn from `think_time_s`, and arrival_s = the session start (a placeholder). Closed loop: session
+j is run by user j % users, each user's sessions back to back; the list holds user after user; a user's
+first turn arrives at 0 with after = -1, every later turn is a follow-up of the user's previous turn, with
+think_s from `think_time_s` inside a session and `arrival.think_time_s` between sessions.
+`max_requests` keeps the first requests in session order (the last session may be cut short).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kvsim.errors import KvsimError
+from kvsim.workload.arrivals import arrival_times, require_request_cap
+from kvsim.workload.config import ChatConfig, WorkloadConfig
+from kvsim.workload.lengths import sample_lengths, sample_values
+from kvsim.workload.request import Request
+
+SYSTEM_PROMPT_ID_BASE = 1 << 40
+TURN_ID_BASE = 2 << 40
+
+
+def zipf_weights(count: int, s: float) -> np.ndarray:
+    """Probabilities of ranks 1..count proportional to 1/rank^s (s = 0: uniform)."""
+    w = 1.0 / np.arange(1, count + 1, dtype=np.float64) ** s
+    return w / w.sum()
+
+
+def chat_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
+                  duration_s: float | None, base_dir: str | Path | None = None) -> list[Request]:
+    """The chat request stream (see the module docstring for content, order and follow-up links)."""
+    chat = cfg.chat
+    closed = cfg.arrival.process == "closed_loop"
+    if closed:
+        n_sessions = require_request_cap(max_requests)
+        starts = np.zeros(n_sessions)
+    else:
+        starts = arrival_times(cfg.arrival, rng, max_requests, duration_s)
+        n_sessions = len(starts)
+
+    sys_len = sample_lengths(chat.system_prompt_len, rng, chat.system_prompts, base_dir)
+    popularity = zipf_weights(chat.system_prompts, chat.zipf_s)
+    sys_idx = rng.choice(chat.system_prompts, size=n_sessions, p=popularity)
+    turns = sample_lengths(chat.turns, rng, n_sessions, base_dir)
+    if chat.abandon_prob > 0:
+        turns = np.minimum(turns, rng.geometric(chat.abandon_prob, size=n_sessions))
+    session = np.repeat(np.arange(n_sessions), turns)
+    n_turns = len(session)
+    user_len = sample_lengths(chat.user_turn_len, rng, n_turns, base_dir)
+    out_len = sample_lengths(cfg.output_len, rng, n_turns, base_dir)
+    think = _think_times(chat, rng, n_turns, base_dir)
+
+    first_of_session = np.cumsum(turns) - turns
+    k = np.arange(n_turns) - first_of_session[session]
+    pair = user_len + out_len
+    history = np.cumsum(pair) - pair
+    history -= history[first_of_session[session]]
+    prompt = sys_len[sys_idx[session]] + history + user_len
+
+    keep = prompt <= chat.max_context  # prompts grow within a session, so kept turns are a prefix
+    if max_requests is not None:
+        keep &= np.cumsum(keep) <= max_requests
+    if not keep.any():
+        raise KvsimError(f"workload.chat.max_context: no session's first turn fits in {chat.max_context} "
+                         "tokens")
+    session, k, user_len, out_len, think, prompt = (
+        a[keep] for a in (session, k, user_len, out_len, think, prompt))
+    kept = np.unique(session)
+    starts, sys_idx = starts[kept], sys_idx[kept]
+    session = np.searchsorted(kept, session)  # surviving sessions renumbered 0.. in order
+    turn_no = np.arange(len(k))
+
+    if closed:
+        user = session % cfg.arrival.users
+        order = np.argsort(user, kind="stable")
+        session, k, user_len, out_len, think, prompt, turn_no, user = (
+            a[order] for a in (session, k, user_len, out_len, think, prompt, turn_no, user))
+        head = np.ones(len(k), dtype=bool)
+        head[1:] = user[1:] != user[:-1]
+        think = np.where(k == 0, cfg.arrival.think_time_s, think)
+        arrival = np.zeros(len(k))
+    else:
+        head = k == 0
+        arrival = starts[session]
+    rid = np.arange(len(k))
+    after = np.where(head, -1, rid - 1)
+    think = np.where(head, 0.0, think)
+    return _build(cfg, sys_idx, sys_len, arrival, session, k, user_len, out_len, prompt, turn_no, after,
+                  think)
+
+
+def _think_times(chat: ChatConfig, rng: np.random.Generator, n: int,
+                 base_dir: str | Path | None) -> np.ndarray:
+    if isinstance(chat.think_time_s, (int, float)):
+        return np.full(n, float(chat.think_time_s))
+    return sample_values(chat.think_time_s, rng, n, base_dir)
+
+
+def _build(cfg: WorkloadConfig, sys_idx: np.ndarray, sys_len: np.ndarray, arrival: np.ndarray,
+           session: np.ndarray, k: np.ndarray, user_len: np.ndarray, out_len: np.ndarray,
+           prompt: np.ndarray, turn_no: np.ndarray, after: np.ndarray, think: np.ndarray) -> list[Request]:
+    sys_of_session = sys_idx.tolist()
+    sys_len_l = sys_len.tolist()
+    out: list[Request] = []
+    pieces: list[tuple[int, int]] = []
+    for rid, (t, s, kk, u, o, p, j, a, th) in enumerate(zip(
+            arrival.tolist(), session.tolist(), k.tolist(), user_len.tolist(), out_len.tolist(),
+            prompt.tolist(), turn_no.tolist(), after.tolist(), think.tolist(), strict=True)):
+        if kk == 0:
+            i = sys_of_session[s]
+            pieces = [(SYSTEM_PROMPT_ID_BASE + i, sys_len_l[i])]
+        pieces.append((TURN_ID_BASE + 2 * j, u))
+        out.append(Request(rid=rid, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n,
+                           segments=tuple(pieces), session=s, after=a, think_s=th, source="chat"))
+        pieces.append((TURN_ID_BASE + 2 * j + 1, o))
+    return out

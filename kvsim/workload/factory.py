@@ -1,0 +1,39 @@
+"""The one entry point the engine calls to turn a workload config into a request list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kvsim.errors import KvsimError
+from kvsim.workload.chat import chat_requests
+from kvsim.workload.config import WorkloadConfig
+from kvsim.workload.request import Request
+from kvsim.workload.synthetic import synthetic_requests
+from kvsim.workload.trace import trace_requests
+
+_GENERATORS = {
+    "synthetic": synthetic_requests,
+    "chat": chat_requests,
+    "trace": trace_requests,
+}
+
+
+def build_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None = None,
+                   duration_s: float | None = None, base_dir: str | Path | None = None) -> list[Request]:
+    """All requests of a run, deterministic for a given rng state.
+
+    The list is ordered by rid (0..N-1) and sorted by (arrival_s, rid). Open-loop requests (after == -1)
+    have rids increasing with arrival_s. A follow-up (after >= 0) comes after the request it waits for,
+    carries that request's arrival_s as a placeholder, and is released think_s after it completes.
+    max_requests caps the total count, follow-ups included (the first requests in list order are kept);
+    duration_s drops open-loop arrivals after it but keeps follow-ups of sessions that started in time.
+    Relative file paths resolve against base_dir, else the working directory.
+    """
+    if max_requests is None and duration_s is None:
+        raise KvsimError("simulation: set 'requests' or 'duration_s'")
+    generator = _GENERATORS.get(cfg.kind)
+    if generator is None:
+        raise KvsimError(f"workload.kind: unknown kind '{cfg.kind}' (known: {', '.join(_GENERATORS)})")
+    return generator(cfg, rng, max_requests, duration_s, base_dir)

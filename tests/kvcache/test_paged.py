@@ -1,0 +1,288 @@
+"""PagedKVManager: block counts, all-or-nothing allocation, fork, copy-on-write, swap (hand-computed)."""
+
+import math
+
+import pytest
+
+from kvsim.kvcache.paged import PagedKVManager
+
+
+def snapshot(m: PagedKVManager):
+    return (
+        {s: list(t) for s, t in m.tables.items()},
+        dict(m.ntok),
+        list(m.pool.refcount),
+        m.pool.free_ids(),
+        m.shared_dup_tokens,
+        m.cow_copies,
+        {s: (list(t), n) for s, (t, n) in m.swapped.items()},
+        m.swap_used_blocks,
+    )
+
+
+def token_states(m: PagedKVManager) -> int:
+    return sum(m.ntok.values()) - m.shared_dup_tokens
+
+
+@pytest.mark.parametrize(("tokens", "blocks"), [(0, 0), (1, 1), (15, 1), (16, 1), (17, 2), (32, 2), (33, 3)])
+def test_new_sequence_block_count(tokens, blocks):
+    m = PagedKVManager(8, 16)
+    assert m.blocks_needed(0, tokens) == blocks
+    assert m.allocate(0, tokens)
+    assert m.num_blocks_of(0) == blocks
+    assert (m.used_blocks, m.num_free_blocks) == (blocks, 8 - blocks)
+    m.check_invariants()
+
+
+def test_append_across_block_boundaries():
+    m = PagedKVManager(8, 16)
+    assert m.allocate(0, 1)
+    assert m.tables[0] == [0]
+    assert m.blocks_needed(0, 16) == 0
+    assert m.allocate(0, 16)
+    assert m.tables[0] == [0]
+    assert m.blocks_needed(0, 17) == 1
+    assert m.allocate(0, 17)
+    assert m.tables[0] == [0, 1]
+    assert m.allocate(0, 10)  # shrinking is a no-op
+    assert (m.tables[0], m.ntok[0]) == ([0, 1], 17)
+    assert m.allocate(0, 49)  # 17 -> 49 tokens: 2 -> 4 blocks
+    assert m.tables[0] == [0, 1, 2, 3]
+    m.check_invariants()
+
+
+def test_allocation_is_all_or_nothing():
+    m = PagedKVManager(3, 16)
+    assert m.allocate(0, 32)
+    before = snapshot(m)
+    assert not m.allocate(1, 33)  # needs 3, 1 free
+    assert not m.allocate(0, 49)  # needs 2 more, 1 free
+    assert snapshot(m) == before
+    assert m.allocate(0, 48)
+    assert m.num_free_blocks == 0
+    m.check_invariants()
+
+
+def test_copy_on_write_counts_in_all_or_nothing():
+    m = PagedKVManager(3, 4)
+    assert m.allocate(0, 6)  # [0, 1], block 1 holds 2 tokens
+    m.fork(0, 1)
+    before = snapshot(m)
+    assert m.blocks_needed(1, 9) == 2  # one copy + one new block, only 1 free
+    assert not m.allocate(1, 9)
+    assert snapshot(m) == before
+    assert m.blocks_needed(1, 8) == 1
+    assert m.allocate(1, 8)
+    assert (m.tables[1], m.cow_copies) == ([0, 2], 1)
+    m.check_invariants()
+
+
+def test_free_returns_blocks_and_reuse_is_lifo():
+    m = PagedKVManager(6, 16)
+    assert m.allocate(0, 48)  # [0, 1, 2]
+    assert m.allocate(1, 1)  # [3]
+    assert m.free(0) == 3
+    assert (m.used_blocks, m.num_free_blocks) == (1, 5)
+    assert m.allocate(2, 48)
+    assert m.tables[2] == [2, 1, 0]  # most recently freed first
+    assert m.allocate(3, 32)
+    assert m.tables[3] == [4, 5]
+    m.check_invariants()
+
+
+def test_double_free_raises():
+    m = PagedKVManager(4, 16)
+    assert m.allocate(0, 20)
+    m.free(0)
+    before = snapshot(m)
+    with pytest.raises(KeyError):
+        m.free(0)
+    assert snapshot(m) == before
+
+
+def test_fork_shares_all_blocks():
+    m = PagedKVManager(8, 16)
+    assert m.allocate(0, 40)  # [0, 1, 2]
+    m.fork(0, 1)
+    assert m.tables[1] == [0, 1, 2]
+    assert m.tables[1] is not m.tables[0]
+    assert m.pool.refcount[:3] == [2, 2, 2]
+    assert m.used_blocks == 3
+    assert m.shared_dup_tokens == 40
+    assert token_states(m) == 40
+    assert m.free(0) == 0  # the child still holds every block
+    assert m.pool.refcount[:3] == [1, 1, 1]
+    assert m.shared_dup_tokens == 0
+    assert m.free(1) == 3
+    m.check_invariants()
+
+
+def test_copy_on_write_three_way_fork_last_writer_does_not_copy():
+    m = PagedKVManager(8, 16)
+    assert m.allocate(0, 20)  # [0, 1]; block 1 holds 4 tokens
+    m.fork(0, 1)
+    m.fork(0, 2)
+    assert m.shared_dup_tokens == 40
+    assert m.allocate(1, 21)
+    assert (m.tables[1], m.cow_copies, m.pool.refcount[1]) == ([0, 2], 1, 2)
+    assert m.shared_dup_tokens == 36  # block 0 shared 3 ways (32) + block 1 shared 2 ways (4)
+    assert m.allocate(2, 21)
+    assert (m.tables[2], m.cow_copies, m.pool.refcount[1]) == ([0, 3], 2, 1)
+    assert m.shared_dup_tokens == 32
+    assert m.allocate(0, 21)  # sole owner of block 1 now: write in place
+    assert (m.tables[0], m.cow_copies) == ([0, 1], 2)
+    assert m.shared_dup_tokens == 32
+    assert token_states(m) == 16 + 3 * 5
+    assert m.used_blocks == 4
+    m.check_invariants()
+
+
+def test_copy_on_write_then_grow_past_the_block():
+    m = PagedKVManager(8, 16)
+    assert m.allocate(0, 20)
+    m.fork(0, 1)
+    assert m.blocks_needed(1, 40) == 2  # copy of block 1 + block for tokens 33..40
+    assert m.allocate(1, 40)
+    assert (m.tables[1], m.cow_copies) == ([0, 2, 3], 1)
+    assert m.shared_dup_tokens == 16
+    m.check_invariants()
+
+
+def test_no_copy_when_shared_last_block_is_full():
+    m = PagedKVManager(8, 16)
+    assert m.allocate(0, 32)  # [0, 1], both full
+    m.fork(0, 1)
+    assert m.blocks_needed(1, 33) == 1
+    assert m.allocate(1, 33)
+    assert m.allocate(0, 33)
+    assert (m.tables[0], m.tables[1], m.cow_copies) == ([0, 1, 3], [0, 1, 2], 0)
+    assert m.shared_dup_tokens == 32
+    assert token_states(m) == 34
+    m.check_invariants()
+
+
+def test_free_of_forked_sequence_updates_shared_dup_tokens():
+    m = PagedKVManager(8, 4)
+    assert m.allocate(0, 10)  # [0, 1, 2]; block 2 holds 2 tokens
+    m.fork(0, 1)
+    m.fork(0, 2)
+    assert m.shared_dup_tokens == 20
+    assert m.free(1) == 0
+    assert m.shared_dup_tokens == 10
+    assert m.allocate(2, 13)  # copy of block 2, plus block 3
+    assert m.shared_dup_tokens == 8
+    assert m.free(0) == 1  # block 2 had only seq 0 left
+    assert m.shared_dup_tokens == 0
+    m.check_invariants()
+
+
+def test_swap_out_and_in_preserve_sharing():
+    m = PagedKVManager(8, 4, swap_capacity_blocks=8)
+    assert m.allocate(9, 4)  # a bystander on block 0
+    assert m.allocate(0, 10)  # [1, 2, 3]
+    m.fork(0, 1)
+    assert m.allocate(1, 12)  # copy of block 3 -> [1, 2, 4]
+    rc_before = [[m.pool.refcount[b] for b in m.tables[s]] for s in (0, 1)]
+    assert rc_before == [[2, 2, 1], [2, 2, 1]]
+    dup_before = m.shared_dup_tokens
+    assert dup_before == 8
+    assert m.can_swap_out([0, 1])
+    assert m.swap_out([0, 1]) == 4
+    assert (m.used_blocks, m.swap_used_blocks, m.shared_dup_tokens) == (1, 4, 0)
+    assert set(m.tables) == {9}
+    m.check_invariants()
+    assert m.allocate(7, 8)  # move blocks around so swap-in lands elsewhere
+    assert m.swap_blocks_needed([0, 1]) == 4
+    assert m.swap_in([0, 1]) == 4
+    a, b = m.tables[0], m.tables[1]
+    assert a[:2] == b[:2] and a[2] != b[2]
+    assert [[m.pool.refcount[x] for x in m.tables[s]] for s in (0, 1)] == rc_before
+    assert (m.ntok[0], m.ntok[1]) == (10, 12)
+    assert m.shared_dup_tokens == dup_before
+    assert (m.used_blocks, m.swap_used_blocks) == (1 + 2 + 4, 0)
+    m.check_invariants()
+
+
+def test_swap_out_part_of_a_fork_group():
+    m = PagedKVManager(8, 4, swap_capacity_blocks=8)
+    assert m.allocate(0, 8)  # [0, 1]
+    m.fork(0, 1)
+    assert m.allocate(1, 9)  # [0, 1, 2]
+    assert m.swap_out([1]) == 3
+    assert (m.used_blocks, m.swap_used_blocks, m.shared_dup_tokens) == (2, 3, 0)
+    assert m.pool.refcount[:3] == [1, 1, 0]
+    m.check_invariants()
+    assert m.swap_in([1]) == 3  # the host copy comes back on its own blocks
+    assert not set(m.tables[1]) & set(m.tables[0])
+    assert (m.used_blocks, m.swap_used_blocks, m.shared_dup_tokens) == (5, 0, 0)
+    m.check_invariants()
+
+
+def test_swap_capacity_counts_shared_blocks_once():
+    m = PagedKVManager(8, 4, swap_capacity_blocks=4)
+    assert m.allocate(0, 16)  # 4 blocks
+    m.fork(0, 1)
+    assert m.allocate(2, 1)
+    assert m.unique_blocks([0, 1]) == 4
+    assert m.can_swap_out([0, 1])
+    assert not m.can_swap_out([0, 1, 2])
+    assert m.swap_out([0, 1]) == 4
+    assert m.swap_used_blocks == 4
+    assert not m.can_swap_out([2])
+    assert m.swap_in([0, 1]) == 4
+    assert m.can_swap_out([2])
+    assert PagedKVManager(8, 4).can_swap_out([]) is True
+    m.check_invariants()
+
+
+# --- parallel sampling: best-of-8 on a 2,000-token prompt, 100 output tokens each ---
+
+PROMPT, OUT, N = 2000, 100, 8
+
+
+def best_of_n(block_size: int, step: int) -> PagedKVManager:
+    m = PagedKVManager(4000, block_size)
+    assert m.allocate(0, PROMPT)
+    for child in range(1, N):
+        m.fork(0, child)
+    for n in range(PROMPT + step, PROMPT + OUT + 1, step):
+        for s in range(N):
+            assert m.allocate(s, n)
+    m.check_invariants()
+    return m
+
+
+@pytest.mark.parametrize("step", [1, 100])
+def test_best_of_8_block_size_1(step):
+    m = best_of_n(1, step)
+    assert sum(m.ntok.values()) == N * (PROMPT + OUT) == 16_800
+    assert token_states(m) == PROMPT + N * OUT == 2_800
+    assert m.used_blocks == 2_800
+    assert m.cow_copies == 0
+
+
+@pytest.mark.parametrize("step", [1, 100])
+def test_best_of_8_block_size_16(step):
+    m = best_of_n(16, step)
+    own = math.ceil(OUT / 16)
+    assert (PROMPT // 16, own) == (125, 7)
+    assert m.used_blocks == 125 + N * own == 181
+    assert token_states(m) == 2_800
+    assert m.cow_copies == 0  # the prompt ends on a block boundary
+    # without sharing each sample holds ceil(2100 / 16) = 132 blocks
+    assert N * math.ceil((PROMPT + OUT) / 16) == 1_056
+
+
+def test_best_of_8_with_partial_prompt_block_copies_seven_times():
+    m = PagedKVManager(400, 16)
+    assert m.allocate(0, 2001)  # 126 blocks, the last holds 1 token
+    for child in range(1, N):
+        m.fork(0, child)
+    for s in range(N):
+        assert m.allocate(s, 2001 + OUT)
+    assert m.cow_copies == N - 1
+    # 125 shared full blocks; each sample owns ceil(2101 / 16) - 125 = 7 blocks
+    assert m.used_blocks == 125 + N * 7
+    # each sample's copy holds its own KV for prompt token 2001: 2000 + 8 * 101 slots
+    assert token_states(m) == 2000 + N * (1 + OUT) == 2_808
+    m.check_invariants()

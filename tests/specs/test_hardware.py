@@ -1,0 +1,124 @@
+"""Hardware profile loading: every shipped profile, datasheet numbers, units, and one-line errors."""
+
+import pytest
+
+from kvsim.errors import KvsimError
+from kvsim.specs.hardware import (
+    HardwareSpec,
+    hardware_profiles_dir,
+    list_hardware,
+    load_hardware,
+    parse_quantity,
+)
+
+NUMERIC = ("memory_bytes", "memory_gb", "hbm_bandwidth", "peak_flops", "host_link_bandwidth",
+           "host_dram_bytes", "ssd_bytes", "ssd_bandwidth", "interconnect_bandwidth")
+MINIMAL = {"memory_gb": 80, "hbm_bandwidth": "2 TB/s", "peak_flops": {"bf16": 1e15},
+           "host_link_bandwidth": 32e9, "host_dram_bytes": "256 GiB", "ssd_bytes": "4 TB",
+           "ssd_bandwidth": "7 GB/s", "interconnect_bandwidth": "300 GB/s"}
+
+
+def test_shipped_profiles():
+    assert list_hardware() == ["a100-40gb", "a100-80gb", "cpu", "h100-sxm", "h200", "l40s", "mi300x"]
+    assert (hardware_profiles_dir() / "h200.yaml").is_file()
+
+
+@pytest.mark.parametrize("name", list_hardware())
+def test_every_profile_loads_with_a_source_for_every_number(name):
+    hw = load_hardware(name)
+    assert hw.name == name
+    for field in NUMERIC:
+        value = getattr(hw, field)
+        assert (min(value.values()) if isinstance(value, dict) else value) > 0, field
+        assert hw.sources.get(field), f"{name}: no source for {field}"
+    assert "bf16" in hw.peak_flops
+    assert hw.memory_bytes < hw.memory_gb * 1e9 * 1.1  # the runtime never sees more than the datasheet
+
+
+def test_datasheet_numbers():
+    h200 = load_hardware("h200")
+    assert (h200.memory_gb, h200.hbm_bandwidth) == (141, 4.8e12)
+    assert h200.peak_flops["bf16"] == 989.5e12 and h200.peak_flops["fp8"] == 1979e12
+    assert h200.memory_bytes == int(139.81 * 2**30)
+    assert load_hardware("h100-sxm").hbm_bandwidth == 3.35e12
+    assert load_hardware("a100-40gb").hbm_bandwidth == 1555e9
+    a100 = load_hardware("a100-80gb")
+    assert (a100.hbm_bandwidth, a100.peak_flops["bf16"]) == (2039e9, 312e12)
+    l40s = load_hardware("l40s")
+    assert (l40s.memory_gb, l40s.hbm_bandwidth, l40s.peak_flops["bf16"]) == (48, 864e9, 362.05e12)
+    mi300x = load_hardware("mi300x")
+    assert (mi300x.memory_gb, mi300x.hbm_bandwidth, mi300x.peak_flops["bf16"]) == (192, 5.3e12, 1307.4e12)
+    assert load_hardware("cpu").memory_bytes == 16 * 2**30
+
+
+def test_names_are_case_insensitive_and_unknown_names_suggest():
+    assert load_hardware("H200").name == "h200"
+    with pytest.raises(KvsimError, match="unknown hardware 'h100'.*did you mean.*h100-sxm") as exc:
+        load_hardware("h100")
+    assert "\n" not in str(exc.value)
+
+
+def test_flops_fall_back_to_a_format_the_device_has():
+    a100 = load_hardware("a100-80gb")
+    assert a100.flops("fp8") == 312e12  # no fp8 tensor cores: bf16 math
+    assert a100.flops("fp32") == 19.5e12
+    assert load_hardware("cpu").flops("tf32") == 268.8e9  # no tf32: plain fp32
+    assert len({a100, load_hardware("a100-80gb")}) == 1  # hashable, equal by value
+    assert load_hardware("h200").flops("fp8") == 1979e12
+
+
+@pytest.mark.parametrize("text, value", [
+    ("4.8 TB/s", 4.8e12), ("16 GiB", 16 * 2**30), ("4.8e12", 4.8e12), (5, 5.0), ("989.5 TFLOPS", 989.5e12),
+    ("1979 TOPS", 1979e12), ("1.5 MiB", 1.5 * 2**20), ("64GB/s", 64e9), ("2.1e+9", 2.1e9),
+])
+def test_parse_quantity(text, value):
+    assert parse_quantity(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["4.8 TX/s", "fast", "4.8 T", True, "1 Gb"])
+def test_parse_quantity_rejects(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def test_inline_mapping_with_memory_gb():
+    hw = load_hardware(dict(MINIMAL, name="mine"))
+    assert isinstance(hw, HardwareSpec)
+    assert (hw.name, hw.memory_bytes, hw.hbm_bandwidth) == ("mine", 80e9, 2e12)
+    assert hw.host_dram_bytes == 256 * 2**30
+    assert hw.calibration is None and hw.sources == {}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"hbm_bandwidth": None}, "missing key 'hbm_bandwidth'"),
+    ({"hbm_bandwidth": "lots"}, "hbm_bandwidth: cannot read 'lots'"),
+    ({"ssd_bandwidth": 0}, "ssd_bandwidth must be > 0"),
+    ({"hbm_bandwith": 1e12}, "unknown key 'hbm_bandwith'"),
+    ({"peak_flops": {"bf17": 1e15}}, "peak_flops: unknown dtype 'bf17'"),
+    ({"peak_flops": {}}, "peak_flops must map"),
+    ({"peak_flops": {"bf16": "x"}}, "peak_flops.bf16: cannot read"),
+    ({"memory_gb": None}, "missing key 'memory_bytes'"),
+    ({"sources": ["a"]}, "sources must be a mapping"),
+])
+def test_bad_inline_hardware(change, message):
+    data = {**MINIMAL, **change}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(KvsimError, match=message) as exc:
+        load_hardware(data)
+    assert str(exc.value).startswith("inline hardware:") and "\n" not in str(exc.value)
+
+
+def test_profile_folder_from_env_and_errors_name_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVSIM_HARDWARE_DIR", str(tmp_path))
+    lines = [f"{k}: {v}" for k, v in MINIMAL.items() if k != "peak_flops"] + ["peak_flops: {bf16: 1.0e+15}"]
+    (tmp_path / "Mine.yaml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "broken.yaml").write_text("memory_gb: 80\nhbm_bandwidth: 2 TB/s\n")
+    (tmp_path / "syntax.yaml").write_text("memory_gb: 80\npeak_flops: {bf16: 1\n")
+    assert hardware_profiles_dir() == tmp_path
+    assert list_hardware() == ["broken", "mine", "syntax"]
+    assert load_hardware("mine").name == "mine"
+    with pytest.raises(KvsimError, match=r"broken.yaml: missing key 'peak_flops'"):
+        load_hardware("broken")
+    with pytest.raises(KvsimError, match=r"syntax.yaml: line \d+"):
+        load_hardware("syntax")
+    assert load_hardware(str(tmp_path / "Mine.yaml")).name == "mine"
