@@ -194,9 +194,27 @@ def version() -> None:
     console.print(__version__)
 
 
-def main() -> None:  # pragma: no cover
-    app()
+def main() -> None:
+    """Console entry point: usage errors (bad flags, bad option values) become one line too."""
+    try:
+        rc = app(standalone_mode=False, prog_name="kvsim")
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        err_console.print("error: aborted", markup=False, highlight=False)
+        raise SystemExit(130) from None
+    except Exception as exc:
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        # a click/typer usage error: name the command and say what was wrong, on one line
+        ctx = getattr(exc, "ctx", None)
+        where = f"{ctx.command_path}: " if ctx is not None else ""
+        msg = " ".join(exc.format_message().split())
+        err_console.print(f"error: {where}{msg}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code or 2) from None
+    if isinstance(rc, int) and rc:
+        raise SystemExit(rc)
 
 
-if __name__ == "__main__":  # pragma: no cover
+if __name__ == "__main__":
     main()

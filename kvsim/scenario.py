@@ -71,7 +71,7 @@ class Simulation(_Strict):
     """seed: the one RNG seed. requests: how many requests to generate; duration_s: stop admitting
     arrivals after this simulated time (whichever limit is hit first); each in-flight request still runs."""
 
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     requests: int | None = Field(default=2000, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
 
@@ -145,7 +145,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise KvsimError(f"{p}: scenario file not found")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise KvsimError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise KvsimError(f"{p}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

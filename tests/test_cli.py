@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvsim import __version__
-from kvsim import cli
+from kvsim import __version__, cli
 from kvsim.cli import app
 
 TINY = ["--set", "simulation.requests=30"]
@@ -179,10 +178,8 @@ RUN_ERRORS = [
     pytest.param(["--set", "parallelism.tensor_parallel_size=3"], "tensor_parallel_size 3", id="bad-tp"),
     pytest.param(["--set", "scheduler.max_num_seqs=64", "--set", "scheduler.max_num_batched_tokens=8"],
                  "max_num_batched_tokens", id="batched-below-seqs"),
-    pytest.param(["latin1.yaml"], "latin1.yaml", id="non-utf8-scenario",
-                 marks=pytest.mark.xfail(strict=True, reason="UnicodeDecodeError escapes load_yaml")),
-    pytest.param(["--seed", "-1"], "seed", id="negative-seed",
-                 marks=pytest.mark.xfail(strict=True, reason="numpy ValueError escapes: seed not validated")),
+    pytest.param(["latin1.yaml"], "latin1.yaml", id="non-utf8-scenario"),
+    pytest.param(["--seed", "-1"], "seed", id="negative-seed"),
 ]
 
 
@@ -293,3 +290,26 @@ def test_footprint_tp2_halves_per_gpu_bytes():
 ])
 def test_footprint_errors(args, needle):
     assert needle in assert_one_line_error(invoke("footprint", *args))
+
+
+@pytest.mark.parametrize("argv", [["run", "--seed", "abc"], ["bogus"], ["footprint"],
+                                  ["footprint", "opt-13b", "--tokens", "0"]])
+def test_console_entry_point_turns_usage_errors_into_one_line(argv, monkeypatch, capsys):
+    from kvsim.cli import main
+
+    monkeypatch.setattr("sys.argv", ["kvsim", *argv])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: kvsim") and "\n" not in err and "Traceback" not in err
+
+
+def test_console_entry_point_passes_kvsim_errors_through(monkeypatch, capsys):
+    from kvsim.cli import main
+
+    monkeypatch.setattr("sys.argv", ["kvsim", "run", "no-such-scenario.yaml"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: no-such-scenario.yaml: scenario file not found"

@@ -29,7 +29,8 @@ GOLDEN_KEYS = (
     "requests.output_tokens", "requests.preempted",
     "throughput.makespan_s", "throughput.requests_per_s", "throughput.output_tokens_per_s",
     "throughput.total_tokens_per_s",
-    *(f"latency.{m}.{s}" for m in ("ttft_s", "tpot_s", "e2e_s", "queue_s") for s in ("mean", "p50", "p90", "p99")),
+    *(f"latency.{m}.{s}" for m in ("ttft_s", "tpot_s", "e2e_s", "queue_s")
+      for s in ("mean", "p50", "p90", "p99")),
     "concurrency.mean", "concurrency.p50", "concurrency.p99", "concurrency.max",
     "concurrency.waiting_mean", "concurrency.waiting_max",
     "kv.capacity_blocks", "kv.block_size", "kv.bytes_per_token", "kv.utilization_mean", "kv.utilization_max",
@@ -61,7 +62,7 @@ def test_matches_golden(golden_run):
         doc = {"about": f"chosen figures of {SCENARIO.name} (see tests/test_golden.py)", "values": got}
         GOLDEN.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     want = json.loads(GOLDEN.read_text(encoding="utf-8"))["values"]
-    assert sorted(want) == sorted(GOLDEN_KEYS), "golden key set changed: regenerate with KVSIM_UPDATE_GOLDEN=1"
+    assert sorted(want) == sorted(GOLDEN_KEYS), "golden keys changed: regenerate with KVSIM_UPDATE_GOLDEN=1"
     mismatches = {}
     for key in GOLDEN_KEYS:
         w, g = want[key], got[key]

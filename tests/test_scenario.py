@@ -127,7 +127,6 @@ def test_top_level_must_be_a_mapping(tmp_path):
     assert error_of(path) == f"{path}: top level must be a mapping of sections"
 
 
-@pytest.mark.xfail(strict=True, reason="load_yaml lets UnicodeDecodeError escape (a traceback in the CLI)")
 def test_non_utf8_file_is_a_one_line_error(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"name: caf\xe9\xff\n")
@@ -244,7 +243,6 @@ def test_seed_override_with_non_mapping_simulation(tmp_path):
     assert error_of(path, seed=1) == f"{path}: simulation: must be a mapping"
 
 
-@pytest.mark.xfail(strict=True, reason="a negative seed validates, then numpy's default_rng raises ValueError")
 def test_negative_seed_rejected():
     assert "simulation.seed" in error_of(None, seed=-1)
 

@@ -18,7 +18,7 @@ class PagedKVManager:
     """
 
     __slots__ = ("pool", "block_size", "tables", "ntok", "shared_dup_tokens", "cow_copies",
-                 "swapped", "swap_capacity_blocks", "swap_used_blocks")
+                 "swapped", "swap_capacity_blocks", "swap_used_blocks", "host_refcount", "_next_host_id")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0) -> None:
         self.pool = BlockPool(num_blocks, block_size)
@@ -30,6 +30,8 @@ class PagedKVManager:
         self.swapped: dict[int, tuple[list[int], int]] = {}
         self.swap_capacity_blocks = swap_capacity_blocks
         self.swap_used_blocks = 0
+        self.host_refcount: dict[int, int] = {}
+        self._next_host_id = 0
 
     @property
     def num_blocks(self) -> int:
@@ -140,35 +142,50 @@ class PagedKVManager:
         return self.swap_used_blocks + self.unique_blocks(seqs) <= self.swap_capacity_blocks
 
     def swap_out(self, seqs: list[int]) -> int:
-        """Move the sequences' blocks to host memory, keeping their sharing; return blocks moved."""
-        unique = sorted({b for s in seqs for b in self.tables[s]})
-        for s in seqs:
-            table = self.tables[s]
-            ntok = self.ntok[s]
-            self.free(s)
-            self.swapped[s] = (table, ntok)
-        self.swap_used_blocks += len(unique)
-        return len(unique)
+        """Move the sequences' blocks to host memory, keeping their sharing; return blocks moved.
 
-    def swap_blocks_needed(self, seqs: list[int]) -> int:
-        return len({b for s in seqs for b in self.swapped[s][0]})
-
-    def swap_in(self, seqs: list[int]) -> int:
-        """Bring swapped sequences back onto fresh GPU blocks; return blocks moved (caller checked room)."""
+        Host blocks get fresh ids (GPU ids are reused once freed); a host block is released when the last
+        swapped sequence holding it comes back."""
         remap: dict[int, int] = {}
         for s in seqs:
-            old_table, ntok = self.swapped.pop(s)
+            host_table = []
+            for b in self.tables[s]:
+                h = remap.get(b)
+                if h is None:
+                    h = remap[b] = self._next_host_id
+                    self._next_host_id += 1
+                    self.host_refcount[h] = 0
+                self.host_refcount[h] += 1
+                host_table.append(h)
+            ntok = self.ntok[s]
+            self.free(s)
+            self.swapped[s] = (host_table, ntok)
+        self.swap_used_blocks += len(remap)
+        return len(remap)
+
+    def swap_blocks_needed(self, seqs: list[int]) -> int:
+        return len({h for s in seqs for h in self.swapped[s][0]})
+
+    def swap_in(self, seqs: list[int]) -> int:
+        """Bring swapped sequences back onto fresh GPU blocks, shared where their host blocks were; return
+        blocks moved (the caller checked there is room)."""
+        remap: dict[int, int] = {}
+        for s in seqs:
+            host_table, ntok = self.swapped.pop(s)
             table = []
-            for old in old_table:
-                new = remap.get(old)
+            for h in host_table:
+                new = remap.get(h)
                 if new is None:
-                    new = remap[old] = self.pool.allocate()
+                    new = remap[h] = self.pool.allocate()
                 else:
                     self.pool.incref(new)
                 table.append(new)
+                self.host_refcount[h] -= 1
+                if self.host_refcount[h] == 0:
+                    del self.host_refcount[h]
+                    self.swap_used_blocks -= 1
             self.tables[s] = table
             self.ntok[s] = ntok
-        # shared slots are shared again: recompute the duplicate count for these tables
         seen: set[int] = set()
         bs = self.block_size
         for s in seqs:
@@ -178,7 +195,6 @@ class PagedKVManager:
                     self.shared_dup_tokens += min(bs, ntok - i * bs)
                 else:
                     seen.add(b)
-        self.swap_used_blocks -= len(remap)
         return len(remap)
 
     def check_invariants(self) -> None:
@@ -203,3 +219,6 @@ class PagedKVManager:
                     dup += min(bs, self.ntok[s] - i * bs)
                 seen.add(b)
         assert dup == self.shared_dup_tokens, "shared token count drifted"
+        host = {h for table, _ in self.swapped.values() for h in table}
+        assert len(host) == self.swap_used_blocks == len(self.host_refcount), "host block count drifted"
+        assert self.swap_used_blocks <= self.swap_capacity_blocks, "swap space over capacity"

@@ -53,7 +53,7 @@ class PagedMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def new_seq(self, data):
-        tokens = data.draw(st.integers(0, 7 * self.bs), label="tokens")
+        tokens = data.draw(st.integers(0, 5 * self.bs), label="tokens")
         seq, self.next_seq = self.next_seq, self.next_seq + 1
         need = ceil_div(tokens, self.bs)
         assert self.m.blocks_needed(seq, tokens) == need
@@ -72,7 +72,7 @@ class PagedMachine(RuleBasedStateMachine):
         m, bs = self.m, self.bs
         seq = data.draw(st.sampled_from(sorted(self.content)), label="seq")
         old = self.ntok[seq]
-        new = old + data.draw(st.integers(1, 4 * bs), label="grow")
+        new = old + data.draw(st.integers(1, 2 * bs), label="grow")
         table = list(m.tables[seq])
         partial = old % bs != 0
         cow = partial and self.holders(table[-1]) > 1
