@@ -94,28 +94,52 @@ def _simulate(sc, show_progress: bool):
 
 
 @app.command()
+def compare(
+    scenario: Path = typer.Argument(..., help="Scenario YAML the variants start from."),
+    vary: list[str] = typer.Option(..., "--vary", help="KEY=V1,V2,... e.g. kv.layout=paged,contiguous:max;"
+                                   " repeat for a grid."),
+    set_: list[str] = typer.Option([], "--set", help="Override a key in every variant (repeatable)."),
+    seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (every variant)."),
+    out: Path = typer.Option(Path("compare_out"), "--out", help="Folder for compare.csv, .json and plots."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Variants simulated in parallel processes."),
+) -> None:
+    """Run variants of one scenario on the identical request stream; print one table, write CSV and plots."""
+    from kvsim.sweep.compare import run_compare, streams_identical, table_rows, write_compare
+
+    def done(r) -> None:
+        err_console.print(f"done: {r.variant.label}", markup=False, highlight=False)
+
+    results = _guard(lambda: run_compare(scenario, vary, set_, seed, jobs, on_done=done))
+    header, rows = table_rows(results)
+    table = Table(title=f"kvsim compare: {scenario}", show_header=True)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=max(console.width, 200)).print(table)  # wide: one row per variant, never truncated
+    same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
+    files = _guard(lambda: write_compare(out, results))
+    console.print(f"request streams: {same}; wrote {', '.join(files)} to {out}/")
+
+
+@app.command()
 def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."),
              set_: list[str] = typer.Option([], "--set", help="Override a key before validating.")) -> None:
-    """Check a scenario file: schema, model, hardware and capacity. Prints the resolved capacity."""
+    """Check a scenario: schema, model, hardware, capacity and the workload (traces are read).
+    Prints the resolved KV capacity and the number of requests."""
+    from kvsim.engine.simulation import Simulation
     from kvsim.scenario import load_scenario
-    from kvsim.specs.catalog import get_model
-    from kvsim.specs.footprint import kv_capacity
-    from kvsim.specs.hardware import load_hardware
 
     def check():
-        sc = load_scenario(scenario, set_)
-        model = get_model(sc.model)
-        hw = load_hardware(sc.hardware)
-        cap = kv_capacity(model, hw, sc.kv.dtype, sc.parallelism.tensor_parallel_size,
-                          sc.kv.gpu_memory_utilization, sc.kv.block_size)
-        tr = sc.workload.trace
-        if sc.workload.kind == "trace" and tr is not None and not Path(tr.path).exists():
-            raise KvsimError(f"{scenario}: workload.trace.path: file not found: {tr.path}")
-        return sc, model, hw, cap
+        sim = Simulation(load_scenario(scenario, set_))
+        return sim, len(sim.build_requests())
 
-    sc, model, hw, cap = _guard(check)
-    console.print(f"{scenario}: ok — {model.name} on {hw.name} (tp={sc.parallelism.tensor_parallel_size}), "
-                  f"{cap.num_blocks} KV blocks of {sc.kv.block_size} tokens = {cap.tokens} tokens")
+    sim, n_requests = _guard(check)
+    sc = sim.sc
+    console.print(f"{scenario}: ok — {sim.model.name} on {sim.hw.name} "
+                  f"(tp={sc.parallelism.tensor_parallel_size}), {sim.num_blocks} KV blocks of "
+                  f"{sc.kv.block_size} tokens = {sim.num_blocks * sc.kv.block_size} tokens per replica; "
+                  f"{n_requests} requests")
 
 
 @app.command()
@@ -186,6 +210,78 @@ def footprint(
                   f"{cap.tokens:,} tokens ({cap.num_blocks:,} blocks of {block_size})")
     table.add_row(f"sequences of {tokens:,} tokens that fit", f"{cap.tokens // tokens:,}")
     console.print(table)
+
+
+@app.command()
+def calibrate(
+    profile: str = typer.Option("cpu", "--profile", help="Hardware profile to fit (hardware_profiles/NAME.yaml);"
+                                " measurements go to calibration/NAME/."),
+    device: str = typer.Option("cpu", "--device", help="torch device to measure on: cpu, cuda, cuda:1."),
+    model: str = typer.Option("llama-3-8b", "--model", help="Model whose GEMM shapes and KV block size are"
+                              " measured: catalog name, model YAML, or a scenario YAML."),
+    grid: str | None = typer.Option(None, "--grid", help="cpu, gpu or smoke (default: gpu on cuda, else cpu)."),
+    budget_s: float = typer.Option(240.0, "--budget-s", min=1, help="Wall-clock budget for measuring."),
+    kernel: list[str] = typer.Option([], "--kernel", help="Measure only this kernel (repeatable)."),
+    fit_only: bool = typer.Option(False, "--fit-only", help="Refit the stored measurements; measure nothing."),
+    check: str | None = typer.Option(None, "--check", help="Re-measure a subset of calibration/DEVICE/ here and"
+                                     " fail when a kernel is slower than that baseline."),
+    tolerance: float = typer.Option(0.25, "--tolerance", min=0, help="--check: allowed slowdown (0.25 = 25%)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of block ids, inputs and case order."),
+    out: Path | None = typer.Option(None, "--out", help="Measurements CSV (default calibration/PROFILE/...)."),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch threads on a CPU device."),
+    nice: int = typer.Option(0, "--nice", help="Add to the measuring process's nice value (e.g. -10, as root,"
+                             " on a shared CPU)."),
+) -> None:
+    """Time attention, GEMM and copy kernels, fit the cost model, store it in the hardware profile."""
+    from kvsim.calibrate.command import main as calibrate_main
+
+    code = _guard(lambda: calibrate_main(profile, device, model, grid, budget_s, kernel, fit_only, check,
+                                         tolerance, seed, out, log=console.print, threads=threads,
+                                         nice=nice))
+    raise typer.Exit(code=code or 0)
+
+
+@app.command()
+def hitrate(
+    source: Path = typer.Argument(..., help="Scenario YAML, Mooncake trace (.jsonl) or Azure trace (.csv)."),
+    capacities: str | None = typer.Option(None, "--capacities", help="Comma-separated cache sizes in "
+                                          "--unit (default: 16 log-spaced points up to the working set)."),
+    unit: str = typer.Option("blocks", "--unit", help="blocks, tokens or gib (GiB of KV)."),
+    block_size: int | None = typer.Option(None, "--block-size", min=1,
+                                          help="Engine block size (default: the scenario's, else 16)."),
+    sample_rate: float = typer.Option(1.0, "--sample-rate", help="SHARDS spatial sampling rate in (0, 1]."),
+    requests: int | None = typer.Option(None, "--requests", min=1, help="Use only the first N requests."),
+    set_: list[str] = typer.Option([], "--set", help="Override a scenario key (repeatable)."),
+    model: str | None = typer.Option(None, "--model", help="For traces: the model --unit gib sizes KV by."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="For traces with --model: KV dtype."),
+    out: Path = typer.Option(Path("hitrate"), "--out", help="Folder for hitrate.csv and hitrate.png."),
+) -> None:
+    """LRU prefix-cache hit rate against cache capacity, in one pass (stack distances)."""
+    from kvsim.metrics import hitrate_report as hr
+
+    def compute():
+        stream = hr.load_stream(source, set_, requests, block_size, model, kv_dtype)
+        data = hr.analyse(stream, sample_rate)
+        return stream, data, hr.curve_rows(data, hr.parse_capacities(capacities, unit, stream, data), stream)
+
+    stream, data, rows = _guard(compute)
+    out.mkdir(parents=True, exist_ok=True)
+    hr.write_csv(out / "hitrate.csv", rows)
+    hr.plot_curve(out / "hitrate.png", rows, stream, data)
+    table = Table(title=f"LRU prefix hit rate: {stream.label} (block size {stream.block_size})")
+    for col in ("capacity (blocks)", "tokens", "GiB", "hit rate (blocks)", "hit rate (tokens)"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        mark = " *" if r["capacity_blocks"] == stream.pool_blocks else ""
+        pct = [f"{100 * (r[k] or 0):.1f}%" for k in ("hit_rate_blocks", "hit_rate_tokens")]
+        table.add_row(f"{r['capacity_blocks']:,}{mark}", f"{r['capacity_tokens']:,}",
+                      "-" if r["capacity_gib"] is None else f"{r['capacity_gib']:.3g}", *pct)
+    console.print(table)
+    inf = data.hit_rate_tokens(2**62)
+    console.print(f"{len(stream.requests):,} requests, {data.prompt_tokens:,} prompt tokens, "
+                  f"{data.distinct_blocks:,} distinct blocks; infinite-cache hit rate "
+                  f"{100 * (inf or 0):.1f}%" + ("; * = one replica's KV pool" if stream.pool_blocks else "")
+                  + f"; written {out}/hitrate.csv, {out}/hitrate.png")
 
 
 @app.command()

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from kvsim.errors import KvsimError
+from kvsim.kvcache.sparsity.config import SparsityConfig
 from kvsim.workload.config import WorkloadConfig
 
 
@@ -38,6 +39,19 @@ class KVConfig(_Strict):
     watermark: float = Field(default=0.01, ge=0, lt=1)
     num_gpu_blocks_override: int | None = Field(default=None, ge=1)
     check_invariants: bool = False
+    sparsity: SparsityConfig = Field(default_factory=SparsityConfig)
+    """Token-level KV eviction or offload (StreamingLLM, H2O, ...). See docs/sparsity.md."""
+    layout: Literal["paged", "contiguous:max", "contiguous:pow2", "contiguous:oracle"] = "paged"
+    """paged (PagedAttention blocks) or a contiguous per-sequence reservation: max_model_len (max), prompt
+    + next power of two of the output (pow2), prompt + output (oracle). See docs/layouts.md."""
+    placement: Literal["first_fit", "best_fit"] = "first_fit"
+    """Where a contiguous layout puts a new region: the lowest-addressed or the smallest hole that fits."""
+    prefix_cache: Literal["none", "hash", "radix"] = "none"
+    """Prefix caching (paged layout): none, hash (vLLM automatic prefix caching: chained block hashes) or
+    radix (SGLang RadixAttention: radix tree, leaf eviction). See docs/prefix_cache.md."""
+    eviction: Literal["lru", "lfu", "fifo", "length"] = "lru"
+    """Which cached, unreferenced block (radix: leaf) goes first when the pool runs out; the registry is
+    kvsim/kvcache/eviction.py. length: keep the blocks early in prompts longest."""
 
 
 class SchedulerConfig(_Strict):

@@ -17,6 +17,9 @@ class Batch:
     decode_blocks: sum over decode sequences of KV blocks read through the block table.
     swap_in_bytes / swap_out_bytes: KV bytes moved between GPU and host memory this iteration.
     copy_blocks: blocks copied on device (copy-on-write).
+    recall_bytes: KV recalled from host memory by an offload policy (kv.sparsity); the iteration waits.
+    offload_bytes: KV written to host memory by an offload policy.
+    kv_copy_bytes: KV bytes copied on device when token-level eviction compacts a sequence.
     """
 
     num_seqs: int = 0
@@ -29,6 +32,9 @@ class Batch:
     swap_in_bytes: float = 0.0
     swap_out_bytes: float = 0.0
     copy_blocks: int = 0
+    recall_bytes: float = 0.0
+    offload_bytes: float = 0.0
+    kv_copy_bytes: float = 0.0
 
     @property
     def num_tokens(self) -> int:

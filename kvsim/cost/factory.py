@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvsim.cost.base import CostModel
+from kvsim.cost.calibrated import CalibratedCost
 from kvsim.cost.roofline import RooflineCost
 from kvsim.errors import KvsimError
 from kvsim.specs.hardware import HardwareSpec
@@ -11,10 +12,14 @@ from kvsim.specs.model import ModelSpec
 
 def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_block: float) -> CostModel:
     c = scenario.cost
+    tp = scenario.parallelism.tensor_parallel_size
+    roofline = RooflineCost(
+        model, hw, tp, scenario.kv.dtype, bytes_per_block,
+        iteration_overhead_s=c.iteration_overhead_s, gemm_efficiency_max=c.gemm_efficiency_max,
+        gemm_efficiency_m_half=c.gemm_efficiency_m_half, bandwidth_efficiency=c.bandwidth_efficiency,
+        attention_efficiency=c.attention_efficiency)
     if c.model == "roofline":
-        return RooflineCost(
-            model, hw, scenario.parallelism.tensor_parallel_size, scenario.kv.dtype, bytes_per_block,
-            iteration_overhead_s=c.iteration_overhead_s, gemm_efficiency_max=c.gemm_efficiency_max,
-            gemm_efficiency_m_half=c.gemm_efficiency_m_half, bandwidth_efficiency=c.bandwidth_efficiency,
-            attention_efficiency=c.attention_efficiency)
-    raise KvsimError(f"cost.model: '{c.model}' has no calibration for hardware '{hw.name}' yet")
+        return roofline
+    if c.model == "calibrated":
+        return CalibratedCost(model, hw, tp, scenario.kv.dtype, bytes_per_block, roofline)
+    raise KvsimError(f"cost.model: unknown model '{c.model}'; known: roofline, calibrated")

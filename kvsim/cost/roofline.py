@@ -23,6 +23,8 @@ class RooflineCost:
     - tensor-parallel all-reduce (tp > 1): 2 per layer over T x hidden x 2 bytes, ring algorithm:
       2 (tp - 1) / tp x bytes / interconnect bandwidth + a fixed latency per call.
     - swap traffic over the host link, copy-on-write copies (read + write) at HBM bandwidth.
+    - token-level sparsity (kv.sparsity): offload writes and recalls over the host link, compaction
+      copies (read + write) at HBM bandwidth.
     - a fixed per-iteration overhead (scheduling, sampling, kernel launches).
     """
 
@@ -80,6 +82,10 @@ class RooflineCost:
             t += (batch.swap_in_bytes + batch.swap_out_bytes) / self.host_bw
         if batch.copy_blocks:
             t += 2 * batch.copy_blocks * self.bytes_per_block / self.bw
+        if batch.recall_bytes or batch.offload_bytes:
+            t += (batch.recall_bytes + batch.offload_bytes) / self.host_bw
+        if batch.kv_copy_bytes:
+            t += 2 * batch.kv_copy_bytes / self.bw
         return t
 
     def describe(self) -> dict[str, Any]:

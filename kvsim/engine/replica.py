@@ -9,7 +9,13 @@ import simpy
 from kvsim.cost.base import CostModel
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
+from kvsim.kvcache.breakdown import breakdown_row, check_breakdown
 from kvsim.metrics.recorder import Recorder
+
+
+def cached_blocks(kv) -> int:
+    """Blocks the KV manager keeps only for prefix reuse (0 for managers without a prefix cache)."""
+    return getattr(kv, "cached_blocks", 0)
 
 
 class Replica:
@@ -51,10 +57,12 @@ class Replica:
             if batch is None:
                 raise RuntimeError("replica has work but scheduled nothing")
             dt = step_time(batch)
+            states = sched.token_states()
             rec.iteration((
                 self.index, sched.it, now, dt, len(sched.running), batch.num_seqs, batch.prefill_seqs,
                 batch.prefill_tokens, batch.decode_seqs, len(sched.waiting), len(sched.swapped),
-                kv.used_blocks, sched.token_states(), 0, sched.preempted_now, batch.copy_blocks,
+                kv.used_blocks, states, cached_blocks(kv), sched.preempted_now, batch.copy_blocks,
+                *breakdown_row(sched, states),
             ))
             if self.check:
                 self.check_invariants()
@@ -66,8 +74,9 @@ class Replica:
         """An idle row (iteration -1, no batch) marks when the replica ran out of work, so the last busy
         iteration's state does not hold through the idle gap."""
         kv = self.sched.kv
+        states = self.sched.token_states()
         self.rec.iteration((self.index, -1, now, 0.0, 0, 0, 0, 0, 0, 0, 0, kv.used_blocks,
-                            self.sched.token_states(), 0, 0, 0))
+                            states, cached_blocks(kv), 0, 0, *breakdown_row(self.sched, states)))
 
     def check_invariants(self) -> None:
         """Runtime check mode: allocator and accounting invariants after scheduling."""
@@ -78,3 +87,4 @@ class Replica:
         assert 0 <= states <= kv.used_blocks * kv.block_size, "token states exceed allocated slots"
         assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
         assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"
+        check_breakdown(sched)

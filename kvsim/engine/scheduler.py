@@ -6,7 +6,10 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
 from kvsim.cost.batch import Batch
+from kvsim.engine.beam import BeamSearch
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
 from kvsim.kvcache.interface import KVManager
 
@@ -21,6 +24,7 @@ class SchedulerLimits:
     preemption_mode: str
     watermark_blocks: int
     bytes_per_block: float
+    beam_seed: int = 0
 
 
 class Scheduler:
@@ -57,6 +61,7 @@ class Scheduler:
         self.preempted_now = 0
         self._scheduled_prefills: list[Group] = []
         self.total_preemptions = 0
+        self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
 
     # ----------------------------------------------------------------- queries
     def has_work(self) -> bool:
@@ -81,7 +86,7 @@ class Scheduler:
     def _schedule_next_alloc(self, g: Group) -> None:
         """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
         seq = g.seqs[0]
-        if g.n > 1 and self.kv.last_block_shared(seq):
+        if g.n > 1 and (g.req.beam_width > 1 or self.kv.last_block_shared(seq)):
             self._push(self._alloc_heap, self.it + 1, g)
             return
         self._push(self._alloc_heap, self.kv.capacity_tokens(seq) - g.base + 1, g)
@@ -111,6 +116,10 @@ class Scheduler:
         self.dec_blocks -= g.seq_blocks
         g.epoch += 1
 
+    def _decode_hook(self, it: int) -> None:
+        """Runs after this iteration's decode allocations; a no-op here. Token-level sparsity
+        (kvsim/kvcache/sparsity/scheduler.py) resizes each decoding sequence's KV in it."""
+
     # ----------------------------------------------------------------- preemption
     def _preempt_last(self) -> Group:
         victim = next(reversed(self.running))
@@ -125,7 +134,9 @@ class Scheduler:
             length = victim.base + done
             generated = victim.gen_base + done
             self._leave_decode(victim)
-            if self.lim.preemption_mode == "swap" and kv.can_swap_out(victim.seqs):
+            # vLLM swaps multi-sequence groups whatever the mode: they cannot be recomputed as one prompt
+            swap = self.lim.preemption_mode == "swap" or victim.n > 1
+            if swap and kv.can_swap_out(victim.seqs):
                 moved = kv.swap_out(victim.seqs)
                 self._swap_out_blocks += moved
                 victim.state = SWAPPED
@@ -194,12 +205,15 @@ class Scheduler:
                 self.dec_blocks += 1
                 self._push(heap, it + self.bs, g)
                 continue
+            if g.req.beam_width > 1:
+                self.beam.step(g.seqs)  # beams pruned and forked before this step's token
             if not self._alloc_or_preempt(g, g.seqs, g.base + it):
                 continue
             blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
             self.dec_blocks += blocks - g.seq_blocks
             g.seq_blocks = blocks
             self._schedule_next_alloc(g)
+        self._decode_hook(it)
         self._budget -= self.dec_seqs
 
         for g in list(self.prefilling):
@@ -298,7 +312,8 @@ class Scheduler:
                 break
             self.waiting.popleft()
             kv.allocate(seq, cached + chunk)
-            g.cached_tokens = cached
+            if not g.preemptions:  # hit of the first admission: later ones find the request's own KV
+                g.cached_tokens = cached
             g.computed = cached
             g.state = RUNNING
             g.phase = PREFILL

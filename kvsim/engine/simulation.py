@@ -18,6 +18,8 @@ from kvsim.engine.replica import Replica
 from kvsim.engine.router import RoundRobinRouter
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.kvcache.factory import build_kv_manager
+from kvsim.kvcache.sparsity.wiring import attach as attach_sparsity
+from kvsim.kvcache.sparsity.wiring import build_scheduler as build_sparse_scheduler
 from kvsim.metrics.recorder import Recorder
 from kvsim.scenario import Scenario, scenario_dict
 from kvsim.specs.catalog import get_model
@@ -70,7 +72,11 @@ class Simulation:
             preemption_mode=sc.scheduler.preemption_mode,
             watermark_blocks=int(sc.kv.watermark * self.num_blocks),
             bytes_per_block=self.bytes_per_block,
+            beam_seed=sc.simulation.seed,
         )
+        if sc.kv.sparsity.enabled:  # token-level eviction / offload (kvsim/kvcache/sparsity)
+            return build_sparse_scheduler(limits, kv, sc, self.capacity.kv_bytes_per_token,
+                                          self.hw.host_link_bandwidth)
         return Scheduler(limits, kv)
 
     def reject_reason(self, r: Request) -> str | None:
@@ -82,21 +88,31 @@ class Simulation:
             return "prompt longer than max_num_batched_tokens without chunked prefill"
         bs = self.sc.kv.block_size
         total = r.prompt_len + min(r.output_len, self.max_model_len - r.prompt_len)
-        if r.n * -(-total // bs) > self.num_blocks:
+        if max(r.n, r.beam_width) * -(-total // bs) > self.num_blocks:
             return "request needs more KV blocks than the pool has"
+        replicas = getattr(self, "replicas", None)
+        refuse = getattr(replicas[0].sched.kv, "refuse_reason", None) if replicas else None
+        if refuse is not None:
+            return refuse(r, total - r.prompt_len)
         return None
 
     def _group(self, r: Request) -> Group:
         output = min(r.output_len, self.max_model_len - r.prompt_len)
-        seqs = list(range(self._seq_no, self._seq_no + r.n))
-        self._seq_no += r.n
-        return Group(req=r, order=r.rid, seqs=seqs, output=output, prompt=r.prompt_len, n=r.n)
+        n = max(r.n, r.beam_width)  # beam search runs beam_width sequences
+        seqs = list(range(self._seq_no, self._seq_no + n))
+        self._seq_no += n
+        return Group(req=r, order=r.rid, seqs=seqs, output=output, prompt=r.prompt_len, n=n)
+
+    def build_requests(self) -> list[Request]:
+        """The request stream of this scenario and seed (what run() replays)."""
+        sc = self.sc
+        rng = np.random.default_rng(sc.simulation.seed)
+        return build_requests(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
+                              base_dir=sc.base_dir)
 
     def run(self) -> SimResult:
         sc = self.sc
-        rng = np.random.default_rng(sc.simulation.seed)
-        requests = build_requests(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
-                                  base_dir=sc.base_dir)
+        requests = self.build_requests()
         self.total_requests = len(requests)
         env = simpy.Environment()
         self.env = env
@@ -115,7 +131,10 @@ class Simulation:
         env.process(self._arrivals([r for r in requests if r.after < 0]))
         env.run()
         meta = self._meta()
-        return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
+        requests, timeline = self.recorder.requests_frame(), self.recorder.timeline_frame()
+        if sc.kv.sparsity.enabled:
+            requests, timeline, meta = attach_sparsity(replicas, requests, timeline, meta)
+        return SimResult(requests, timeline, meta)
 
     def _arrivals(self, open_loop: list[Request]):
         env = self.env
@@ -178,6 +197,8 @@ class Simulation:
             "cost_model": self.cost.describe(),
             "scenario": scenario_dict(self.sc),
             "kvsim_version": __version__,
+            "prefix_cache": self.sc.kv.prefix_cache,
+            "prefix_cache_evictions": sum(getattr(r.sched.kv, "evictions", 0) for r in self.replicas),
         }
 
 

@@ -22,6 +22,10 @@ class KVManager(Protocol):
     def num_free_blocks(self) -> int: ...
     @property
     def used_blocks(self) -> int: ...
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks with refcount 0 kept for prefix reuse (evictable); 0 without a prefix cache."""
+        ...
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
         """Called before a waiting request's first chunk: returns prompt tokens already in cache (their

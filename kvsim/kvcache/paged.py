@@ -45,6 +45,11 @@ class PagedKVManager:
     def used_blocks(self) -> int:
         return self.pool.num_used
 
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks kept only for prefix reuse (refcount 0): none without a prefix cache."""
+        return 0
+
     def _needs_cow(self, table: list[int], ntok: int) -> bool:
         return bool(table) and ntok % self.block_size != 0 and self.pool.refcount[table[-1]] > 1
 
@@ -112,6 +117,8 @@ class PagedKVManager:
 
     def fork(self, parent: int, child: int) -> None:
         """Child shares every block of parent (refcounts + 1)."""
+        if child in self.tables or child in self.swapped:
+            raise ValueError(f"fork onto existing sequence {child}")
         table = self.tables[parent]
         for bid in table:
             self.pool.incref(bid)

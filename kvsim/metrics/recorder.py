@@ -24,6 +24,12 @@ TIMELINE_COLUMNS: dict[str, str] = {
     "kv_cached_blocks": "q",  # blocks with refcount 0 kept for prefix reuse
     "preempted": "q",      # sequences preempted in this iteration
     "cow_copies": "q",     # copy-on-write block copies in this iteration
+    # KV breakdown in token slots (kvsim/kvcache/breakdown.py); with kv_token_states they sum to capacity
+    "kv_reservation": "q",      # reserved for tokens not generated yet (contiguous layouts)
+    "kv_internal_frag": "q",    # allocated, holding no KV (never will: contiguous; not yet: paged)
+    "kv_external_frag": "q",    # free, in holes too small for the next waiting request (contiguous)
+    "kv_free": "q",             # the rest of the free slots
+    "kv_unshared_blocks": "q",  # blocks the sequences would hold without sharing
 }
 
 REQUEST_COLUMNS: dict[str, str] = {

@@ -8,6 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvsim.kvcache.breakdown import SUMMARY_KEYS
+from kvsim.metrics.breakdown import breakdown_means, sharing_saving
+from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
+from kvsim.kvcache.sparsity.summary import sparsity_rows, sparsity_section
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile
 
 META_COPIES: tuple[str, ...] = ("scenario", "kvsim_version", "model", "hardware", "cost_model")
@@ -23,13 +27,16 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
         "latency": _latency_section(requests, done),
         "concurrency": _concurrency_section(timeline),
         "kv": _kv_section(timeline, meta),
-        "prefix_cache": _prefix_section(done),
+        "prefix_cache": prefix_cache_section(done, timeline, meta),
         "preemptions": _int_sum(timeline, "preempted"),
         "iterations": int((timeline["iteration"] >= 0).sum()) if len(timeline) else 0,
         "cow_copies": _int_sum(timeline, "cow_copies"),
         "replicas": _replicas(requests, timeline, meta),
         "weight_bytes_per_gpu": plain(meta.get("weight_bytes_per_gpu")),
     }
+    if meta.get("sparsity") is not None:  # token-level eviction / offload (docs/sparsity.md)
+        summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
+                                               summary["concurrency"]["mean"])
     for key in META_COPIES:
         summary[key] = meta.get(key)
     return summary
@@ -155,7 +162,8 @@ def _kv_section(timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
     ratios = ("utilization_mean", "utilization_max", "used_blocks_mean", "used_blocks_max",
               "cached_blocks_mean", "internal_fragmentation_mean")
     if not cap_tokens or not len(timeline):
-        return {**out, **dict.fromkeys(ratios)}
+        return {**out, **dict.fromkeys(ratios), "breakdown": dict.fromkeys(SUMMARY_KEYS),
+                "sharing_saving": None}
     util = timeline["kv_token_states"] / cap_tokens
     used = timeline["kv_used_blocks"] / blocks
     unfilled = (timeline["kv_used_blocks"] * block_size - timeline["kv_token_states"]) / cap_tokens
@@ -166,14 +174,10 @@ def _kv_section(timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
         "used_blocks_max": _max(used),
         "cached_blocks_mean": _per_replica_mean(timeline, timeline["kv_cached_blocks"] / blocks),
         "internal_fragmentation_mean": _per_replica_mean(timeline, unfilled),
+        "breakdown": breakdown_means(timeline, cap_tokens, _per_replica_mean),
+        "sharing_saving": sharing_saving(timeline),
     })
     return out
-
-
-def _prefix_section(done: pd.DataFrame) -> dict[str, Any]:
-    prompt = _int_sum(done, "prompt_len")
-    cached = _int_sum(done, "cached_tokens")
-    return {"hit_rate": cached / prompt if prompt > 0 else None}
 
 
 def _replicas(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, Any]) -> int:
@@ -224,9 +228,13 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("KV utilization mean / max", _join([kv["utilization_mean"], kv["utilization_max"]], _pct)),
         ("KV used blocks mean / max", _join([kv["used_blocks_mean"], kv["used_blocks_max"]], _pct)),
         ("KV internal fragmentation mean", _pct(kv["internal_fragmentation_mean"])),
+        ("KV states / reserved / internal / external / free",
+         _join([kv["breakdown"][k] for k in SUMMARY_KEYS], _pct)),
     ]
-    if summary["prefix_cache"]["hit_rate"] is not None and req["cached_tokens"] > 0:
-        rows.append(("prefix cache hit rate", _pct(summary["prefix_cache"]["hit_rate"])))
+    if kv["sharing_saving"]:
+        rows.append(("KV blocks saved by sharing", _pct(kv["sharing_saving"])))
+    rows += prefix_cache_rows(summary["prefix_cache"], _pct)
+    rows += sparsity_rows(summary.get("sparsity"), _fmt, _pct)
     rows += [
         ("preemptions", _fmt(summary["preemptions"])),
         ("iterations", _fmt(summary["iterations"])),

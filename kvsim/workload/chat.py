@@ -9,7 +9,8 @@ whose first turn does not fit is dropped). Turn k's prompt is the whole history 
 
 so turn k's prompt is turn k-1's prompt plus answer k-1 (of length output_len of turn k-1) plus user msg k.
 Content ids: system prompt i is SYSTEM_PROMPT_ID_BASE + i; the user message of the j-th generated turn is
-TURN_ID_BASE + 2j and its answer TURN_ID_BASE + 2j + 1, so every piece has its own id.
+TURN_ID_BASE + 2j and its answer TURN_ID_BASE + 2j + 1, so every piece has its own id; a turn's
+`output_id` is its answer's id, so the KV it generates matches the next turn's prompt.
 
 Order and links. Open loop: sessions start at the arrival process's times; the list holds session after
 session in start order, each session's turns consecutive; turn k > 0 has after = rid of turn k-1,
@@ -127,6 +128,7 @@ def _build(cfg: WorkloadConfig, sys_idx: np.ndarray, sys_len: np.ndarray, arriva
             pieces = [(SYSTEM_PROMPT_ID_BASE + i, sys_len_l[i])]
         pieces.append((TURN_ID_BASE + 2 * j, u))
         out.append(Request(rid=rid, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n,
-                           segments=tuple(pieces), session=s, after=a, think_s=th, source="chat"))
+                           segments=tuple(pieces), session=s, after=a, think_s=th, source="chat",
+                           output_id=TURN_ID_BASE + 2 * j + 1))
         pieces.append((TURN_ID_BASE + 2 * j + 1, o))
     return out

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kvsim.workload.rereads import RereadConfig
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -110,21 +112,101 @@ class TraceConfig(_Strict):
     """mooncake: tokens per `hash_ids` entry (512 in the published Mooncake traces)."""
 
 
+class RagConfig(_Strict):
+    """Retrieval-augmented generation: each request's prompt is an instruction header, then the top_k
+    retrieved passages in retrieval order, then a question unique to the request. Passages are drawn
+    from a corpus by Zipf popularity. Details in docs/workloads.md."""
+
+    passages: int = Field(default=10000, ge=1)
+    passage_len: LengthDist = Field(default_factory=lambda: fixed(256))
+    zipf_s: float = Field(default=1.0, ge=0)
+    top_k: int = Field(default=5, ge=1)
+    order: Literal["retrieval", "sorted"] = "retrieval"
+    instructions: int = Field(default=1, ge=1)
+    instruction_len: LengthDist = Field(default_factory=lambda: fixed(300))
+    question_len: LengthDist = Field(
+        default_factory=lambda: LengthDist(dist="lognormal", mean=60, p50=40, max=1024))
+
+    @model_validator(mode="after")
+    def _check(self) -> RagConfig:
+        if self.top_k > self.passages:
+            raise ValueError("top_k must be <= passages")
+        return self
+
+
+class AgenticConfig(_Strict):
+    """Agent episodes: a shared scaffold of tool descriptions and a task, then steps whose prompts re-send
+    the whole episode so far (each step's tool call, i.e. its output, and the tool's output appended);
+    a step may fork the episode into branches with different tool outputs. Details in docs/workloads.md."""
+
+    scaffolds: int = Field(default=2, ge=1)
+    scaffold_len: LengthDist = Field(default_factory=lambda: fixed(3000))
+    zipf_s: float = Field(default=1.0, ge=0)
+    task_len: LengthDist = Field(
+        default_factory=lambda: LengthDist(dist="lognormal", mean=200, p50=120, max=4096))
+    steps: LengthDist = Field(default_factory=lambda: LengthDist(dist="uniform", low=2, high=10))
+    tool_output_len: LengthDist = Field(
+        default_factory=lambda: LengthDist(dist="lognormal", mean=400, p50=200, max=8192))
+    tool_time_s: LengthDist | Annotated[float, Field(ge=0)] = Field(
+        default_factory=lambda: LengthDist(dist="uniform", low=1, high=3))
+    """Seconds from a step's answer to the next step (the tool runs): a distribution or a number."""
+    fork_prob: float = Field(default=0.05, ge=0, le=1)
+    max_branches: int = Field(default=4, ge=1)
+    max_context: int = Field(default=32768, ge=1)
+
+    @field_validator("tool_time_s", mode="before")
+    @classmethod
+    def _tool_time_number(cls, value: object) -> object:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not value >= 0:
+            raise ValueError("tool time must be a number >= 0 or a length distribution")
+        return value
+
+
 class WorkloadConfig(_Strict):
     """Which generator makes the request stream, and its parameters."""
 
-    kind: Literal["synthetic", "chat", "trace"] = "synthetic"
+    kind: Literal["synthetic", "chat", "trace", "rag", "agentic", "mix"] = "synthetic"
     arrival: Arrival = Field(default_factory=Arrival)
     prompt_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=600, p50=400, max=8192))
     output_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=250, p50=180, max=2048))
     n: int = Field(default=1, ge=1)
+    beam_width: int = Field(default=1, ge=1)
+    """Beam search width: w > 1 runs each request as w beams that share KV blocks (needs n: 1)."""
     chat: ChatConfig = Field(default_factory=ChatConfig)
     trace: TraceConfig | None = None
+    rag: RagConfig = Field(default_factory=RagConfig)
+    agentic: AgenticConfig = Field(default_factory=AgenticConfig)
+    rereads: RereadConfig = Field(default_factory=RereadConfig)
+    """Re-reads of earlier prompt content during decode, for token-level sparsity (docs/sparsity.md)."""
+    mix: list[MixComponent] = Field(default_factory=list)
+    """kind mix: the component workloads and their weights (shares of the arrival rate)."""
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
         if self.kind == "trace" and self.trace is None:
             raise ValueError("kind 'trace' needs a 'trace' section")
+        if self.kind == "mix" and not self.mix:
+            raise ValueError("kind 'mix' needs a 'mix' list of components")
+        if self.beam_width > 1 and self.n > 1:
+            raise ValueError("set either n (parallel sampling) or beam_width (beam search), not both")
         return self
+
+
+class MixComponent(WorkloadConfig):
+    """One workload of a `kind: mix`: any non-mix workload plus its weight. Components take the mix's
+    arrival process with the rate scaled by weight / sum of weights, so they must not set `arrival`."""
+
+    weight: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _component(self) -> MixComponent:
+        if self.kind == "mix":
+            raise ValueError("a mix component cannot itself be a mix")
+        if "arrival" in self.model_fields_set:
+            raise ValueError("set 'arrival' on the mix, not on a component")
+        return self
+
+
+WorkloadConfig.model_rebuild()

@@ -7,9 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
+from kvsim.workload.agentic import agentic_requests
 from kvsim.workload.chat import chat_requests
 from kvsim.workload.config import WorkloadConfig
+from kvsim.workload.mix import mix_requests
+from kvsim.workload.rag import rag_requests
 from kvsim.workload.request import Request
+from kvsim.workload.rereads import annotate_rereads
 from kvsim.workload.synthetic import synthetic_requests
 from kvsim.workload.trace import trace_requests
 
@@ -17,6 +21,9 @@ _GENERATORS = {
     "synthetic": synthetic_requests,
     "chat": chat_requests,
     "trace": trace_requests,
+    "rag": rag_requests,
+    "agentic": agentic_requests,
+    "mix": mix_requests,
 }
 
 
@@ -36,4 +43,9 @@ def build_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     generator = _GENERATORS.get(cfg.kind)
     if generator is None:
         raise KvsimError(f"workload.kind: unknown kind '{cfg.kind}' (known: {', '.join(_GENERATORS)})")
-    return generator(cfg, rng, max_requests, duration_s, base_dir)
+    requests = generator(cfg, rng, max_requests, duration_s, base_dir)
+    annotate_rereads(requests, cfg.rereads, rng)
+    if cfg.beam_width > 1:
+        for r in requests:
+            r.beam_width = cfg.beam_width
+    return requests

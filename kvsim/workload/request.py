@@ -16,7 +16,12 @@ class Request:
     arrival_s is the open-loop arrival time. A request with ``after >= 0`` is a follow-up (the next turn of a
     session, the next request of a closed-loop user): it is released ``think_s`` seconds after request
     ``after`` completes, and its arrival_s is set then. ``segments`` describes prompt content for prefix
-    caching; an empty tuple means content unique to this request.
+    caching; an empty tuple means content unique to this request. ``output_id`` is the content id of the
+    tokens the request generates, for workloads whose later prompts quote them (a chat answer, an agent's
+    tool call); -1 means content unique to this request. ``beam_width`` > 1 asks for beam search with that
+    many beams (the engine then runs beam_width sequences; ``n`` stays 1). ``rereads`` lists content ids
+    of prompt segments the request re-reads while decoding (an agent consulting an old tool output); token-level
+    sparsity policies move attention back onto them (kvsim/workload/rereads.py marks them).
     """
 
     rid: int
@@ -29,3 +34,6 @@ class Request:
     after: int = -1
     think_s: float = 0.0
     source: str = ""
+    output_id: int = -1
+    beam_width: int = 1
+    rereads: tuple[int, ...] = ()

@@ -38,8 +38,8 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     """The trace's requests, rids in arrival order (see the module docstring). rng is unused."""
     tcfg = cfg.trace
     path = Path(tcfg.path)
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
+    if not path.is_absolute() and base_dir is not None and (Path(base_dir) / path).is_file():
+        path = Path(base_dir) / path  # else already resolved (load_scenario) or relative to the cwd
     if not path.is_file():
         raise KvsimError(f"{path}: trace file not found")
     if tcfg.format == "mooncake":

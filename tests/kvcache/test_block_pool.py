@@ -76,6 +76,47 @@ def test_free_ids_is_a_copy():
     assert pool.num_free == 2
 
 
+def test_allocate_many_matches_repeated_allocate():
+    a, b = BlockPool(6, 4), BlockPool(6, 4)
+    for pool in (a, b):
+        for x in (pool.allocate(), pool.allocate(), pool.allocate()):
+            pool.decref(x)  # free stack now ends ..., 0, 1, 2
+    assert a.allocate_many(4) == [b.allocate() for _ in range(4)] == [2, 1, 0, 3]
+    assert a.refcount == b.refcount == [1, 1, 1, 1, 0, 0]
+    assert a.free_ids() == b.free_ids()
+    assert a.allocate_many(0) == []
+    assert a.allocate_many(2) == [4, 5]
+    assert a.num_free == 0
+
+
+def test_allocate_many_short_raises_and_changes_nothing():
+    pool = BlockPool(3, 4)
+    pool.allocate()
+    with pytest.raises(NoFreeBlocks):
+        pool.allocate_many(3)
+    assert (pool.num_free, pool.refcount) == (2, [1, 0, 0])
+
+
+def test_release_returns_kept_blocks_in_order():
+    pool = BlockPool(4, 4)
+    ids = pool.allocate_many(4)
+    pool.incref(1)
+    pool.incref(3)
+    assert pool.release(ids) == [1, 3]
+    assert pool.refcount == [0, 1, 0, 1]
+    assert pool.free_ids() == [0, 2]
+    assert pool.allocate() == 2  # LIFO: released last, reused first
+
+
+def test_release_of_a_free_block_raises():
+    pool = BlockPool(2, 4)
+    b = pool.allocate()
+    pool.release([b])
+    with pytest.raises(ValueError, match="double free"):
+        pool.release([b])
+    assert pool.refcount == [0, 0]
+
+
 @pytest.mark.parametrize(("num_blocks", "block_size"), [(-1, 16), (4, 0), (4, -3)])
 def test_bad_sizes_raise(num_blocks, block_size):
     with pytest.raises(ValueError):

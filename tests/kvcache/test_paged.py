@@ -1,7 +1,5 @@
 """PagedKVManager: block counts, all-or-nothing allocation, fork, copy-on-write, swap (hand-computed)."""
 
-import math
-
 import pytest
 
 from kvsim.kvcache.paged import PagedKVManager
@@ -235,54 +233,52 @@ def test_swap_capacity_counts_shared_blocks_once():
     m.check_invariants()
 
 
-# --- parallel sampling: best-of-8 on a 2,000-token prompt, 100 output tokens each ---
-
-PROMPT, OUT, N = 2000, 100, 8
-
-
-def best_of_n(block_size: int, step: int) -> PagedKVManager:
-    m = PagedKVManager(4000, block_size)
-    assert m.allocate(0, PROMPT)
-    for child in range(1, N):
-        m.fork(0, child)
-    for n in range(PROMPT + step, PROMPT + OUT + 1, step):
-        for s in range(N):
-            assert m.allocate(s, n)
+def test_grow_one_block_appends_or_changes_nothing():
+    m = PagedKVManager(2, 16)
+    assert m.allocate(0, 16)
+    assert (m.capacity_tokens(0), m.last_block_shared(0)) == (16, False)
+    assert m.grow_one_block(0, 17)
+    assert (m.tables[0], m.ntok[0], m.capacity_tokens(0)) == ([0, 1], 17, 32)
+    assert m.allocate(0, 32)
+    before = snapshot(m)
+    assert not m.grow_one_block(0, 33)
+    assert snapshot(m) == before
     m.check_invariants()
-    return m
 
 
-@pytest.mark.parametrize("step", [1, 100])
-def test_best_of_8_block_size_1(step):
-    m = best_of_n(1, step)
-    assert sum(m.ntok.values()) == N * (PROMPT + OUT) == 16_800
-    assert token_states(m) == PROMPT + N * OUT == 2_800
-    assert m.used_blocks == 2_800
-    assert m.cow_copies == 0
+def test_grow_one_block_matches_allocate_on_a_block_boundary():
+    a, b = PagedKVManager(8, 4), PagedKVManager(8, 4)
+    for m in (a, b):
+        assert m.allocate(0, 8)
+        m.fork(0, 1)  # full shared last block: no copy needed
+    assert a.grow_one_block(1, 9)
+    assert b.allocate(1, 9)
+    assert snapshot(a) == snapshot(b)
+    a.check_invariants()
 
 
-@pytest.mark.parametrize("step", [1, 100])
-def test_best_of_8_block_size_16(step):
-    m = best_of_n(16, step)
-    own = math.ceil(OUT / 16)
-    assert (PROMPT // 16, own) == (125, 7)
-    assert m.used_blocks == 125 + N * own == 181
-    assert token_states(m) == 2_800
-    assert m.cow_copies == 0  # the prompt ends on a block boundary
-    # without sharing each sample holds ceil(2100 / 16) = 132 blocks
-    assert N * math.ceil((PROMPT + OUT) / 16) == 1_056
+def test_last_block_shared_and_capacity():
+    m = PagedKVManager(8, 4)
+    assert m.allocate(0, 6)
+    assert (m.capacity_tokens(0), m.last_block_shared(0)) == (8, False)
+    m.fork(0, 1)
+    assert m.last_block_shared(0) and m.last_block_shared(1)
+    assert m.allocate(1, 7)
+    assert not m.last_block_shared(0) and not m.last_block_shared(1)
+    assert m.allocate(2, 8)
+    m.fork(2, 3)
+    assert not m.last_block_shared(3)  # full block: next token goes to a new block
 
 
-def test_best_of_8_with_partial_prompt_block_copies_seven_times():
-    m = PagedKVManager(400, 16)
-    assert m.allocate(0, 2001)  # 126 blocks, the last holds 1 token
-    for child in range(1, N):
-        m.fork(0, child)
-    for s in range(N):
-        assert m.allocate(s, 2001 + OUT)
-    assert m.cow_copies == N - 1
-    # 125 shared full blocks; each sample owns ceil(2101 / 16) - 125 = 7 blocks
-    assert m.used_blocks == 125 + N * 7
-    # each sample's copy holds its own KV for prompt token 2001: 2000 + 8 * 101 slots
-    assert token_states(m) == 2000 + N * (1 + OUT) == 2_808
-    m.check_invariants()
+def test_has_and_admit():
+    m = PagedKVManager(4, 4, swap_capacity_blocks=4)
+    assert not m.has(0)
+    assert m.admit(0, None, 100, 10) == 0  # no prefix cache
+    assert m.allocate(0, 3)
+    assert m.has(0)
+    m.swap_out([0])
+    assert not m.has(0)
+    m.swap_in([0])
+    assert m.has(0)
+    m.free(0)
+    assert not m.has(0)

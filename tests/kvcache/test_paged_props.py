@@ -1,10 +1,9 @@
 """Stateful property test of PagedKVManager against an independent content model.
 
 The model gives every logical block a content id: a write into a partially filled last block makes new
-content, fork copies ids, and swap-in re-labels a batch's ids (sharing survives only inside the batch).
-Two table entries must share a physical block exactly when they share a content id.
-Swap-in is exercised one whole swap-out batch at a time; mixing batches is a known bug
-(see test_paged_swap_batches.py).
+content and fork copies ids. Swap-out re-labels a batch's ids as host blocks (shared inside the batch
+only) and swap-in re-labels again (shared inside the swap-in call only). Two resident table entries
+must share a physical block exactly when they share a content id.
 """
 
 from hypothesis import settings
@@ -27,16 +26,29 @@ class PagedMachine(RuleBasedStateMachine):
         self.m: PagedKVManager | None = None
         self.content: dict[int, list[int]] = {}  # resident seq -> content id per logical block
         self.ntok: dict[int, int] = {}
-        self.batches: dict[int, tuple[dict[int, tuple[list[int], int]], int]] = {}  # id -> (seqs, blocks)
-        self.swap_used = 0
+        self.host: dict[int, tuple[list[int], int]] = {}  # swapped seq -> (host content ids, ntok)
         self.next_seq = 0
         self.next_content = 0
-        self.next_batch = 0
 
     def fresh(self, k: int = 1) -> list[int]:
         ids = list(range(self.next_content, self.next_content + k))
         self.next_content += k
         return ids
+
+    def relabel(self, seqs, ids_of) -> dict[int, list[int]]:
+        """Fresh ids for seqs' blocks, equal exactly where the old ids were equal."""
+        new: dict[int, int] = {}
+        out = {}
+        for s in seqs:
+            out[s] = []
+            for c in ids_of(s):
+                if c not in new:
+                    new[c] = self.fresh()[0]
+                out[s].append(new[c])
+        return out
+
+    def swap_used(self) -> int:
+        return len({h for ids, _ in self.host.values() for h in ids})
 
     def holders(self, bid: int) -> int:
         return sum(t.count(bid) for t in self.m.tables.values())
@@ -44,7 +56,7 @@ class PagedMachine(RuleBasedStateMachine):
     def snapshot(self):
         m = self.m
         return ({s: list(t) for s, t in m.tables.items()}, dict(m.ntok), list(m.pool.refcount),
-                m.pool.free_ids(), m.shared_dup_tokens, m.cow_copies, m.swap_used_blocks)
+                m.pool.free_ids(), m.shared_dup_tokens, m.cow_copies, m.swap_used_blocks, dict(m.swapped))
 
     @initialize(block_size=st.sampled_from([1, 4, 16]))
     def setup(self, block_size):
@@ -76,6 +88,8 @@ class PagedMachine(RuleBasedStateMachine):
         table = list(m.tables[seq])
         partial = old % bs != 0
         cow = partial and self.holders(table[-1]) > 1
+        assert m.last_block_shared(seq) is cow
+        assert m.capacity_tokens(seq) == len(table) * bs
         need = ceil_div(new, bs) - len(table) + cow
         assert m.blocks_needed(seq, new) == need
         ok = need <= m.num_free_blocks
@@ -94,6 +108,23 @@ class PagedMachine(RuleBasedStateMachine):
         if partial:
             self.content[seq][-1] = self.fresh()[0]
         self.content[seq] += self.fresh(ceil_div(new, bs) - len(table))
+        self.ntok[seq] = new
+
+    @precondition(lambda self: any(n % self.bs == 0 for n in self.ntok.values()))
+    @rule(data=st.data())
+    def grow_one_block(self, data):
+        m, bs = self.m, self.bs
+        seq = data.draw(st.sampled_from(sorted(s for s, n in self.ntok.items() if n % bs == 0)), label="seq")
+        new = self.ntok[seq] + data.draw(st.integers(1, bs), label="grow")
+        ok = m.num_free_blocks > 0
+        before = self.snapshot()
+        table = list(m.tables[seq])
+        assert m.grow_one_block(seq, new) is ok
+        if not ok:
+            assert self.snapshot() == before
+            return
+        assert m.tables[seq][:-1] == table and len(m.tables[seq]) == len(table) + 1
+        self.content[seq] += self.fresh()
         self.ntok[seq] = new
 
     @precondition(lambda self: self.content)
@@ -125,7 +156,7 @@ class PagedMachine(RuleBasedStateMachine):
         seqs = data.draw(st.lists(st.sampled_from(sorted(self.content)), min_size=1, max_size=3,
                                   unique=True), label="seqs")
         blocks = {b for s in seqs for b in m.tables[s]}
-        can = self.swap_used + len(blocks) <= SWAP_BLOCKS
+        can = self.swap_used() + len(blocks) <= SWAP_BLOCKS
         assert m.can_swap_out(seqs) is can
         if not can:
             return
@@ -133,31 +164,27 @@ class PagedMachine(RuleBasedStateMachine):
         used = m.used_blocks
         assert m.swap_out(seqs) == len(blocks)
         assert m.used_blocks == used - len(blocks - outside)
-        self.batches[self.next_batch] = ({s: (self.content.pop(s), self.ntok.pop(s)) for s in seqs},
-                                         len(blocks))
-        self.next_batch += 1
-        self.swap_used += len(blocks)
+        host = self.relabel(seqs, self.content.pop)
+        for s in seqs:
+            self.host[s] = (host[s], self.ntok.pop(s))
+        assert not any(m.has(s) for s in seqs)
 
-    @precondition(lambda self: self.batches)
+    @precondition(lambda self: self.host)
     @rule(data=st.data())
     def swap_in(self, data):
         m = self.m
-        bid = data.draw(st.sampled_from(sorted(self.batches)), label="batch")
-        seqs, nblocks = self.batches[bid]
-        order = data.draw(st.permutations(sorted(seqs)), label="order")
-        assert m.swap_blocks_needed(order) == nblocks
-        if nblocks > m.num_free_blocks:
+        seqs = data.draw(st.lists(st.sampled_from(sorted(self.host)), min_size=1, max_size=4, unique=True),
+                         label="seqs")
+        need = len({h for s in seqs for h in self.host[s][0]})
+        assert m.swap_blocks_needed(seqs) == need
+        if need > m.num_free_blocks:
             return
         used = m.used_blocks
-        assert m.swap_in(order) == nblocks
-        assert m.used_blocks == used + nblocks
-        relabel: dict[int, int] = {}
-        for s in order:
-            ids, ntok = seqs[s]
-            self.content[s] = [relabel.setdefault(c, self.fresh()[0]) for c in ids]
-            self.ntok[s] = ntok
-        del self.batches[bid]
-        self.swap_used -= nblocks
+        assert m.swap_in(seqs) == need
+        assert m.used_blocks == used + need
+        self.content.update(self.relabel(seqs, lambda s: self.host[s][0]))
+        for s in seqs:
+            self.ntok[s] = self.host.pop(s)[1]
 
     @invariant()
     def consistent(self):
@@ -188,11 +215,9 @@ class PagedMachine(RuleBasedStateMachine):
                 f = min(bs, self.ntok[s] - i * bs)
                 assert fill.setdefault(b, f) == f, f"block {b} filled differently by its holders"
         assert sum(self.ntok.values()) - m.shared_dup_tokens == sum(fill.values())
-        swapped = {s: v for seqs, _ in self.batches.values() for s, v in seqs.items()}
-        assert set(m.swapped) == set(swapped)
-        assert all(m.swapped[s][1] == swapped[s][1] for s in swapped)
-        assert m.swap_used_blocks == self.swap_used
-        assert 0 <= self.swap_used <= SWAP_BLOCKS
+        assert set(m.swapped) == set(self.host)
+        assert all(m.swapped[s][1] == n for s, (_, n) in self.host.items())
+        assert m.swap_used_blocks == self.swap_used() <= SWAP_BLOCKS
 
     def teardown(self):
         m = self.m
@@ -200,10 +225,10 @@ class PagedMachine(RuleBasedStateMachine):
             return
         for s in list(m.tables):
             m.free(s)
-        for seqs, _ in self.batches.values():
-            m.swap_in(sorted(seqs))
-            for s in seqs:
-                m.free(s)
+        back = sorted(self.host)
+        m.swap_in(back)
+        for s in back:
+            m.free(s)
         m.check_invariants()
         assert m.used_blocks == 0 and m.num_free_blocks == NUM_BLOCKS
         assert sorted(m.pool.free_ids()) == list(range(NUM_BLOCKS))

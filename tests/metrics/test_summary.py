@@ -43,7 +43,7 @@ def test_requests_and_throughput(frames, meta):
         "output_tokens_per_s": 6.5,    # 13 / 2.0
         "total_tokens_per_s": 81.5,    # (13 + 150) / 2.0
     }
-    assert s["prefix_cache"]["hit_rate"] == approx(16 / 150)
+    assert s["prefix_cache"]["hit_rate_tokens"] == approx(16 / 150)  # more in test_prefix.py
 
 
 def test_latency(frames, meta):
@@ -74,6 +74,7 @@ def test_concurrency(frames, meta):
 
 def test_kv(frames, meta):
     kv = build_summary(*frames, meta)["kv"]
+    kv.pop("breakdown"), kv.pop("sharing_saving")  # hand-checked in test_breakdown.py
     assert kv == approx({
         "capacity_blocks": 10,
         "block_size": 4,
@@ -127,7 +128,7 @@ def test_missing_meta_and_empty_run():
     assert s["latency"]["ttft_s"]["p99"] is None
     assert s["concurrency"]["mean"] is None and s["concurrency"]["max"] is None
     assert s["kv"]["capacity_tokens"] is None and s["kv"]["utilization_mean"] is None
-    assert s["prefix_cache"]["hit_rate"] is None
+    assert s["prefix_cache"]["hit_rate_tokens"] is None and s["prefix_cache"]["hit_rate_blocks"] is None
     assert s["replicas"] == 1
     assert s["scenario"] is None
     json.dumps(s, allow_nan=False)
@@ -151,7 +152,7 @@ def test_makespan_none_when_nothing_finished():
 
 
 def test_summary_table_rows(frames, meta):
-    rows = dict(summary_table_rows(build_summary(*frames, meta)))
+    rows = dict(summary_table_rows(build_summary(*frames, {**meta, "prefix_cache": "hash"})))
     assert rows["requests completed / total"] == "2 / 4"
     assert rows["throughput (req/s)"] == "1"
     assert rows["total tokens/s"] == "81.5"
@@ -159,7 +160,7 @@ def test_summary_table_rows(frames, meta):
     assert rows["concurrency mean / p50 / p99 / max"] == "1.375 / 1 / 3 / 3"
     assert rows["KV capacity (blocks x block size)"] == "10 x 4 = 40 tokens"
     assert rows["KV utilization mean / max"] == "35.6% / 100.0%"
-    assert rows["prefix cache hit rate"] == "10.7%"
+    assert rows["prefix cache hit rate tokens / blocks"] == "10.7% / 10.5%"
     assert rows["copy-on-write copies"] == "3"
     labels = [label for label, _ in summary_table_rows(build_summary(*frames, meta))]
     assert labels[0] == "requests completed / total" and labels[-1] == "copy-on-write copies"

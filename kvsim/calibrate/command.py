@@ -1,0 +1,193 @@
+"""What `kvsim calibrate` does: measure a grid on a device, fit the models, write the profile's
+`calibration` key. Torch is imported only by `measure`; fitting needs numpy, pandas and scipy."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvsim.calibrate.cases import KERNELS
+from kvsim.calibrate.fit import FOLDS, MAPE_CEILING, fit_all, paged_overhead, terms
+from kvsim.calibrate.measurements import file_sha256, read_measurements, write_measurements
+from kvsim.calibrate.profile import write_calibration
+from kvsim.errors import KvsimError
+from kvsim.specs.catalog import get_model
+from kvsim.specs.hardware import hardware_profiles_dir, load_hardware
+from kvsim.specs.model import ModelSpec
+
+
+def repo_root() -> Path:
+    return hardware_profiles_dir().parent
+
+
+def measurements_path(profile: str, root: Path | None = None) -> Path:
+    return (root or repo_root()) / "calibration" / profile / "measurements.csv"
+
+
+def resolve_model(text: str) -> ModelSpec:
+    """A catalog name, a model YAML / config.json, or a scenario YAML whose `model` key names one."""
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "model" in data and "num_layers" not in data:
+            return get_model(data["model"])
+    return get_model(text)
+
+
+def measure(profile: str, device: str, model: ModelSpec, grid: str, budget_s: float, kernels: list[str],
+            seed: int, out: Path, log: Callable[[str], None] = print, threads: int = 1,
+            nice: int = 0) -> Path:
+    """Time the grid on `device` and write calibration/<profile>/measurements.csv (or `out`). On a CPU
+    torch runs `threads` threads: one by default, because on a small shared VM an OpenMP barrier turns
+    every preemption of a sibling thread into a stall of tens of milliseconds. nice != 0 adds to the
+    process's nice value (negative, as root: other work on a shared CPU interferes less)."""
+    import torch
+
+    from kvsim.calibrate.grid import build_grid, filter_by_memory
+    from kvsim.calibrate.harness import HarnessConfig
+    from kvsim.calibrate.harness import measure as run_grid
+    from kvsim.calibrate.provenance import provenance
+    from kvsim.calibrate.timing import Timer, default_flush_bytes
+
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise KvsimError(f"--device {device}: torch {torch.__version__} sees no CUDA device")
+    if dev.type == "cpu":
+        torch.set_num_threads(threads)
+        keep_heap_memory()
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError as exc:
+            raise KvsimError(f"--nice {nice}: {exc.strerror}") from None
+    unknown = sorted(set(kernels) - set(KERNELS))
+    if unknown:
+        raise KvsimError(f"--kernels: unknown kernel {unknown[0]!r}; known: {', '.join(KERNELS)}")
+    triton_ok = dev.type == "cuda" and _has_triton()
+    fp8_ok = dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9)
+    cases = build_grid(grid, model, set(kernels), triton_ok=triton_ok, fp8_ok=fp8_ok)
+    if dev.type == "cuda":
+        memory = torch.cuda.get_device_properties(dev).total_memory * 0.8
+        min_pool = 4 * 2**30
+        timer = Timer(dev, default_flush_bytes(dev), warmup=3, repeats=10)
+    else:
+        memory = load_hardware(profile).memory_bytes * 0.5
+        min_pool = 512 * 2**20 if grid != "smoke" else 4 * 2**20
+        flush = default_flush_bytes(dev) if grid != "smoke" else 8 << 20
+        timer = Timer(dev, flush, warmup=1, repeats=9, long_s=0.1, long_repeats=5)
+    cases = filter_by_memory(cases, memory, min_pool)
+    method = (f"median of {timer.repeats} repeats ({timer.long_repeats} when a call exceeds "
+              f"{timer.long_s:g} s) after {timer.warmup} warm-up; "
+              f"{'CUDA events' if dev.type == 'cuda' else 'time.perf_counter (CPU ops are synchronous)'}; "
+              f"{timer.flush_bytes / 2**20:.0f} MiB flush buffer overwritten before every call; "
+              f"{'CPU: glibc heap kept (no per-call page faults), ' if dev.type == 'cpu' else ''}KV and copy "
+              f"pools >= {min_pool / 2**20:.0f} MiB with shuffled block ids; budget {budget_s:g} s"
+              f"{f'; {threads} torch thread(s)' if dev.type == 'cpu' else ''}"
+              f"{f'; nice {nice:+d}' if nice else ''}")
+    log(f"{len(cases)} cases on {dev} ({grid} grid, budget {budget_s:g} s)")
+    rows = run_grid(cases, HarnessConfig(dev, timer, budget_s, min_pool, seed), log)
+    if not rows:
+        raise KvsimError("no case was measured (budget too small?)")
+    prov = provenance(dev, profile, method, model.name, grid, seed)
+    write_measurements(out, prov, rows)
+    log(f"wrote {len(rows)} rows to {out}")
+    return out
+
+
+def keep_heap_memory() -> bool:
+    """Make glibc serve every allocation from the heap and never give freed memory back, so that the
+    temporaries torch allocates on each CPU call stop costing fresh page faults (a serving engine reuses its
+    buffers). Returns whether it took effect (glibc only)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_mmap_max, m_trim_threshold = -4, -1
+        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 2**31 - 1))
+    except (OSError, AttributeError):
+        return False
+
+
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def fit_profile(profile: str, csv: Path, profile_path: Path | None = None, write: bool = True,
+                folds: int = FOLDS) -> dict[str, Any]:
+    """Fit every kernel in csv and (if write) store the result under `calibration` in the profile's YAML.
+    KvsimError if a kernel's held-out MAPE exceeds MAPE_CEILING."""
+    hw = load_hardware(profile_path or profile)
+    prov, df = read_measurements(csv)
+    kernels = fit_all(df, hw.peak_flops, folds)
+    bad = [] if prov.get("grid") == "smoke" else [
+        f"{k}/{dt} {f['heldout_mape']:.3f}" for k, by in kernels.items() for dt, f in by.items()
+           if f["heldout_mape"] > MAPE_CEILING]
+    if bad:
+        raise KvsimError(f"{csv}: held-out MAPE above {MAPE_CEILING}: {', '.join(bad)}")
+    try:
+        source = str(csv.resolve().relative_to(repo_root().resolve()))
+    except ValueError:
+        source = str(csv)
+    cal: dict[str, Any] = {
+        "source": source, "sha256": file_sha256(csv),
+        "provenance": {k: prov[k] for k in ("device", "driver", "torch", "triton", "kvsim", "date",
+                                            "model_shapes", "grid") if k in prov},
+        "fit": f"NNLS on relative error; {folds}-fold held-out MAPE and worst error per kernel and dtype; "
+               f"gate = refit held-out MAPE bound, ceiling {MAPE_CEILING}",
+        "terms": terms(kernels), "kernels": kernels,
+    }
+    overhead = paged_overhead(df)
+    if overhead:
+        cal["paged_over_contiguous"] = overhead
+    if write:
+        path = profile_path or _profile_file(profile)
+        write_calibration(path, cal, f"fitted by `kvsim calibrate` from {source}; do not edit by hand")
+    return cal
+
+
+def _profile_file(profile: str) -> Path:
+    path = hardware_profiles_dir() / f"{profile}.yaml"
+    if not path.is_file():
+        raise KvsimError(f"--profile {profile}: no {path}")
+    return path
+
+
+def main(profile: str, device: str, model: str, grid: str | None, budget_s: float, kernels: list[str],
+         fit_only: bool, check: str | None, tolerance: float, seed: int, out: Path | None,
+         log: Callable[[str], None] = print, threads: int = 1, nice: int = 0) -> int:
+    """The `kvsim calibrate` command; returns its exit code (1 when --check finds a slower kernel)."""
+    if check is not None or not fit_only:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise KvsimError("kvsim calibrate needs torch: pip install -e '.[calibrate]'") from None
+    if check is not None:
+        from kvsim.calibrate.check import run_check
+
+        results = run_check(check, device, out or measurements_path(check), tolerance, log=log,
+                            threads=threads)
+        slow = [r for r in results if r.ratio > 1 + tolerance]
+        log(f"{len(results) - len(slow)}/{len(results)} cases within {tolerance:.0%} of the baseline")
+        return 1 if slow else 0
+    csv = out or measurements_path(profile)
+    if not fit_only:
+        load_hardware(profile)
+        grid = grid or ("gpu" if device.startswith("cuda") else "cpu")
+        measure(profile, device, resolve_model(model), grid, budget_s, kernels or list(KERNELS), seed, csv,
+                log, threads, nice)
+    cal = fit_profile(profile, csv)
+    for kernel, by in cal["kernels"].items():
+        for dtype, f in by.items():
+            log(f"{kernel:24s} {dtype:5s} rows {f['rows']:4d}  held-out MAPE {f['heldout_mape']:.3f}  worst "
+                f"{f['heldout_worst']:.3f}  gate {f['mape_gate']:.2f}")
+    log(f"wrote calibration of {profile} to {_profile_file(profile)}")
+    return 0

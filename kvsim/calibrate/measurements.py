@@ -1,0 +1,54 @@
+"""calibration/<device>/measurements.csv: '# key: value' provenance lines, then one CSV row per timed
+case. Reading needs no torch."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kvsim.errors import KvsimError
+
+PROVENANCE_KEYS = ("device", "profile", "driver", "torch", "triton", "kvsim", "python", "date", "method",
+                   "model_shapes", "grid", "seed")
+
+
+def write_measurements(path: Path, provenance: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Write the provenance header and the rows (columns in the order of the first row)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = "".join(f"# {k}: {' '.join(str(v).split())}\n" for k, v in provenance.items())
+    body = pd.DataFrame(rows).to_csv(index=False, float_format="%.6g", lineterminator="\n")
+    path.write_text(head + body, encoding="utf-8")
+
+
+def read_measurements(path: Path) -> tuple[dict[str, str], pd.DataFrame]:
+    """(provenance, rows) from a measurements file; KvsimError naming the file if it is unreadable."""
+    if not path.is_file():
+        raise KvsimError(f"{path}: measurements not found (run `kvsim calibrate` first)")
+    text = path.read_text(encoding="utf-8")
+    prov: dict[str, str] = {}
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines) and lines[i].startswith("#"):
+        key, sep, value = lines[i][1:].strip().partition(":")
+        if not sep:
+            raise KvsimError(f"{path}:{i + 1}: provenance line must read '# key: value'")
+        prov[key.strip()] = value.strip()
+        i += 1
+    try:
+        df = pd.read_csv(io.StringIO("".join(lines[i:])))
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise KvsimError(f"{path}: cannot read the CSV rows ({type(exc).__name__})") from None
+    for col in ("kernel", "dtype", "median_s"):
+        if col not in df.columns:
+            raise KvsimError(f"{path}: missing column {col!r}")
+    df["shape"] = df.get("shape", pd.Series(dtype=str)).fillna("")
+    df["ctx_kind"] = df.get("ctx_kind", pd.Series(dtype=str)).fillna("")
+    return prov, df
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,129 @@
+"""Block content of a sequence, from its request's segments, without token arrays.
+
+A sequence's content is its request's prompt segments followed by its generated tokens:
+
+    segments (or one segment unique to the request when it has none) + (output content id, unbounded)
+
+Token t of segment (cid, length) is "token t of content cid", so two segments with the same id share their
+first min(length) tokens. A full block of `block_size` tokens is described by its *page key*: the pieces of
+segments that overlap it, in order; `(cid, offset)` when the block lies inside one segment, else a tuple
+of `(cid, offset, length)` triples. Page keys are canonical: equal token content gives equal keys.
+
+The prefix-cache key of block i chains: key_i = hash((key_{i-1}, page key_i)), key_{-1} = hash of the
+namespace. So equal keys mean equal content for the block *and every block before it* (vLLM's automatic
+prefix caching). Only full blocks get keys: a partial last block is never shared through the cache.
+
+Content id ranges owned here (see docs/workloads.md for the generators' ranges):
+UNIQUE_ID_BASE + rid for the prompt of a request without segments, OUTPUT_ID_BASE + rid for the tokens a
+request generates when it does not name them (`Request.output_id`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from kvsim.workload.request import Request
+
+UNIQUE_ID_BASE = 9 << 40
+OUTPUT_ID_BASE = 10 << 40
+PAD_ID_BASE = 11 << 40
+UNBOUNDED = 1 << 62
+"""Length of the output segment: generated tokens continue until the request stops."""
+
+
+def namespace_key(namespace: str | int = "") -> int:
+    """The chain's root: blocks under different namespaces never share keys (e.g. tenants, adapters).
+    Stable across processes (str hashes are salted per process, so names go through blake2b)."""
+    if isinstance(namespace, str):
+        namespace = int.from_bytes(hashlib.blake2b(namespace.encode(), digest_size=8).digest(), "little")
+    return hash((0x6B7673696D, namespace))
+
+
+def request_content(req: Request) -> tuple[tuple[int, int], ...]:
+    """The (content id, length) segments of a request's sequence: prompt, then its generated tokens."""
+    segs = req.segments
+    if not segs:
+        segs = ((UNIQUE_ID_BASE + req.rid, req.prompt_len),)
+    else:
+        short = req.prompt_len - sum(n for _, n in segs)
+        if short > 0:
+            segs = (*segs, (PAD_ID_BASE + req.rid, short))
+    out_id = req.output_id if req.output_id >= 0 else OUTPUT_ID_BASE + req.rid
+    return (*segs, (out_id, UNBOUNDED))
+
+
+class BlockContent:
+    """Page keys (chained=False) or chained prefix-cache keys (chained=True) of a sequence's full blocks,
+    computed lazily: `upto(n)` returns a list holding at least the first n (fewer only if the content
+    ends first). The list grows in place on later calls; callers must not modify it."""
+
+    __slots__ = ("bs", "segs", "out", "chained", "_i", "_off", "_last")
+
+    def __init__(self, segments: tuple[tuple[int, int], ...], block_size: int, chained: bool = True,
+                 namespace: str | int = "") -> None:
+        self.bs = block_size
+        self.segs = [s for s in segments if s[1] > 0]
+        self.out: list = []
+        self.chained = chained
+        self._i = 0
+        self._off = 0
+        self._last = namespace_key(namespace)
+
+    def upto(self, n: int) -> list:
+        out = self.out
+        if len(out) >= n:
+            return out
+        bs = self.bs
+        segs = self.segs
+        nseg = len(segs)
+        chained = self.chained
+        i, off, last = self._i, self._off, self._last
+        append = out.append
+        while len(out) < n and i < nseg:
+            cid, length = segs[i]
+            if length - off >= bs:
+                # whole blocks inside segment i
+                stop = off + (min(n - len(out), (length - off) // bs)) * bs
+                if chained:
+                    for o in range(off, stop, bs):
+                        last = hash((last, (cid, o)))
+                        append(last)
+                else:
+                    out.extend((cid, o) for o in range(off, stop, bs))
+                off = stop
+                if off == length:
+                    i, off = i + 1, 0
+                continue
+            parts = []
+            need = bs
+            while need and i < nseg:
+                cid, length = segs[i]
+                take = min(length - off, need)
+                parts.append((cid, off, take))
+                need -= take
+                off += take
+                if off == length:
+                    i, off = i + 1, 0
+            if need:
+                break  # content ended inside this block: it is not full
+            page = tuple(parts)
+            if chained:
+                last = hash((last, page))
+                append(last)
+            else:
+                append(page)
+        self._i, self._off, self._last = i, off, last
+        return out
+
+
+def block_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size: int,
+               namespace: str | int = "") -> list[int]:
+    """Chained keys of the full blocks among the first num_tokens tokens of the content."""
+    n = num_tokens // block_size
+    return BlockContent(segments, block_size, True, namespace).upto(n)[:n]
+
+
+def page_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size: int) -> list:
+    """Unchained page keys of the full blocks among the first num_tokens tokens of the content."""
+    n = num_tokens // block_size
+    return BlockContent(segments, block_size, False).upto(n)[:n]

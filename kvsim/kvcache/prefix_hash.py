@@ -1,0 +1,274 @@
+"""Hash-based automatic prefix caching (vLLM semantics) on top of the paged manager.
+
+Full blocks carry a chained content key (kvsim/kvcache/hashing.py). A block's key is registered when the
+block is allocated full of prompt tokens (the prompt's blocks become shareable as soon as their chunk is
+scheduled, as in vLLM V1), and, when the sequence is freed, for the blocks its generated tokens filled. A
+freed block with a key stays cached with refcount 0 until an allocation finds no truly free block and
+evicts it (the eviction policy picks which). A new request maps the longest run of cached blocks that
+matches its prompt's keys into its table and skips their prefill; the last prompt token is always
+computed, so at most floor((prompt - 1) / block_size) blocks come from the cache. Two blocks with the same
+key are never both registered: a block computed while an equal one is cached stays private.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
+from kvsim.kvcache.checks import check_tables
+from kvsim.kvcache.eviction import EvictionQueue
+from kvsim.kvcache.hashing import BlockContent, request_content
+from kvsim.kvcache.paged import PagedKVManager
+
+
+class HashCachePool(BlockPool):
+    """A BlockPool whose released blocks with a content key stay cached (refcount 0, evictable) instead of
+    returning to the free list. `num_free` counts truly free plus evictable blocks; `allocate` evicts when
+    the free list is empty. Per-block bookkeeping (last use, uses, birth, depth) feeds the eviction key."""
+
+    __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "clock", "evictions")
+
+    def __init__(self, num_blocks: int, block_size: int, policy: str = "lru") -> None:
+        super().__init__(num_blocks, block_size)
+        self.key_of: list[int | None] = [None] * num_blocks
+        self.by_key: dict[int, int] = {}
+        self.queue = EvictionQueue(policy)
+        self.last = [0] * num_blocks
+        self.uses = [0] * num_blocks
+        self.birth = [0] * num_blocks
+        self.depth = [0] * num_blocks
+        self.clock = 0
+        self.evictions = 0
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free) + len(self.queue)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free) - len(self.queue)
+
+    @property
+    def num_cached_free(self) -> int:
+        return len(self.queue)
+
+    def evict(self, k: int) -> None:
+        """Move k evictable blocks (policy order) to the free list, forgetting their keys."""
+        if k > len(self.queue):
+            raise NoFreeBlocks("block pool exhausted")
+        by_key = self.by_key
+        key_of = self.key_of
+        for b in self.queue.pop_many(k):
+            del by_key[key_of[b]]
+            key_of[b] = None
+            self._free.append(b)
+        self.evictions += k
+
+    def allocate(self) -> int:
+        if not self._free:
+            self.evict(1)
+        return BlockPool.allocate(self)
+
+    def allocate_many(self, k: int) -> list[int]:
+        short = k - len(self._free)
+        if short > 0:
+            self.evict(short)
+        return BlockPool.allocate_many(self, k)
+
+    def release(self, ids: list[int], touch: bool = True) -> list[int]:
+        """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
+        (touch=False keeps the previous last use: an admission the scheduler undid)."""
+        self.clock += 1
+        rc = self.refcount
+        key_of = self.key_of
+        free = self._free
+        kept = []
+        cached = []
+        for b in ids:
+            r = rc[b] - 1
+            if r > 0:
+                rc[b] = r
+                kept.append(b)
+            elif r == 0:
+                rc[b] = 0
+                if key_of[b] is None:
+                    free.append(b)
+                else:
+                    cached.append(b)
+            else:
+                raise ValueError(f"double free of block {b}")
+        if cached:
+            last = self.last
+            if touch:
+                now = self.clock
+                for b in cached:
+                    last[b] = now
+            self.queue.add_many(cached, last, self.uses, self.birth, self.depth)
+        return kept
+
+    def decref(self, bid: int) -> bool:
+        if self.refcount[bid] <= 0:
+            raise ValueError(f"double free of block {bid}")
+        return not self.release([bid])
+
+    def reuse(self, bid: int) -> int:
+        """Add a reference to a cached block (a cache hit); return its refcount before."""
+        r = self.refcount[bid]
+        if r == 0:
+            self.queue.discard(bid)
+        self.refcount[bid] = r + 1
+        return r
+
+
+@dataclass(slots=True)
+class _SeqCache:
+    content: BlockContent
+    prompt: int
+    done: int      # leading table blocks looked up in or registered with the cache
+    hits: int      # leading table blocks mapped from the cache at admission
+    pending: bool  # admitted, but not yet allocated: the scheduler may still undo it
+
+
+class PrefixHashKVManager(PagedKVManager):
+    """PagedKVManager plus vLLM-style automatic prefix caching (see the module docstring).
+
+    Accounting: `used_blocks` counts referenced blocks; `cached_blocks` counts cached blocks with refcount
+    0 (evictable); `num_free_blocks` = truly free + evictable; `evictions` counts blocks evicted.
+    """
+
+    __slots__ = ("seqcache", "namespace", "_memo")
+
+    def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
+                 eviction: str = "lru", namespace: str | int = "") -> None:
+        super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
+        self.pool: HashCachePool = HashCachePool(num_blocks, block_size, eviction)
+        self.seqcache: dict[int, _SeqCache] = {}
+        self.namespace = namespace
+        self._memo: tuple[int, BlockContent] | None = None
+
+    @property
+    def cached_blocks(self) -> int:
+        return len(self.pool.queue)
+
+    @property
+    def evictions(self) -> int:
+        return self.pool.evictions
+
+    def _content(self, req) -> BlockContent:
+        memo = self._memo
+        if memo is not None and memo[0] == req.rid:
+            return memo[1]
+        content = BlockContent(request_content(req), self.block_size, True, self.namespace)
+        self._memo = (req.rid, content)
+        return content
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
+        """Map the longest cached run of prompt blocks into seq's (new) table; return its tokens."""
+        assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
+        bs = self.block_size
+        content = self._content(req)
+        limit = (prompt_tokens - 1) // bs
+        keys = content.upto(limit)
+        pool = self.pool
+        by_key = pool.by_key
+        table: list[int] = []
+        for j in range(min(limit, len(keys))):
+            b = by_key.get(keys[j])
+            if b is None:
+                break
+            table.append(b)
+        rc = pool.refcount
+        discard = pool.queue.discard
+        shared = 0
+        for b in table:
+            r = rc[b]
+            if r:
+                shared += 1
+            else:
+                discard(b)
+            rc[b] = r + 1
+        self.shared_dup_tokens += shared * bs
+        self.tables[seq] = table
+        self.ntok[seq] = len(table) * bs
+        self.seqcache[seq] = _SeqCache(content, prompt_tokens, len(table), len(table), True)
+        return len(table) * bs
+
+    def allocate(self, seq: int, num_tokens: int) -> bool:
+        if not PagedKVManager.allocate(self, seq, num_tokens):
+            return False
+        st = self.seqcache.get(seq)
+        if st is not None:
+            if st.pending:
+                st.pending = False
+                uses = self.pool.uses
+                for b in self.tables[seq][: st.hits]:
+                    uses[b] += 1
+            upto = min(num_tokens, st.prompt) // self.block_size
+            if upto > st.done:
+                self._register(seq, st, upto)
+        return True
+
+    def _register(self, seq: int, st: _SeqCache, upto: int) -> None:
+        keys = st.content.upto(upto)
+        upto = min(upto, len(keys))
+        table = self.tables[seq]
+        pool = self.pool
+        by_key = pool.by_key
+        key_of, birth, last, uses, depth = pool.key_of, pool.birth, pool.last, pool.uses, pool.depth
+        now = pool.clock
+        for j in range(st.done, upto):
+            k = keys[j]
+            b = table[j]
+            if k not in by_key and key_of[b] is None:
+                by_key[k] = b
+                key_of[b] = k
+                birth[b] = last[b] = now
+                uses[b] = 1
+                depth[b] = j
+        st.done = max(st.done, upto)
+
+    def grow_one_block(self, seq: int, num_tokens: int) -> bool:
+        pool = self.pool
+        if not pool._free:
+            if not pool.queue:
+                return False
+            pool.evict(1)
+        self.tables[seq].append(BlockPool.allocate(pool))
+        self.ntok[seq] = num_tokens
+        return True
+
+    def free(self, seq: int) -> int:
+        """Register the full blocks seq's generated tokens filled, then release its table (cached blocks
+        stay, evictable). An admission not yet allocated is undone without touching the blocks' last use."""
+        st = self.seqcache.pop(seq, None)
+        touch = True
+        if st is not None:
+            if st.pending:
+                touch = False
+            else:
+                upto = len(self.tables[seq]) - 1  # every block but the last is full
+                if upto > st.done:
+                    self._register(seq, st, upto)
+        table = self.tables.pop(seq)
+        ntok = self.ntok.pop(seq)
+        kept = self.pool.release(table, touch)
+        if kept:
+            bs = self.block_size
+            self.shared_dup_tokens -= len(kept) * bs
+            if kept[-1] == table[-1] and ntok % bs:
+                self.shared_dup_tokens += bs - ntok % bs
+        return len(table) - len(kept)
+
+    def check_invariants(self) -> None:
+        """Paged invariants plus the cache's: the key map and per-block keys agree, evictable blocks are
+        exactly the cached ones with refcount 0, and free + evictable + referenced = all blocks."""
+        counts = check_tables(self)
+        pool = self.pool
+        key_of = pool.key_of
+        assert all(key_of[b] is None for b in pool.free_ids()), "cached block on the free list"
+        assert all(key_of[b] == k for k, b in pool.by_key.items()), "key map disagrees with blocks"
+        assert sum(k is not None for k in key_of) == len(pool.by_key), "block with a key not in the map"
+        evictable = {b for b in range(pool.num_blocks) if counts[b] == 0 and key_of[b] is not None}
+        assert set(pool.queue.items()) == evictable, "evictable set drifted"
+        referenced = sum(1 for c in counts if c > 0)
+        assert len(pool.free_ids()) + len(evictable) + referenced == pool.num_blocks, "leaked block"

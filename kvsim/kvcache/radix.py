@@ -1,0 +1,282 @@
+"""RadixAttention-style prefix caching (SGLang semantics) on top of the paged manager.
+
+A sequence's admission matches its prompt's pages against the radix tree (kvsim/kvcache/radix_tree.py),
+at most floor((prompt - 1) / block_size) pages so the last prompt token is computed, maps the matched
+blocks into its table and locks the path. As its prompt blocks fill (chunk by chunk) they are inserted
+under its path, and when the sequence is freed the blocks its generated tokens filled are inserted too
+(SGLang's cache_unfinished_req / cache_finished_req). When an insert finds the pages already in the tree
+(another sequence computed them meanwhile) the sequence switches to the tree's blocks and frees its own
+copies. Tree blocks whose nodes no sequence locks stay cached with refcount 0; an allocation that finds no
+free block evicts whole unlocked leaves, smallest eviction key first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
+from kvsim.kvcache.checks import check_tables
+from kvsim.kvcache.hashing import BlockContent, request_content
+from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.radix_tree import RadixNode, RadixTree, common_length
+
+
+class RadixPool(BlockPool):
+    """A BlockPool whose blocks held by the radix tree stay cached at refcount 0; `num_free` counts free
+    plus cached-unreferenced blocks, and `allocate` evicts tree leaves when the free list is empty."""
+
+    __slots__ = ("in_tree", "num_cached_free", "tree", "evictions")
+
+    def __init__(self, num_blocks: int, block_size: int, tree: RadixTree) -> None:
+        super().__init__(num_blocks, block_size)
+        self.in_tree = bytearray(num_blocks)
+        self.num_cached_free = 0
+        self.tree = tree
+        self.evictions = 0
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free) + self.num_cached_free
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free) - self.num_cached_free
+
+    def evict(self, k: int) -> None:
+        """Evict whole unlocked leaves until at least k blocks are free."""
+        if k > self.num_cached_free:
+            raise NoFreeBlocks("block pool exhausted")
+        freed = 0
+        while freed < k:
+            leaf = self.tree.pop_leaf()
+            for b in leaf.blocks:
+                self.in_tree[b] = 0
+                self._free.append(b)
+            freed += len(leaf.blocks)
+        self.num_cached_free -= freed
+        self.evictions += freed
+
+    def allocate(self) -> int:
+        if not self._free:
+            self.evict(1)
+        return BlockPool.allocate(self)
+
+    def allocate_many(self, k: int) -> list[int]:
+        short = k - len(self._free)
+        if short > 0:
+            self.evict(short)
+        return BlockPool.allocate_many(self, k)
+
+    def release(self, ids: list[int]) -> list[int]:
+        rc = self.refcount
+        kept = []
+        for b in ids:
+            r = rc[b] - 1
+            if r > 0:
+                rc[b] = r
+                kept.append(b)
+            elif r == 0:
+                rc[b] = 0
+                if self.in_tree[b]:
+                    self.num_cached_free += 1
+                else:
+                    self._free.append(b)
+            else:
+                raise ValueError(f"double free of block {b}")
+        return kept
+
+    def decref(self, bid: int) -> bool:
+        return not self.release([bid])
+
+    def reuse(self, bid: int) -> int:
+        """Add a reference to a tree block; return its refcount before."""
+        r = self.refcount[bid]
+        if r == 0:
+            self.num_cached_free -= 1
+        self.refcount[bid] = r + 1
+        return r
+
+
+@dataclass(slots=True)
+class _SeqPath:
+    content: BlockContent | None  # None: a forked sample, which inserts nothing
+    prompt: int
+    node: RadixNode   # deepest node of the locked path
+    pages: int        # pages on the path root..node (= leading table blocks that are tree blocks)
+    pending: bool     # admitted, not yet allocated: the scheduler may still undo it
+
+
+class RadixKVManager(PagedKVManager):
+    """PagedKVManager plus an SGLang-style radix prefix cache (see the module docstring)."""
+
+    __slots__ = ("tree", "paths", "_memo")
+
+    def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
+                 eviction: str = "lru") -> None:
+        super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
+        self.tree = RadixTree(eviction)
+        self.pool: RadixPool = RadixPool(num_blocks, block_size, self.tree)
+        self.paths: dict[int, _SeqPath] = {}
+        self._memo: tuple[int, BlockContent] | None = None
+
+    @property
+    def cached_blocks(self) -> int:
+        return self.pool.num_cached_free
+
+    @property
+    def evictions(self) -> int:
+        return self.pool.evictions
+
+    def _content(self, req) -> BlockContent:
+        memo = self._memo
+        if memo is not None and memo[0] == req.rid:
+            return memo[1]
+        content = BlockContent(request_content(req), self.block_size, chained=False)
+        self._memo = (req.rid, content)
+        return content
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
+        assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
+        bs = self.block_size
+        content = self._content(req)
+        limit = (prompt_tokens - 1) // bs
+        pages = content.upto(limit)
+        node, blocks = self.tree.match(pages, limit)
+        self.tree.lock(node)
+        reuse = self.pool.reuse
+        for b in blocks:
+            if reuse(b):
+                self.shared_dup_tokens += bs
+        self.tables[seq] = blocks
+        self.ntok[seq] = len(blocks) * bs
+        self.paths[seq] = _SeqPath(content, prompt_tokens, node, len(blocks), True)
+        return len(blocks) * bs
+
+    def allocate(self, seq: int, num_tokens: int) -> bool:
+        if not PagedKVManager.allocate(self, seq, num_tokens):
+            return False
+        st = self.paths.get(seq)
+        if st is not None and st.content is not None:
+            if st.pending:
+                st.pending = False
+                self.tree.hit(st.node)
+            upto = min(num_tokens, st.prompt) // self.block_size
+            if upto > st.pages:
+                self._insert(seq, st, upto)
+        return True
+
+    def _insert(self, seq: int, st: _SeqPath, upto: int) -> None:
+        """Put table pages [st.pages, upto) into the tree under seq's path, switching to the tree's
+        blocks where the pages are already there."""
+        pages = st.content.upto(upto)
+        upto = min(upto, len(pages))
+        table = self.tables[seq]
+        tree = self.tree
+        node, i = st.node, st.pages
+        while i < upto:
+            child = node.children.get(pages[i])
+            if child is None:
+                break
+            j = common_length(child.keys, pages, i, upto)
+            if j < len(child.keys):
+                child = tree.split(child, j)
+            for t in range(j):
+                self._switch(table, i + t, child.blocks[t])
+            tree.lock_one(child)
+            node, i = child, i + j
+        rc = self.pool.refcount
+        for t in range(i, upto):
+            if rc[table[t]] > 1:
+                upto = t  # shared with a forked sequence that does not lock it: leave it out of the tree
+                break
+        if i < upto:
+            new_keys = pages[i:upto]
+            new_blocks = table[i:upto]
+            if node is not tree.root and not node.children and node.lock == 1:
+                node.keys.extend(new_keys)  # seq alone holds this leaf: grow it in place
+                node.blocks.extend(new_blocks)
+            else:
+                node = tree.add_child(node, new_keys, new_blocks)
+            in_tree = self.pool.in_tree
+            for b in new_blocks:
+                in_tree[b] = 1
+        st.node, st.pages = node, upto
+
+    def _switch(self, table: list[int], idx: int, tree_block: int) -> None:
+        own = table[idx]
+        if own == tree_block:
+            return
+        pool = self.pool
+        bs = self.block_size
+        if pool.reuse(tree_block):
+            self.shared_dup_tokens += bs
+        table[idx] = tree_block
+        if pool.refcount[own] > 1:
+            self.shared_dup_tokens -= bs
+        pool.release([own])
+
+    def grow_one_block(self, seq: int, num_tokens: int) -> bool:
+        pool = self.pool
+        if not pool._free:
+            if not pool.num_cached_free:
+                return False
+            pool.evict(1)
+        self.tables[seq].append(BlockPool.allocate(pool))
+        self.ntok[seq] = num_tokens
+        return True
+
+    def fork(self, parent: int, child: int) -> None:
+        PagedKVManager.fork(self, parent, child)
+        st = self.paths.get(parent)
+        if st is not None:
+            self.tree.lock(st.node)
+            self.paths[child] = _SeqPath(None, st.prompt, st.node, st.pages, False)
+
+    def free(self, seq: int) -> int:
+        """Insert the full blocks seq's generated tokens filled, release its table, unlock its path."""
+        st = self.paths.pop(seq, None)
+        if st is not None and st.content is not None and not st.pending:
+            upto = len(self.tables[seq]) - 1  # every block but the last is full
+            if upto > st.pages:
+                self._insert(seq, st, upto)
+        freed = PagedKVManager.free(self, seq)
+        if st is not None:
+            self.tree.unlock(st.node, touch=not st.pending)
+        return freed
+
+    def check_invariants(self) -> None:
+        """Paged invariants plus the tree's: node shapes and depths, locks equal the sequences whose path
+        crosses the node, locked nodes' blocks referenced and unlocked ones' not, evictable = unlocked
+        leaves, and free + cached + referenced = all blocks."""
+        counts = check_tables(self)
+        pool, tree = self.pool, self.tree
+        locks: dict[int, int] = {}
+        for s, st in self.paths.items():
+            path_blocks: list[int] = []
+            node = st.node
+            while node is not tree.root:
+                locks[id(node)] = locks.get(id(node), 0) + 1
+                path_blocks[:0] = node.blocks
+                node = node.parent
+            assert self.tables[s][: st.pages] == path_blocks, f"seq {s} table disagrees with its path"
+        in_tree = cached = 0
+        evictable = set()
+        for node in tree.nodes():
+            parent = node.parent
+            assert node.keys and len(node.keys) == len(node.blocks), "malformed node"
+            assert parent.children.get(node.keys[0]) is node, "child keyed wrongly"
+            assert node.depth == parent.depth + len(parent.keys), "node depth wrong"
+            assert node.lock == locks.get(id(node), 0), "lock count drifted"
+            assert all(pool.in_tree[b] for b in node.blocks), "tree block not marked"
+            assert all((counts[b] > 0) == (node.lock > 0) for b in node.blocks), "lock/refcount mismatch"
+            in_tree += len(node.blocks)
+            if node.lock == 0:
+                cached += len(node.blocks)
+                if not node.children:
+                    evictable.add(node)
+        assert in_tree == sum(pool.in_tree), "blocks marked in tree but in no node"
+        assert cached == pool.num_cached_free, "cached block count drifted"
+        assert set(tree.queue.items()) == evictable, "evictable leaves drifted"
+        assert not any(pool.in_tree[b] for b in pool.free_ids()), "tree block on the free list"
+        referenced = sum(1 for c in counts if c > 0)
+        assert len(pool.free_ids()) + cached + referenced == pool.num_blocks, "leaked block"

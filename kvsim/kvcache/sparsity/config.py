@@ -1,0 +1,91 @@
+"""The `kv.sparsity` section of a scenario: which token-level policy, its KV budget, and the attention model.
+
+Imported into `KVConfig` (kvsim/scenario.py) as one field; docs/sparsity.md explains every key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+POLICY_NAMES: tuple[str, ...] = (
+    "none", "streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen")
+DEFAULT_BUDGET_TOKENS = 2048
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AttentionConfig(_Strict):
+    """Parameters of the per-sequence attention model (kvsim/kvcache/sparsity/attention.py).
+
+    A decode query's attention over its context is split into four parts: `sink_tokens` sink tokens at
+    the start, a recency kernel exp(-distance / tau), `heavy_fraction` of the positions as heavy hitters
+    with power-law scores (rank r weighs r^-alpha), and a uniform background. Deeper layers concentrate:
+    from the first layer group to the last the background mass falls linearly from `background_first` to
+    `background_last`, tau falls geometrically from `recent_tau` to `recent_tau_last` and alpha rises
+    linearly from `heavy_alpha` to `heavy_alpha_last`; the non-background mass splits as
+    sink_share : recent_share : heavy_share. A re-read moves `reread_mass` of the attention onto the
+    re-read segment for `reread_span` decode steps.
+    """
+
+    layer_groups: int = Field(default=4, ge=1, le=128)
+    sink_tokens: int = Field(default=4, ge=0)
+    sink_share: float = Field(default=0.3, ge=0, le=1)
+    recent_share: float = Field(default=0.35, ge=0, le=1)
+    heavy_share: float = Field(default=0.35, ge=0, le=1)
+    recent_tau: float = Field(default=128.0, gt=0)
+    recent_tau_last: float = Field(default=16.0, gt=0)
+    heavy_fraction: float = Field(default=0.05, gt=0, le=1)
+    heavy_alpha: float = Field(default=1.0, gt=0)
+    heavy_alpha_last: float = Field(default=1.6, gt=0)
+    background_first: float = Field(default=0.3, ge=0, lt=1)
+    background_last: float = Field(default=0.05, ge=0, lt=1)
+    reread_mass: float = Field(default=0.6, ge=0, le=1)
+    reread_span: int = Field(default=32, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> AttentionConfig:
+        total = self.sink_share + self.recent_share + self.heavy_share
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"sink_share + recent_share + heavy_share must be 1 (got {total:g})")
+        return self
+
+
+class SparsityConfig(_Strict):
+    """Token-level KV eviction or offload.
+
+    policy: none, streaming, h2o, snapkv, scissorhands, pyramidkv or infinigen. The KV budget is
+    `budget_tokens` (absolute) or `budget_fraction` of the context (of the prompt for snapkv/pyramidkv),
+    never below `min_tokens`; at most one of the two may be set (default: 2048 tokens). `reclaim` says how
+    evicted slots return to the pool: `compact` keeps each sequence's retained KV packed (copying tokens
+    when evictions outrun appends), `block` frees a block only when every token in it is evicted.
+    """
+
+    policy: Literal["none", "streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen"] = "none"
+    budget_tokens: int | None = Field(default=None, ge=1)
+    budget_fraction: float | None = Field(default=None, gt=0, le=1)
+    min_tokens: int = Field(default=64, ge=1)
+    recent_fraction: float = Field(default=0.5, ge=0, le=1)
+    """Share of the budget kept as the recent window (h2o, scissorhands, infinigen)."""
+    observation_window: int = Field(default=32, ge=1)
+    """snapkv / pyramidkv: prompt tokens at the end of the prompt whose attention selects what to keep."""
+    pyramid_beta: float = Field(default=20.0, ge=1)
+    """pyramidkv: beyond the observation window (kept in every layer group), the last group keeps R / beta
+    and the first 2 R - R / beta of the remaining budget R, linearly in between (mean R)."""
+    drop_fraction: float = Field(default=0.1, gt=0, lt=1)
+    """scissorhands: share of the budget dropped at once when the cache reaches the budget."""
+    reclaim: Literal["compact", "block"] = "compact"
+    attention: AttentionConfig = Field(default_factory=AttentionConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> SparsityConfig:
+        if self.budget_tokens is not None and self.budget_fraction is not None:
+            raise ValueError("set at most one of budget_tokens and budget_fraction")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.policy != "none"

@@ -1,0 +1,103 @@
+"""The `sparsity` section of summary.json and its console rows (docs/sparsity.md defines every key)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from kvsim.metrics.stats import plain
+from kvsim.specs.footprint import format_bytes
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def _col_sum(df: pd.DataFrame, col: str) -> float:
+    return float(df[col].sum(skipna=True)) if col in df.columns and len(df) else 0.0
+
+
+def sparsity_section(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, Any],
+                     mean: Callable[[pd.DataFrame, pd.Series], float | None],
+                     concurrency_mean: float | None) -> dict[str, Any]:
+    """Figures of a run with a token-level policy. `mean` is the summary's per-replica time-weighted
+    mean; `concurrency_mean` the summary's concurrency.mean."""
+    sp = meta["sparsity"]
+    out: dict[str, Any] = {k: sp[k] for k in ("policy", "reclaim", "budget_tokens", "budget_fraction",
+                                              "offload")}
+    has = len(timeline) and "kv_full_tokens" in timeline.columns
+
+    def tmean(col: str) -> float | None:
+        return mean(timeline, timeline[col].astype("float64")) if has else None
+
+    full_tok, kept_tok = tmean("kv_full_tokens"), tmean("kv_token_states")
+    full_blk, held_blk = tmean("kv_full_blocks"), tmean("kv_table_blocks")
+    cap_blocks = meta.get("capacity_blocks")
+    cap_tokens = cap_blocks * meta["block_size"] if cap_blocks else None
+    holes = mean(timeline, timeline["kv_hole_slots"] / cap_tokens) if has and cap_tokens else None
+    saved = _ratio(held_blk, full_blk)
+    per_req_held = _ratio(held_blk, concurrency_mean)
+    per_req_full = _ratio(full_blk, concurrency_mean)
+    out.update({
+        "kv_tokens_full_mean": full_tok,
+        "kv_tokens_retained_mean": kept_tok,
+        "retained_fraction": _ratio(kept_tok, full_tok),
+        "kv_blocks_full_mean": full_blk,
+        "kv_blocks_held_mean": held_blk,
+        "memory_saved_fraction": None if saved is None else 1.0 - saved,
+        "concurrency_gain": _ratio(full_blk, held_blk),
+        "max_concurrency_supported": _ratio(cap_blocks, per_req_held),
+        "max_concurrency_supported_full": _ratio(cap_blocks, per_req_full),
+        "hole_fraction_mean": holes,
+        "decode_kv_read_fraction": _ratio(sp["decode_kv_tokens_kept"], sp["decode_kv_tokens_full"]),
+    })
+    steps = _col_sum(requests, "sparsity_decode_steps")
+    mass = (requests["sparsity_mass"] * requests["sparsity_decode_steps"]).sum(skipna=True) \
+        if "sparsity_mass" in requests.columns else 0.0
+    reread_tokens = _col_sum(requests, "sparsity_reread_tokens")
+    lost = _col_sum(requests, "sparsity_reread_lost_tokens")
+    recalled = _col_sum(requests, "sparsity_recalled_tokens")
+    out.update({
+        "attention_mass_retained": _ratio(float(mass), steps),
+        "rereads": int(_col_sum(requests, "sparsity_rereads")),
+        "reread_tokens": int(reread_tokens),
+        "reread_lost_tokens": lost,
+        "reread_lost_fraction": _ratio(lost, reread_tokens),
+        "recalled_tokens": recalled,
+        "recall_bytes": sp["recall_bytes"],
+        "stall_s": _col_sum(requests, "sparsity_stall_s"),
+        "offload_bytes": sp["offload_bytes"],
+        "host_bytes_max": sp["host_bytes_max"],
+        "compaction_copy_bytes": sp["compaction_copy_bytes"],
+    })
+    return {k: plain(v) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def sparsity_rows(sp: dict[str, Any] | None, fmt, pct) -> list[tuple[str, str]]:
+    """Console / report.md rows for the section (none without a policy)."""
+    if not sp:
+        return []
+    budget = (f"{fmt(sp['budget_tokens'])} tokens" if sp["budget_tokens"] is not None
+              else f"{pct(sp['budget_fraction'])} of context")
+    gain = sp["concurrency_gain"]
+    rows = [
+        ("sparsity policy / budget / reclaim", f"{sp['policy']} / {budget} / {sp['reclaim']}"),
+        ("KV tokens kept / full (mean)",
+         f"{fmt(sp['kv_tokens_retained_mean'])} / {fmt(sp['kv_tokens_full_mean'])}"),
+        ("KV memory saved / concurrency gain",
+         f"{pct(sp['memory_saved_fraction'])} / {'-' if gain is None else f'{gain:.2f}x'}"),
+        ("attention mass retained", pct(sp["attention_mass_retained"])),
+    ]
+    if sp["reclaim"] == "block":
+        rows.append(("KV hole slots mean (of capacity)", pct(sp["hole_fraction_mean"])))
+    if sp["rereads"]:
+        rows.append(("re-reads / tokens / lost", f"{fmt(sp['rereads'])} / {fmt(sp['reread_tokens'])} / "
+                     f"{pct(sp['reread_lost_fraction'])}"))
+    if sp["offload"]:
+        rows.append(("recalled KV / stall (s)",
+                     f"{format_bytes(sp['recall_bytes'] or 0)} / {fmt(sp['stall_s'])}"))
+    return rows

@@ -1,0 +1,36 @@
+"""Summary figures of the KV memory breakdown and of block sharing (docs/metrics.md, `kv.breakdown` and
+`kv.sharing_saving`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kvsim.kvcache.breakdown import SUMMARY_KEYS
+
+
+def breakdown_means(timeline: pd.DataFrame, capacity_tokens: int,
+                    mean: Callable[[pd.DataFrame, pd.Series], float | None]) -> dict[str, Any]:
+    """Each breakdown part as a fraction of the KV capacity, averaged with `mean` (the summary's per-replica
+    time-weighted mean); None for a part whose column the timeline lacks."""
+    out: dict[str, Any] = {}
+    for key, col in SUMMARY_KEYS.items():
+        out[key] = mean(timeline, timeline[col] / capacity_tokens) if col in timeline.columns else None
+    return out
+
+
+def sharing_saving(timeline: pd.DataFrame) -> float | None:
+    """Blocks saved by sharing over blocks without sharing (PagedAttention paper, section 6.3), both
+    integrated over time: sum((unshared - used) * hold_s) / sum(unshared * hold_s) over every row of every
+    replica. None when no sequence held a block or the timeline lacks the columns."""
+    if "kv_unshared_blocks" not in timeline.columns or not len(timeline):
+        return None
+    hold = timeline["hold_s"].to_numpy(np.float64)
+    unshared = float(np.dot(timeline["kv_unshared_blocks"].to_numpy(np.float64), hold))
+    if unshared <= 0:
+        return None
+    used = float(np.dot(timeline["kv_used_blocks"].to_numpy(np.float64), hold))
+    return (unshared - used) / unshared

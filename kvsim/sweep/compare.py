@@ -1,0 +1,222 @@
+"""`kvsim compare`: run variants of one scenario (a grid over `--vary KEY=V1,V2,...` axes) on the identical
+request stream and put their key figures side by side.
+
+Every variant is the base scenario plus `--set` overrides plus one value per axis; all keep the same
+`simulation.seed`, so the workload generator draws the same requests (unless an axis changes the workload
+itself). Each variant's generated stream is fingerprinted (SHA-256 of every request field) so the table
+can say whether the streams were identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kvsim.errors import KvsimError
+from kvsim.scenario import load_scenario, parse_value
+
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (summary key, table label, format: int | num | pct)
+    ("requests.completed", "completed", "int"),
+    ("throughput.requests_per_s", "req/s", "num"),
+    ("throughput.output_tokens_per_s", "out tok/s", "num"),
+    ("latency.ttft_s.p50", "TTFT p50 s", "num"),
+    ("latency.e2e_s.p50", "E2E p50 s", "num"),
+    ("concurrency.mean", "batched mean", "num"),
+    ("concurrency.max", "batched max", "int"),
+    ("kv.breakdown.token_states", "KV states", "pct"),
+    ("kv.breakdown.reservation", "reserved", "pct"),
+    ("kv.breakdown.internal_fragmentation", "int. frag", "pct"),
+    ("kv.breakdown.external_fragmentation", "ext. frag", "pct"),
+    ("kv.breakdown.free", "free", "pct"),
+    ("kv.sharing_saving", "shared saving", "pct"),
+    ("preemptions", "preempt", "int"),
+)
+"""The figures compared, in table order; docs/metrics.md defines each summary key."""
+
+TIMELINE_KEEP: tuple[str, ...] = ("replica", "t_s", "hold_s", "running_reqs")
+
+
+@dataclass(slots=True, frozen=True)
+class Variant:
+    """One point of the grid: the varied keys' values and the overrides that produce it."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={_text(v)}" for k, v in self.values)
+
+    @property
+    def short_label(self) -> str:
+        """The values alone, for a table whose header names the keys."""
+        return ", ".join(_text(v) for _, v in self.values)
+
+    @property
+    def overrides(self) -> list[str]:
+        return [f"{k}={_text(v)}" for k, v in self.values]
+
+
+@dataclass(slots=True)
+class VariantResult:
+    """What one variant produced: its summary, the request-stream fingerprint and the timeline columns the
+    comparison plots need."""
+
+    variant: Variant
+    summary: dict[str, Any]
+    stream: str
+    timeline: pd.DataFrame
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def parse_vary(items: list[str]) -> list[tuple[str, list[Any]]]:
+    """`KEY=V1,V2,...` items -> [(key, [values])], values parsed as YAML scalars (as --set does)."""
+    axes: list[tuple[str, list[Any]]] = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise KvsimError(f"--vary {item!r}: expected KEY=V1,V2,..., e.g. kv.layout=paged,contiguous:max")
+        values = [parse_value(v.strip()) for v in raw.split(",") if v.strip()]
+        if not values:
+            raise KvsimError(f"--vary {item!r}: no values after '='")
+        if any(key == k for k, _ in axes):
+            raise KvsimError(f"--vary {item!r}: key {key} is varied twice")
+        axes.append((key, values))
+    if not axes:
+        raise KvsimError("--vary: give at least one KEY=V1,V2,... to compare")
+    return axes
+
+
+def grid(axes: list[tuple[str, list[Any]]]) -> list[Variant]:
+    """Every combination of the axes' values, the first axis varying slowest."""
+    keys = [k for k, _ in axes]
+    combos = itertools.product(*(v for _, v in axes))
+    return [Variant(tuple(zip(keys, combo, strict=True))) for combo in combos]
+
+
+def stream_fingerprint(requests: list) -> str:
+    """SHA-256 (first 16 hex digits) over every field of every generated request, in rid order."""
+    h = hashlib.sha256()
+    names = [f.name for f in fields(requests[0])] if requests else []
+    for r in requests:
+        h.update(repr(tuple(getattr(r, n) for n in names)).encode())
+    return h.hexdigest()[:16]
+
+
+def run_variant(scenario: str | None, overrides: list[str], seed: int | None,
+                variant: Variant) -> VariantResult:
+    """Simulate one variant and summarise it."""
+    from kvsim.engine.simulation import Simulation
+    from kvsim.metrics.summary import build_summary
+    from kvsim.workload.factory import build_requests
+
+    sc = load_scenario(scenario, [*overrides, *variant.overrides], seed)
+    stream = build_requests(sc.workload, np.random.default_rng(sc.simulation.seed), sc.simulation.requests,
+                            sc.simulation.duration_s, base_dir=sc.base_dir)
+    result = Simulation(sc).run()
+    summary = build_summary(result.requests, result.timeline, result.meta)
+    return VariantResult(variant, summary, stream_fingerprint(stream),
+                         result.timeline[list(TIMELINE_KEEP)].copy())
+
+
+def run_compare(scenario: str | Path | None, vary: list[str], overrides: list[str] | None = None,
+                seed: int | None = None, jobs: int = 1, on_done=None) -> list[VariantResult]:
+    """Run every variant of the grid (in grid order; `jobs` > 1 runs them in that many processes).
+    Every variant's scenario is validated before any runs. on_done(result) is called as each finishes."""
+    overrides = list(overrides or [])
+    variants = grid(parse_vary(vary))
+    path = None if scenario is None else str(scenario)
+    for v in variants:
+        try:
+            load_scenario(path, [*overrides, *v.overrides], seed)
+        except KvsimError as exc:
+            raise KvsimError(f"variant {v.label}: {exc}") from None
+    results: list[VariantResult] = []
+    if jobs <= 1 or len(variants) == 1:
+        for v in variants:
+            results.append(run_variant(path, overrides, seed, v))
+            if on_done is not None:
+                on_done(results[-1])
+        return results
+    with ProcessPoolExecutor(max_workers=min(jobs, len(variants))) as pool:
+        futures = [pool.submit(run_variant, path, overrides, seed, v) for v in variants]
+        for f in futures:
+            results.append(f.result())
+            if on_done is not None:
+                on_done(results[-1])
+    return results
+
+
+def dig(summary: dict[str, Any], dotted: str) -> Any:
+    node: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def compare_frame(results: list[VariantResult]) -> pd.DataFrame:
+    """One row per variant: the varied keys, the stream fingerprint and every COLUMNS figure."""
+    rows = []
+    for r in results:
+        row: dict[str, Any] = {"variant": r.variant.label}
+        row.update({k: _text(v) for k, v in r.variant.values})
+        row["stream"] = r.stream
+        row.update({key: dig(r.summary, key) for key, _, _ in COLUMNS})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_value(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "-"
+    if fmt == "pct":
+        return f"{100 * value:.1f}%"
+    if fmt == "int":
+        return f"{int(value):,}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def table_rows(results: list[VariantResult]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the console table."""
+    keys = ", ".join(k for k, _ in results[0].variant.values) if results else "variant"
+    header = [keys, *(label for _, label, _ in COLUMNS)]
+    rows = [[r.variant.short_label, *(format_value(dig(r.summary, key), fmt) for key, _, fmt in COLUMNS)]
+            for r in results]
+    return header, rows
+
+
+def streams_identical(results: list[VariantResult]) -> bool:
+    return len({r.stream for r in results}) <= 1
+
+
+def write_compare(out_dir: str | Path, results: list[VariantResult]) -> list[str]:
+    """Write compare.csv, compare.json (every variant's full summary) and the two plots; return the file
+    names. Output bytes depend only on the results."""
+    from kvsim.sweep.compare_plots import plot_batched_over_time, plot_breakdown_bars
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    compare_frame(results).to_csv(out / "compare.csv", index=False, float_format="%.10g")
+    doc = {"identical_streams": streams_identical(results),
+           "variants": [{"label": r.variant.label, "values": {k: v for k, v in r.variant.values},
+                         "stream": r.stream, "summary": r.summary} for r in results]}
+    (out / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    plot_breakdown_bars(out / "compare_breakdown.png", results)
+    plot_batched_over_time(out / "compare_batched.png", results)
+    return ["compare.csv", "compare.json", "compare_breakdown.png", "compare_batched.png"]

@@ -1,0 +1,76 @@
+"""The calibrated cost model by hand on the toy model of test_roofline: fitted terms, per-term roofline
+fallback, dtype matching, and what describe() reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.cost.batch import Batch
+from kvsim.cost.calibrated import CalibratedCost, pick_fit
+from kvsim.cost.roofline import RooflineCost
+from kvsim.errors import KvsimError
+from kvsim.specs.catalog import get_model
+from kvsim.specs.hardware import load_hardware
+
+MODEL = dict(name="toy", num_layers=2, hidden_size=64, num_attention_heads=4, num_kv_heads=2, head_dim=16,
+             intermediate_size=128, vocab_size=100, num_params=1_000_000, active_params=1_000_000,
+             attention="gqa", max_position_embeddings=4096, weight_dtype="fp16")
+DECODE = {"fixed_s": 1e-5, "per_seq_head_s": 1e-6, "per_block_head_s": 1e-7, "per_kv_byte_s": 1e-9,
+          "per_flop_s": 1e-12}
+CAL = {
+    "source": "calibration/toy/measurements.csv", "sha256": "ab", "provenance": {"device": "toy"},
+    "terms": {"decode_attention": "paged_decode_torch", "linear": "gemm_torch", "swap_out": "copy_d2h"},
+    "kernels": {
+        "paged_decode_torch": {"fp16": {"params": DECODE, "heldout_mape": 0.05}},
+        "gemm_torch": {"bf16": {"params": {"fixed_s": 2e-6, "per_weight_byte_s": 1e-9, "per_flop_s": 1e-11},
+                                "heldout_mape": 0.1}},
+        "copy_d2h": {"bf16": {"params": {"fixed_s": 1e-5, "per_byte_s": 1e-10}, "heldout_mape": 0.02}},
+    },
+}
+HW = dict(name="toy-gpu", memory_bytes=1e9, hbm_bandwidth=1e9, peak_flops={"fp16": 1e12},
+          host_link_bandwidth=1e8, host_dram_bytes=1e10, ssd_bytes=1e11, ssd_bandwidth=1e8,
+          interconnect_bandwidth=1e9)
+
+
+def cost(calibration=CAL):
+    m, hw = get_model(MODEL), load_hardware(dict(HW, calibration=calibration))
+    rl = RooflineCost(m, hw, 1, "fp16", 256 * 16, iteration_overhead_s=0.001, bandwidth_efficiency=1.0,
+                      attention_efficiency=0.5)
+    return CalibratedCost(m, hw, 1, "fp16", 256 * 16, rl), rl
+
+
+def test_decode_step_by_hand():
+    c, _ = cost()
+    b = Batch(num_seqs=3, decode_seqs=3, decode_context_tokens=100, decode_blocks=9)
+    linear = 9 * 2e-6 + 2e6 * 1e-9 + 2 * (1e6 - 100 * 64) * 3 * 1e-11  # 4 x 2 layers + LM head = 9 GEMMs
+    decode = 2 * (1e-5 + 1e-6 * 3 * 2 + 1e-7 * 9 * 2) + 1e-9 * 100 * 256 + 1e-12 * 100 * 4 * 2 * 4 * 16
+    assert c.step_time(b) == pytest.approx(0.001 + linear + decode, rel=1e-12)
+
+
+def test_terms_without_a_fit_fall_back_to_the_roofline():
+    c, rl = cost()
+    b = Batch(num_seqs=1, prefill_seqs=1, prefill_tokens=10, prefill_attn_pairs=55, copy_blocks=2,
+              swap_in_bytes=1e6)
+    expected = (0.001 + c.linear_time(10) + 512 * 55 / (1e12 * 0.5)  # prefill: roofline FLOPs / (F e_attn)
+                + 2 * 2 * 4096 / 1e9 + 1e6 / 1e8)  # copy-on-write and swap-in: roofline
+    assert c.step_time(b) == pytest.approx(expected, rel=1e-12)
+    assert c.copy_time("swap_out", 1e6) == pytest.approx(1e-5 + 1e-4)  # fitted
+
+
+def test_dtype_falls_back_to_the_same_width_then_any():
+    assert pick_fit(CAL, "linear", "fp16")[:2] == ("gemm_torch", "bf16")
+    assert pick_fit(CAL, "decode_attention", "fp8")[:2] == ("paged_decode_torch", "fp16")
+    assert pick_fit(CAL, "prefill_attention", "fp16") is None
+
+
+def test_describe_names_the_calibration_and_every_term():
+    c, _ = cost()
+    d = c.describe()
+    assert d["model"] == "calibrated" and d["calibration"]["sha256"] == "ab"
+    assert d["terms"]["decode_attention"] == "paged_decode_torch/fp16 (held-out MAPE 0.050)"
+    assert d["terms"]["prefill_attention"] == "roofline" and d["terms"]["allreduce"] == "roofline"
+
+
+def test_profile_without_calibration_is_a_one_line_error():
+    with pytest.raises(KvsimError, match="needs a calibration in hardware profile 'toy-gpu'"):
+        cost(None)

@@ -1,0 +1,132 @@
+"""The sparse scheduler on hand-built requests: compression, footprint, decode reads, re-reads, recalls."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.engine.group import Group
+from kvsim.engine.scheduler import SchedulerLimits
+from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.sparsity.attention import AttentionModel
+from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
+from kvsim.kvcache.sparsity.keep import Keep
+from kvsim.kvcache.sparsity.paging import block_mode_blocks, hole_slots
+from kvsim.kvcache.sparsity.scheduler import SparseScheduler
+from kvsim.workload.request import Request
+
+TOK = 10.0    # KV bytes per token
+HOST = 100.0  # host link bytes per second
+
+
+def make(policy="streaming", budget=32, reclaim="compact", heavy_fraction=0.05, blocks=64):
+    kv = PagedKVManager(blocks, 16)
+    lim = SchedulerLimits(8, 512, True, "recompute", 0, bytes_per_block=16 * TOK)
+    cfg = SparsityConfig(policy=policy, budget_tokens=budget, reclaim=reclaim,
+                         attention=AttentionConfig(heavy_fraction=heavy_fraction))
+    return SparseScheduler(lim, kv, cfg, TOK, HOST)
+
+
+def group(rid, prompt, output, segments=(), rereads=()):
+    r = Request(rid, 0.0, prompt, output, segments=segments, rereads=rereads)
+    return Group(req=r, order=rid, seqs=[rid], output=output, prompt=prompt)
+
+
+def run(s, g):
+    s.add(g)
+    batches = []
+    t = 0.0
+    while s.has_work():
+        b = s.schedule(t)
+        s.kv.check_invariants()
+        assert 0 <= s.token_states() <= s.kv.used_blocks * 16
+        batches.append(b)
+        t += 1.0
+        s.complete(t)
+    return batches
+
+
+def test_streaming_compresses_after_prefill():
+    s = make()
+    g = group(0, prompt=100, output=20)
+    s.add(g)
+    b0 = s.schedule(0.0)
+    assert b0.prefill_tokens == 100 and s.kv.used_blocks == 7
+    s.complete(1.0)
+    assert s.kv.used_blocks == 2  # compressed to ceil(32 / 16) blocks
+    b1 = s.schedule(1.0)
+    assert (b1.decode_context_tokens, b1.decode_blocks) == (32, 2)
+    # compaction: the 5 vacated blocks held 5 * 16 * 32 / 100 = 25.6 retained tokens, copied once
+    assert b1.kv_copy_bytes == pytest.approx(25.6 * TOK)
+    assert s.token_states() == 32
+    assert s.cols["kv_full_tokens"][-1] == 101 and s.cols["kv_full_blocks"][-1] == 7
+    s.complete(2.0)
+    rest = run(s, group(1, 1, 1))  # drain
+    assert all(b.decode_context_tokens <= 32 for b in rest)
+    row = dict(zip(("steps", "full", "kept", "frac"), s.stats[0].row()[:4], strict=True))
+    frac = pytest.approx(32 * 19 / sum(range(101, 120)))
+    assert row == {"steps": 19, "full": 119, "kept": 32, "frac": frac}
+    assert s.kv.used_blocks == 0
+
+
+def test_footprint_grows_until_the_budget():
+    s = make(budget=32)
+    batches = run(s, group(0, prompt=10, output=40))
+    ctx = [b.decode_context_tokens for b in batches[1:]]
+    assert ctx == [*range(11, 33), *([32] * 17)]
+    assert [b.decode_blocks for b in batches[1:]][:8] == [1, 1, 1, 1, 1, 1, 2, 2]  # L = 17 takes block 2
+
+
+def reread_case(policy):
+    """prompt 100 = segment 1 (positions 0..49) + segment 2; one re-read of segment 1; 10 decode steps
+    -> it fires at decode step ceil(1 * 10 / 2) = 5, context 105. Budget 32: sinks 4, window 16,
+    12 outside; heavy_fraction 1 makes all 12 spread over the 85 outside positions [4, 89)."""
+    s = make(policy=policy, budget=32, heavy_fraction=1.0)
+    g = group(0, 100, 11, segments=((1, 50), (2, 50)), rereads=(1,))
+    batches = run(s, g)
+    kept = 4 + 46 * 12 / 85
+    return s, batches, kept, 50 - kept
+
+
+def test_h2o_reread_loses_evicted_kv():
+    s, batches, kept, missing = reread_case("h2o")
+    rs = s.stats[0]
+    assert rs.rereads == [(5, 0, 50)] and rs.fired == 1 and rs.reread_tokens == 50
+    assert rs.lost_tokens == pytest.approx(missing) and rs.recalled_tokens == 0
+    assert all(b.recall_bytes == 0 and b.offload_bytes == 0 for b in batches)
+    model = AttentionModel(AttentionConfig(heavy_fraction=1.0))
+    base = model.mean_kept_mass(101, [Keep(4, 16, 12)] * 4)  # refreshed every 32 steps: step 1's value
+    during = model.reread_step_mass(base, kept / 50)          # steps 5..10 (span 32 outlasts them)
+    assert rs.mass_sum / rs.decode_steps == pytest.approx((4 * base + 6 * during) / 10)
+
+
+def test_infinigen_recalls_offloaded_kv_over_the_host_link():
+    s, batches, kept, missing = reread_case("infinigen")
+    rs = s.stats[0]
+    assert rs.lost_tokens == 0 and rs.recalled_tokens == pytest.approx(missing)
+    assert rs.recall_bytes == pytest.approx(missing * TOK)
+    assert rs.stall_s == pytest.approx(missing * TOK / HOST)
+    recalls = [b.recall_bytes for b in batches]
+    assert recalls[5] == pytest.approx(missing * TOK) and sum(recalls) == pytest.approx(missing * TOK)
+    # offload writes: 68 tokens when prefill is compressed, then one per decode step
+    assert batches[1].offload_bytes == pytest.approx(69 * TOK)
+    assert [b.offload_bytes for b in batches[2:]] == [TOK] * 9
+    assert s.host_tokens == 0 and s.host_tokens_max == 68 + 10
+    model = AttentionModel(AttentionConfig(heavy_fraction=1.0))
+    base = model.mean_kept_mass(101, [Keep(4, 16, 12)] * 4)
+    during = model.reread_step_mass(base, 1)  # recalled: the whole segment is available
+    assert rs.mass_sum / rs.decode_steps == pytest.approx((4 * base + 6 * during) / 10)
+
+
+def test_block_reclaim_keeps_blocks_with_heavy_hitters():
+    s = make(policy="h2o", budget=32, reclaim="block", blocks=64)
+    g = group(0, prompt=400, output=3)
+    s.add(g)
+    s.schedule(0.0)
+    s.complete(1.0)
+    b = s.schedule(1.0)
+    keep = Keep(4, 16, 12)
+    want = block_mode_blocks(keep, 401, 4, 16, 0.05)
+    assert b.decode_blocks == want == s.kv.used_blocks
+    assert s.cols["kv_hole_slots"][-1] == hole_slots(want, 32, 401, 16) > 0
+    assert b.kv_copy_bytes == 0  # block reclaim never copies
+    s.complete(2.0)

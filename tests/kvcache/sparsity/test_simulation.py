@@ -1,0 +1,80 @@
+"""End to end: every policy and reclaim mode under memory pressure, with the runtime invariant checks on."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.engine.scheduler import Scheduler
+from kvsim.engine.simulation import Simulation
+from kvsim.errors import KvsimError
+from kvsim.kvcache.sparsity.scheduler import SparseScheduler
+from kvsim.metrics.summary import build_summary, summary_table_rows
+from kvsim.scenario import load_scenario
+
+BASE = [
+    "model=llama-3.1-8b", "kv.num_gpu_blocks_override=400", "kv.check_invariants=true",
+    "workload.kind=chat", "workload.arrival.rate=200", "workload.chat.turns={dist: fixed, value: 2}",
+    "workload.chat.system_prompt_len={dist: fixed, value: 600}", "workload.chat.think_time_s=0.5",
+    "workload.output_len={dist: lognormal, mean: 120, p50: 80}",
+    "workload.rereads={mean: 1.5, skip_first: 0}", "simulation.requests=50", "kv.sparsity.budget_tokens=256",
+]
+
+
+def simulate(*overrides):
+    sc = load_scenario(None, [*BASE, *overrides])
+    sim = Simulation(sc)
+    result = sim.run()
+    return sim, result, build_summary(result.requests, result.timeline, result.meta)
+
+
+@pytest.mark.parametrize("policy", ["streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen"])
+@pytest.mark.parametrize("reclaim,mode", [("compact", "recompute"), ("block", "swap")])
+def test_policies_run_clean(policy, reclaim, mode):
+    sim, result, summary = simulate(f"kv.sparsity.policy={policy}", f"kv.sparsity.reclaim={reclaim}",
+                                    f"scheduler.preemption_mode={mode}")
+    assert isinstance(sim.replicas[0].sched, SparseScheduler)
+    sp = summary["sparsity"]
+    assert summary["requests"]["completed"] == 50
+    assert 0 < sp["retained_fraction"] < 1 and 0 < sp["attention_mass_retained"] < 1
+    assert sp["kv_blocks_held_mean"] < sp["kv_blocks_full_mean"]
+    assert sp["rereads"] > 0
+    if policy == "infinigen":
+        assert sp["reread_lost_tokens"] == 0 and sp["recall_bytes"] > 0 and sp["stall_s"] > 0
+    else:
+        assert sp["reread_lost_tokens"] > 0 and sp["recall_bytes"] == 0
+    assert (sp["hole_fraction_mean"] > 0) == (reclaim == "block")  # streaming: the sinks' block
+    df = result.requests
+    steps, decodes = df["sparsity_decode_steps"], (df["output_len"] - 1).clip(lower=0)
+    assert (steps <= decodes).all()  # a recompute's prefill makes one token without a decode step
+    assert (steps[df["preemptions"] == 0] == decodes[df["preemptions"] == 0]).all()
+    rows = dict(summary_table_rows(summary))
+    assert rows["sparsity policy / budget / reclaim"] == f"{policy} / 256 tokens / {reclaim}"
+
+
+def test_memory_pressure_preempts_and_recovers():
+    _, _, none = simulate("kv.sparsity.policy=none")
+    _, _, h2o = simulate("kv.sparsity.policy=h2o")
+    assert none["preemptions"] > 0 and "sparsity" not in none
+    assert h2o["preemptions"] < none["preemptions"]
+    assert h2o["sparsity"]["concurrency_gain"] > 1.5
+
+
+def test_policy_none_uses_the_base_scheduler():
+    sim, _, _ = simulate("kv.sparsity.policy=none", "simulation.requests=5")
+    assert type(sim.replicas[0].sched) is Scheduler
+
+
+def test_runs_are_deterministic():
+    a = simulate("kv.sparsity.policy=infinigen", "simulation.requests=30")
+    b = simulate("kv.sparsity.policy=infinigen", "simulation.requests=30")
+    assert a[2]["sparsity"] == b[2]["sparsity"] and a[2]["latency"] == b[2]["latency"]
+
+
+def test_unsupported_combinations_are_one_line_errors():
+    contiguous = load_scenario(None, ["kv.sparsity.policy=h2o", "kv.layout=contiguous:max"])
+    with pytest.raises(KvsimError, match="needs kv.layout: paged"):
+        Simulation(contiguous)._new_scheduler()
+    with pytest.raises(KvsimError, match="parallel sampling"):
+        Simulation(load_scenario(None, ["kv.sparsity.policy=h2o", "workload.n=2"]))._new_scheduler()
+    with pytest.raises(KvsimError, match="kv.sparsity.policy"):
+        load_scenario(None, ["kv.sparsity.policy=bogus"])

@@ -1,0 +1,87 @@
+"""Block content keys from segments: page keys, chained keys, Mooncake hash ids on any block size."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvsim.kvcache.hashing import (
+    OUTPUT_ID_BASE,
+    PAD_ID_BASE,
+    UNBOUNDED,
+    UNIQUE_ID_BASE,
+    BlockContent,
+    block_keys,
+    page_keys,
+    request_content,
+)
+from kvsim.workload.config import TraceConfig, WorkloadConfig
+from kvsim.workload.request import Request
+from kvsim.workload.trace import trace_requests
+
+EXCERPT = Path(__file__).parents[1] / "data" / "mooncake_conv_head50.jsonl"
+
+
+def test_page_keys_inside_and_across_segments():
+    segs = ((7, 6), (9, 5))  # block 0 = 7[0:4], block 1 = 7[4:6] + 9[0:2], block 2 = 9[2:5] partial
+    assert page_keys(segs, 11, 4) == [(7, 0), ((7, 4, 2), (9, 0, 2))]
+    assert page_keys(segs, 7, 4) == [(7, 0)]  # only full blocks among the first 7 tokens
+
+
+def test_page_keys_do_not_depend_on_how_a_run_ends():
+    # the same first 8 tokens of content 5, whether the segment is 8 or 20 long
+    assert page_keys(((5, 8),), 8, 4) == page_keys(((5, 20),), 8, 4) == [(5, 0), (5, 4)]
+
+
+def test_chained_keys_share_exactly_the_common_prefix():
+    a = block_keys(((1, 8), (2, 8)), 16, 4)
+    b = block_keys(((1, 8), (3, 8)), 16, 4)
+    c = block_keys(((3, 8), (2, 8)), 16, 4)
+    assert a[:2] == b[:2] and a[2] != b[2] and a[3] != b[3]
+    assert a[2] != c[2] and a[3] != c[3]  # same content later, different prefix: no match
+    assert len(set(a)) == 4
+
+
+def test_namespace_separates_keys():
+    segs = ((1, 8),)
+    assert block_keys(segs, 8, 4, "tenant-a") != block_keys(segs, 8, 4, "tenant-b")
+    assert block_keys(segs, 8, 4, "tenant-a") == block_keys(segs, 8, 4, "tenant-a")
+
+
+def test_lazy_extension_matches_one_shot():
+    segs = ((1, 10), (2, 3), (3, 30))
+    lazy = BlockContent(segs, 4)
+    lazy.upto(2)
+    lazy.upto(5)
+    assert lazy.upto(10)[:10] == block_keys(segs, 43, 4)[:10]
+
+
+def test_request_content():
+    r = Request(rid=3, arrival_s=0.0, prompt_len=10, output_len=5)
+    assert request_content(r) == ((UNIQUE_ID_BASE + 3, 10), (OUTPUT_ID_BASE + 3, UNBOUNDED))
+    r = Request(rid=4, arrival_s=0.0, prompt_len=10, output_len=5, segments=((1, 6),), output_id=77)
+    assert request_content(r) == ((1, 6), (PAD_ID_BASE + 4, 4), (77, UNBOUNDED))
+
+
+@pytest.mark.parametrize("bs", [1, 16, 32, 48, 100, 512, 1024])
+def test_mooncake_hash_ids_map_onto_any_block_size(bs):
+    """Blocks inside the shared hash blocks hash alike across requests; from the first differing hash
+    block on, every block differs (requests 0 and 1 share hash id 0 only)."""
+    cfg = WorkloadConfig(kind="trace", trace=TraceConfig(path=str(EXCERPT), format="mooncake"))
+    r0, r1 = trace_requests(cfg, np.random.default_rng(0), 2, None)[:2]
+    assert r0.segments[0] == r1.segments[0] and r0.segments[1] != r1.segments[1]
+    k0 = BlockContent(request_content(r0), bs).upto(6000 // bs)[: 6000 // bs]
+    k1 = BlockContent(request_content(r1), bs).upto(6000 // bs)[: 6000 // bs]
+    shared = 512 // bs  # blocks lying wholly inside hash block 0
+    assert k0[:shared] == k1[:shared]
+    assert all(x != y for x, y in zip(k0[shared:], k1[shared:], strict=True))
+
+
+def test_mooncake_same_hash_ids_same_keys_for_every_block():
+    # two requests with equal hash ids 0..2 and different 4th ids: the first 3 * 512 tokens match
+    segs_a = ((100, 512), (101, 512), (102, 512), (103, 200))
+    segs_b = ((100, 512), (101, 512), (102, 512), (104, 300))
+    for bs in (16, 48, 512):
+        n = 1536 // bs
+        assert block_keys(segs_a, 1536, bs) == block_keys(segs_b, 1536, bs)
+        assert block_keys(segs_a, 1712, bs)[n:] != block_keys(segs_b, 1712, bs)[n:] or 1712 // bs == n

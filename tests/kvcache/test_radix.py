@@ -1,0 +1,102 @@
+"""Hand-computed cases for the radix prefix cache (SGLang RadixAttention semantics)."""
+
+from kvsim.kvcache.radix import RadixKVManager
+from kvsim.kvcache.radix_tree import RadixTree
+from kvsim.workload.request import Request
+
+
+def req(rid, segs, out=4):
+    return Request(rid=rid, arrival_s=0.0, prompt_len=sum(n for _, n in segs), output_len=out,
+                   segments=tuple(segs))
+
+
+def start(m, seq, r):
+    cached = m.admit(seq, r, r.prompt_len, r.output_len)
+    assert m.allocate(seq, r.prompt_len)
+    m.check_invariants()
+    return cached
+
+
+def shape(node):
+    """The tree as nested (page count, lock, children by first page) tuples."""
+    return (len(node.keys), node.lock, sorted(shape(c) for c in node.children.values()))
+
+
+def test_node_split_where_prompts_diverge():
+    """bs 4. A = content 1 (16 tokens) + 1 token: its 4 full pages form one node. B shares the first 8
+    tokens (content 1 truncated to 8) then differs: matching splits A's node after 2 pages."""
+    m = RadixKVManager(32, 4)
+    start(m, 0, req(0, [(1, 17)]))
+    root = m.tree.root
+    assert shape(root) == (0, 2, [(4, 1, [])])  # root lock 1 (never evicted) + A
+    m.free(0)
+    assert shape(root) == (0, 1, [(4, 0, [])])
+    assert start(m, 1, req(1, [(1, 8), (2, 9)])) == 8
+    (mid,) = root.children.values()
+    assert shape(mid) == (2, 1, [(2, 0, []), (2, 1, [])])  # split: shared 2 pages, A's rest, B's own pages
+    assert mid.depth == 0 and all(c.depth == 2 for c in mid.children.values())
+    assert m.tables[1][:2] == mid.blocks
+
+
+def test_match_of_any_length_with_block_size_one():
+    m = RadixKVManager(64, 1)
+    start(m, 0, req(0, [(1, 10), (2, 7)]))
+    m.free(0)
+    assert start(m, 1, req(1, [(1, 7), (3, 5)])) == 7  # 7 tokens, any length: exact with pages of 1
+    assert start(m, 2, req(2, [(1, 10), (2, 7)])) == 16  # all but the last prompt token
+
+
+def test_locked_prefix_is_not_evicted_and_leaves_go_first():
+    """Pool of 8 blocks of 4. A (8 tokens + 1) runs; C (8 + 1, other content) is cached and unlocked.
+    A 5-block allocation must evict C's leaf, never A's locked path."""
+    m = RadixKVManager(8, 4)
+    start(m, 0, req(0, [(1, 9)]))
+    start(m, 1, req(1, [(2, 9)]))
+    m.free(1)
+    assert m.cached_blocks == 2 and m.num_free_blocks == 5
+    assert m.allocate(2, 20)  # 5 blocks: 3 free + C's 2-page leaf
+    assert m.evictions == 2
+    assert m.admit(3, req(3, [(1, 9)]), 9, 1) == 8  # A's path survived
+    m.free(3)
+    m.check_invariants()
+
+
+def test_leaf_eviction_exposes_parent():
+    tree = RadixTree("lru")
+    a = tree.add_child(tree.root, ["p0", "p1"], [0, 1])
+    b = tree.add_child(a, ["p2"], [2])
+    tree.unlock(b)  # releases b, a (root keeps its own lock)
+    assert tree.queue.items() == [b]  # only the leaf is evictable
+    assert tree.pop_leaf() is b
+    assert tree.queue.items() == [a]  # its parent is a leaf now
+    assert tree.pop_leaf() is a and not tree.root.children
+
+
+def test_concurrent_computation_switches_to_tree_blocks():
+    """A and B start together with the same 12-token prefix, so neither finds it cached. A's chunk is
+    inserted first; when B's is, B drops its own copies and shares A's blocks (SGLang dedup)."""
+    m = RadixKVManager(32, 4)
+    a = req(0, [(1, 12), (2, 3)])
+    b = req(1, [(1, 12), (3, 3)])
+    assert m.admit(0, a, 15, 4) == 0 and m.admit(1, b, 15, 4) == 0
+    assert m.allocate(0, 15) and m.allocate(1, 15)
+    assert m.tables[1][:3] == m.tables[0][:3]
+    assert m.used_blocks == 4 + 1 and m.shared_dup_tokens == 12
+    m.check_invariants()
+    m.free(0)
+    m.free(1)
+    assert m.used_blocks == 0 and m.cached_blocks == 3
+    m.check_invariants()
+
+
+def test_forked_samples_lock_the_path():
+    m = RadixKVManager(32, 4)
+    start(m, 0, req(0, [(1, 9)]))
+    m.fork(0, 1)
+    (node,) = m.tree.root.children.values()
+    assert node.lock == 2
+    m.free(0)
+    assert node.lock == 1 and m.cached_blocks == 0
+    m.free(1)
+    assert node.lock == 0 and m.cached_blocks == 2
+    m.check_invariants()

@@ -1,0 +1,37 @@
+"""The example scenarios of issue 3 (workloads/rag.yaml, agentic.yaml, mooncake_*.yaml) load, and run
+briefly; the Mooncake ones only where ../shared/traces is present."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvsim.engine.simulation import Simulation
+from kvsim.metrics.summary import build_summary
+from kvsim.scenario import load_scenario
+
+WORKLOADS = Path(__file__).parents[1] / "workloads"
+SHARED = Path(__file__).parents[2] / "shared" / "traces" / "mooncake"
+
+
+@pytest.mark.parametrize("name, cache", [("rag", "hash"), ("agentic", "radix")])
+def test_synthetic_examples_run_with_hits(name, cache):
+    overrides = ["simulation.requests=150", "kv.check_invariants=true", "kv.num_gpu_blocks_override=2500"]
+    sc = load_scenario(WORKLOADS / f"{name}.yaml", overrides)
+    assert sc.kv.prefix_cache == cache
+    res = Simulation(sc).run()
+    s = build_summary(res.requests, res.timeline, res.meta)
+    assert s["requests"]["completed"] == 150
+    assert s["prefix_cache"]["hit_rate_tokens"] > 0.1
+
+
+@pytest.mark.parametrize("name", ["mooncake_conversation", "mooncake_synthetic"])
+def test_mooncake_examples(name):
+    sc = load_scenario(WORKLOADS / f"{name}.yaml")
+    assert sc.workload.trace.format == "mooncake" and sc.kv.prefix_cache == "hash"
+    if not SHARED.is_dir():
+        pytest.skip("Mooncake traces not present (../shared/traces)")
+    sc = load_scenario(WORKLOADS / f"{name}.yaml", ["simulation.requests=40", "workload.trace.limit=40"])
+    res = Simulation(sc).run()
+    assert build_summary(res.requests, res.timeline, res.meta)["requests"]["total"] == 40
