@@ -214,23 +214,26 @@ def footprint(
 
 @app.command()
 def calibrate(
-    profile: str = typer.Option("cpu", "--profile", help="Hardware profile to fit (hardware_profiles/NAME.yaml);"
-                                " measurements go to calibration/NAME/."),
+    profile: str = typer.Option("cpu", "--profile", help="Hardware profile to fit (hardware_profiles/"
+                                "NAME.yaml); measurements go to calibration/NAME/."),
     device: str = typer.Option("cpu", "--device", help="torch device to measure on: cpu, cuda, cuda:1."),
     model: str = typer.Option("llama-3-8b", "--model", help="Model whose GEMM shapes and KV block size are"
                               " measured: catalog name, model YAML, or a scenario YAML."),
-    grid: str | None = typer.Option(None, "--grid", help="cpu, gpu or smoke (default: gpu on cuda, else cpu)."),
+    grid: str | None = typer.Option(None, "--grid", help="cpu, gpu or smoke (default: gpu on cuda, else"
+                                    " cpu)."),
     budget_s: float = typer.Option(240.0, "--budget-s", min=1, help="Wall-clock budget for measuring."),
     kernel: list[str] = typer.Option([], "--kernel", help="Measure only this kernel (repeatable)."),
-    fit_only: bool = typer.Option(False, "--fit-only", help="Refit the stored measurements; measure nothing."),
-    check: str | None = typer.Option(None, "--check", help="Re-measure a subset of calibration/DEVICE/ here and"
-                                     " fail when a kernel is slower than that baseline."),
-    tolerance: float = typer.Option(0.25, "--tolerance", min=0, help="--check: allowed slowdown (0.25 = 25%)."),
+    fit_only: bool = typer.Option(False, "--fit-only", help="Refit the stored measurements only."),
+    check: str | None = typer.Option(None, "--check", help="Re-measure a subset of calibration/DEVICE/"
+                                     " here; fail when a kernel is slower than that baseline."),
+    tolerance: float = typer.Option(0.25, "--tolerance", min=0, help="--check: allowed slowdown"
+                                    " (0.25 = 25%)."),
     seed: int = typer.Option(0, "--seed", help="Seed of block ids, inputs and case order."),
-    out: Path | None = typer.Option(None, "--out", help="Measurements CSV (default calibration/PROFILE/...)."),
+    out: Path | None = typer.Option(None, "--out", help="Measurements CSV (default calibration/PROFILE/"
+                                    "measurements.csv)."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch threads on a CPU device."),
-    nice: int = typer.Option(0, "--nice", help="Add to the measuring process's nice value (e.g. -10, as root,"
-                             " on a shared CPU)."),
+    nice: int = typer.Option(0, "--nice", help="Add to the measuring process's nice value (e.g. -10, as"
+                             " root, on a shared CPU)."),
 ) -> None:
     """Time attention, GEMM and copy kernels, fit the cost model, store it in the hardware profile."""
     from kvsim.calibrate.command import main as calibrate_main

@@ -63,6 +63,10 @@ def run_check(profile: str, device: str, csv: Path, tolerance: float, per_kernel
     flush = int(df["flush_bytes"].iloc[0]) if "flush_bytes" in df else 8 << 20
     warmup = int(df["warmup"].iloc[0]) if "warmup" in df else 2
     timer = Timer(dev, flush, warmup=warmup, repeats=max(5, int(df["repeats"].max())), long_s=0.1)
+    if dev.type == "cpu":
+        from kvsim.calibrate.command import keep_heap_memory
+
+        keep_heap_memory()
     min_pool = 4 * 2**30 if dev.type == "cuda" else 512 * 2**20
     if prov.get("grid") == "smoke":
         min_pool = 4 * 2**20

@@ -43,8 +43,8 @@ def measure(profile: str, device: str, model: ModelSpec, grid: str, budget_s: fl
             nice: int = 0) -> Path:
     """Time the grid on `device` and write calibration/<profile>/measurements.csv (or `out`). On a CPU
     torch runs `threads` threads: one by default, because on a small shared VM an OpenMP barrier turns
-    every preemption of a sibling thread into a stall of tens of milliseconds. nice != 0 adds to the
-    process's nice value (negative, as root: other work on a shared CPU interferes less)."""
+    every preemption of a sibling thread into a stall of tens of milliseconds. nice: the nice value added
+    by main(), recorded in the method."""
     import torch
 
     from kvsim.calibrate.grid import build_grid, filter_by_memory
@@ -59,11 +59,6 @@ def measure(profile: str, device: str, model: ModelSpec, grid: str, budget_s: fl
     if dev.type == "cpu":
         torch.set_num_threads(threads)
         keep_heap_memory()
-    if nice:
-        try:
-            os.nice(nice)
-        except OSError as exc:
-            raise KvsimError(f"--nice {nice}: {exc.strerror}") from None
     unknown = sorted(set(kernels) - set(KERNELS))
     if unknown:
         raise KvsimError(f"--kernels: unknown kernel {unknown[0]!r}; known: {', '.join(KERNELS)}")
@@ -170,6 +165,11 @@ def main(profile: str, device: str, model: str, grid: str | None, budget_s: floa
             import torch  # noqa: F401
         except ImportError:
             raise KvsimError("kvsim calibrate needs torch: pip install -e '.[calibrate]'") from None
+        if nice:  # negative, as root: other work on a shared CPU interferes less with the timings
+            try:
+                os.nice(nice)
+            except OSError as exc:
+                raise KvsimError(f"--nice {nice}: {exc.strerror}") from None
     if check is not None:
         from kvsim.calibrate.check import run_check
 

@@ -43,7 +43,9 @@ class CalibratedCost:
       tokens x KV bytes per token + P.per_flop x context tokens x attention FLOPs per pair.
     - prefill: L (P.fixed + P.per_seq seqs + P.per_token_head tokens q) + P.per_flop x pairs x attention
       FLOPs per pair.
-    - copy-on-write, swap out, swap in: one call each: P.fixed + P.per_byte bytes.
+    - copy-on-write, swap out, swap in: one call each: P.fixed + P.per_byte bytes. Token-level sparsity
+      traffic is timed the same way: offload writes as swap out, recalls as swap in, compaction copies
+      as copy-on-write (each one more call).
     """
 
     name = "calibrated"
@@ -129,6 +131,12 @@ class CalibratedCost:
             t += self.copy_time("swap_out", batch.swap_out_bytes)
         if batch.swap_in_bytes:
             t += self.copy_time("swap_in", batch.swap_in_bytes)
+        if batch.offload_bytes:
+            t += self.copy_time("swap_out", batch.offload_bytes)
+        if batch.recall_bytes:
+            t += self.copy_time("swap_in", batch.recall_bytes)
+        if batch.kv_copy_bytes:
+            t += self.copy_time("cow_copy", batch.kv_copy_bytes)
         return t
 
     def describe(self) -> dict[str, Any]:

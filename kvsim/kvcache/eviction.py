@@ -24,33 +24,28 @@ from kvsim.errors import KvsimError
 PriorityKey = Callable[[int, int, int, int], int]
 
 DEPTH_BITS = 24
-"""Depths are clipped to 2^24 - 1 blocks; logical times (last, birth) stay below 2^40."""
+"""Depths stay below 2^24 blocks and logical times (last, birth) below 2^40."""
 _DMAX = (1 << DEPTH_BITS) - 1
-
-
-def _deep_first(depth: int) -> int:
-    """Smaller for deeper entries, so that they go first among equals."""
-    return _DMAX - depth if depth < _DMAX else 0
 
 
 def lru_key(last: int, uses: int, birth: int, depth: int) -> int:
     """Least recently used first: (last, -depth)."""
-    return (last << DEPTH_BITS) | _deep_first(depth)
+    return (last << DEPTH_BITS) | (_DMAX - depth)
 
 
 def lfu_key(last: int, uses: int, birth: int, depth: int) -> int:
     """Least frequently used first; equal counts by LRU: (uses, last, -depth)."""
-    return (uses << (40 + DEPTH_BITS)) | (last << DEPTH_BITS) | _deep_first(depth)
+    return (uses << (40 + DEPTH_BITS)) | (last << DEPTH_BITS) | (_DMAX - depth)
 
 
 def fifo_key(last: int, uses: int, birth: int, depth: int) -> int:
     """Oldest cached first, however recently used: (birth, -depth)."""
-    return (birth << DEPTH_BITS) | _deep_first(depth)
+    return (birth << DEPTH_BITS) | (_DMAX - depth)
 
 
 def length_key(last: int, uses: int, birth: int, depth: int) -> int:
     """Length-aware: blocks late in prompts go first, so shared prompt starts stay: (-depth, last)."""
-    return (_deep_first(depth) << 40) | last
+    return ((_DMAX - depth) << 40) | last
 
 
 EVICTION_POLICIES: dict[str, PriorityKey] = {
@@ -70,87 +65,142 @@ def get_policy(name: str) -> PriorityKey:
 
 
 class EvictionQueue:
-    """The evictable entries, smallest priority first: a heap with lazy invalidation.
+    """The evictable entries, smallest priority first: a heap of batches with lazy invalidation.
 
-    `add` pushes a row (priority computed now from the bookkeeping passed in, ticket, entry); `discard`
-    drops an entry in O(1) by forgetting its live ticket, and rows whose ticket is no longer their
-    entry's live one are skipped when popped. The heap is rebuilt
-    from its live rows when stale rows outnumber live ones, so memory stays proportional to the live
-    entries. add and pop are O(log n) amortised.
+    `add_many` files the entries released together as one batch, sorted by priority (computed now from
+    the bookkeeping passed in), under one ticket; the heap orders batches by their smallest live-or-stale
+    priority. `pop_many` drains the front batch while its next entry is no later than the next batch's
+    head, so entries released together (a sequence's blocks) cost no heap operation each. `discard`
+    forgets an entry's ticket in O(1); stale rows are skipped when reached. Rows are compacted when stale
+    ones outnumber live ones, so memory stays proportional to the live entries. O(log n) amortised per
+    entry at worst.
     """
 
-    __slots__ = ("key", "_heap", "_live", "_ticket")
+    __slots__ = ("key", "_heap", "live", "_ticket", "_rows")
 
     def __init__(self, policy: str = "lru") -> None:
         self.key = get_policy(policy)
-        self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, int] = {}
+        self._heap: list[tuple[int, int, list]] = []
+        self.live: dict[Hashable, int] = {}
+        """entry -> ticket of its live row (read-only outside this class)."""
         self._ticket = 0
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self._live)
+        return len(self.live)
 
     def __contains__(self, item: Hashable) -> bool:
-        return item in self._live
+        return item in self.live
 
     def add(self, item: Hashable, last: int, uses: int, birth: int, depth: int) -> None:
+        """File one entry (any hashable; a batch of its own)."""
         self._ticket += 1
-        ticket = self._ticket
-        self._live[item] = ticket
-        heap = self._heap
-        heapq.heappush(heap, (self.key(last, uses, birth, depth), ticket, item))
-        if len(heap) > 2 * len(self._live) + 64:
-            self._compact()
+        self.live[item] = self._ticket
+        self._push([(self.key(last, uses, birth, depth), 0, item)])
 
     def add_many(self, items: list[int], last: list[int], uses: list[int], birth: list[int],
                  depth: list[int]) -> None:
-        """add() for several int items whose bookkeeping sits in lists indexed by item."""
+        """File int entries released together, their bookkeeping in lists indexed by entry."""
         key = self.key
-        live = self._live
-        heap = self._heap
-        push = heapq.heappush
+        self._ticket += 1
         ticket = self._ticket
+        live = self.live
         for b in items:
-            ticket += 1
             live[b] = ticket
-            push(heap, (key(last[b], uses[b], birth[b], depth[b]), ticket, b))
-        self._ticket = ticket
-        if len(heap) > 2 * len(live) + 64:
+        rows = [(key(last[b], uses[b], birth[b], depth[b]), b, b) for b in items]
+        rows.sort(reverse=True)  # smallest at the end: pops are O(1)
+        self._push(rows)
+
+    def _push(self, rows: list) -> None:
+        heapq.heappush(self._heap, (rows[-1][0], self._ticket, rows))
+        self._rows += len(rows)
+        if self._rows > 2 * len(self.live) + 64:
             self._compact()
 
-    def pop_many(self, k: int) -> list[Hashable]:
-        """Remove and return the k entries with the smallest priorities, smallest first."""
-        heap = self._heap
-        live = self._live
-        pop = heapq.heappop
-        out: list[Hashable] = []
-        while len(out) < k:
-            _, ticket, item = pop(heap)
-            if live.get(item) == ticket:
-                del live[item]
-                out.append(item)
-        return out
-
     def _compact(self) -> None:
-        live = self._live
-        self._heap = [row for row in self._heap if live.get(row[2]) == row[1]]
-        heapq.heapify(self._heap)
+        live = self.live
+        heap = []
+        self._rows = 0
+        for _, ticket, rows in self._heap:
+            rows = [r for r in rows if live.get(r[2]) == ticket]
+            if rows:
+                heap.append((rows[-1][0], ticket, rows))
+                self._rows += len(rows)
+        heapq.heapify(heap)
+        self._heap = heap
 
     def discard(self, item: Hashable) -> None:
-        self._live.pop(item, None)
+        self.live.pop(item, None)
+
+    def pop_many(self, k: int) -> list[Hashable]:
+        """Remove and return the k entries with the smallest priorities, smallest first (IndexError if
+        fewer are live)."""
+        heap = self._heap
+        live = self.live
+        out: list[Hashable] = []
+        while len(out) < k:
+            if not heap:
+                raise IndexError("no evictable entry")
+            _, ticket, rows = heap[0]
+            n = len(heap)  # the next batch's head is the smaller of the root's children
+            bound = (heap[1][0] if n == 2 or heap[1][0] <= heap[2][0] else heap[2][0]) if n > 1 else None
+            taken = 0
+            while rows and len(out) < k:
+                prio, _, item = rows[-1]
+                if bound is not None and prio > bound:
+                    break
+                rows.pop()
+                taken += 1
+                if live.get(item) == ticket:
+                    del live[item]
+                    out.append(item)
+            self._rows -= taken
+            self._reseat(heap, ticket, rows)
+        return out
+
+    def pop_one(self) -> Hashable:
+        """pop_many(1), faster: stale rows at the end of the root batch are dropped without re-sifting;
+        a live row there is the global minimum once it sorts no later than the root's children."""
+        heap = self._heap
+        live = self.live
+        while heap:
+            _, ticket, rows = heap[0]
+            while rows and live.get(rows[-1][2]) != ticket:
+                rows.pop()
+                self._rows -= 1
+            if not rows:
+                heapq.heappop(heap)
+                continue
+            head = rows[-1][0]
+            n = len(heap)
+            if (n > 1 and head > heap[1][0]) or (n > 2 and head > heap[2][0]):
+                heapq.heapreplace(heap, (head, ticket, rows))
+                continue
+            item = rows.pop()[2]
+            self._rows -= 1
+            del live[item]
+            self._reseat(heap, ticket, rows)
+            return item
+        raise IndexError("no evictable entry")
+
+    @staticmethod
+    def _reseat(heap: list, ticket: int, rows: list) -> None:
+        """The root batch lost rows: drop it if empty, else give it its new head key (in place when it
+        still sorts first, which is the usual case for entries released together)."""
+        if not rows:
+            heapq.heappop(heap)
+            return
+        head = rows[-1][0]
+        n = len(heap)
+        if (n < 2 or head <= heap[1][0]) and (n < 3 or head <= heap[2][0]):
+            heap[0] = (head, ticket, rows)
+        else:
+            heapq.heapreplace(heap, (head, ticket, rows))
 
     def pop(self) -> Hashable:
         """Remove and return the entry with the smallest priority. IndexError when empty."""
-        heap = self._heap
-        live = self._live
-        pop = heapq.heappop
-        while heap:
-            _, ticket, item = pop(heap)
-            if live.get(item) == ticket:
-                del live[item]
-                return item
-        raise IndexError("no evictable entry")
+        return self.pop_one()
 
     def items(self) -> list[Hashable]:
         """The live entries (for invariant checks), in no particular order."""
-        return list(self._live)
+        return list(self.live)

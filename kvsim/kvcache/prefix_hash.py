@@ -42,11 +42,11 @@ class HashCachePool(BlockPool):
 
     @property
     def num_free(self) -> int:
-        return len(self._free) + len(self.queue)
+        return len(self._free) + len(self.queue.live)
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self._free) - len(self.queue)
+        return self.num_blocks - len(self._free) - len(self.queue.live)
 
     @property
     def num_cached_free(self) -> int:
@@ -58,7 +58,7 @@ class HashCachePool(BlockPool):
             raise NoFreeBlocks("block pool exhausted")
         by_key = self.by_key
         key_of = self.key_of
-        for b in self.queue.pop_many(k):
+        for b in self.queue.pop_many(k) if k > 1 else (self.queue.pop_one(),):
             del by_key[key_of[b]]
             key_of[b] = None
             self._free.append(b)

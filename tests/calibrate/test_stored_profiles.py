@@ -64,15 +64,10 @@ def test_every_kernel_meets_its_gate(name):
             assert all(v >= 0 for v in fit["params"].values())  # so predictions grow with every feature
 
 
-def _amx_uncounted(hw) -> bool:
-    """The profile's bf16 peak leaves out Intel AMX (its source says so), which measured GEMMs use."""
-    return "AMX not counted" in (hw.sources or {}).get("peak_flops", "")
-
-
 @pytest.mark.parametrize("name", PROFILES)
 def test_fitted_rates_are_below_the_datasheet(name):
     hw = load_hardware(name)
-    over, amx = [], []
+    over = []
     for kernel, by_dtype in hw.calibration["kernels"].items():
         for dtype, fit in by_dtype.items():
             d = fit["derived"]
@@ -81,10 +76,8 @@ def test_fitted_rates_are_below_the_datasheet(name):
                     over.append(f"{kernel}/{dtype} {key} {d[key]:.3g} >= datasheet {hw.hbm_bandwidth:.3g}")
             if d.get("effective_flops", 0) >= hw.flops(dtype):
                 msg = f"{kernel}/{dtype} {d['effective_flops']:.3g} >= datasheet {hw.flops(dtype):.3g} FLOP/s"
-                (amx if kernel == "gemm_torch" and _amx_uncounted(hw) else over).append(msg)
+                over.append(msg)
     assert not over, "\n".join(over)
-    if amx:
-        pytest.xfail("datasheet bf16 peak leaves out AMX: " + "; ".join(amx))
 
 
 def _monotone(df: pd.DataFrame, keys: list[str], axis: str) -> list[str]:

@@ -57,6 +57,14 @@ def test_terms_without_a_fit_fall_back_to_the_roofline():
     assert c.copy_time("swap_out", 1e6) == pytest.approx(1e-5 + 1e-4)  # fitted
 
 
+def test_sparsity_traffic_is_timed_as_copies():
+    c, _ = cost()
+    b = Batch(offload_bytes=1e6, recall_bytes=2e6, kv_copy_bytes=1e5)
+    # offload: fitted d2h 1e-5 + 1e6 x 1e-10; recall and compaction: roofline (host link; read + write)
+    expected = 0.001 + (1e-5 + 1e-4) + 2e6 / 1e8 + 2 * 1e5 / 1e9
+    assert c.step_time(b) == pytest.approx(expected, rel=1e-12)
+
+
 def test_dtype_falls_back_to_the_same_width_then_any():
     assert pick_fit(CAL, "linear", "fp16")[:2] == ("gemm_torch", "bf16")
     assert pick_fit(CAL, "decode_attention", "fp8")[:2] == ("paged_decode_torch", "fp16")

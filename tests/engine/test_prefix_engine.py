@@ -74,3 +74,35 @@ def test_contiguous_layout_refuses_a_prefix_cache():
 
     with pytest.raises(KvsimError, match="kv.prefix_cache: 'hash' needs kv.layout: paged"):
         run(ALIGNED_CHAT, prefix_cache="hash", layout="contiguous:max")
+
+
+def test_cached_tokens_count_the_first_admission_only():
+    """A recompute-preempted request finds its own blocks when it is re-admitted; that is not a hit of
+    the workload, so cached_tokens keeps the first admission's value (0 here: unique content)."""
+    from kvsim.engine.group import Group
+    from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+    from kvsim.kvcache.prefix_hash import PrefixHashKVManager
+    from kvsim.workload.request import Request
+
+    seen = []
+
+    class Spy(PrefixHashKVManager):
+        __slots__ = ()
+
+        def admit(self, *args):
+            seen.append(super().admit(*args))
+            return seen[-1]
+
+    kv = Spy(8, 4)
+    s = Scheduler(SchedulerLimits(8, 64, True, "recompute", 0, 1.0), kv)
+    groups = [Group(req=Request(i, 0.0, 8, 12), order=i, seqs=[i], output=12, prompt=8) for i in (0, 1)]
+    for g in groups:
+        s.add(g)
+    t = 0.0
+    while s.has_work():
+        s.schedule(t)
+        kv.check_invariants()
+        t += 1.0
+        s.complete(t)
+    assert groups[1].preemptions >= 1 and max(seen) > 0  # re-admitted onto its own cached blocks
+    assert [g.cached_tokens for g in groups] == [0, 0]

@@ -87,3 +87,36 @@ def test_hash_cache_eviction_order(policy, survivor):
         assert left == {"A": 4, "B": 4}  # each lost its second (deeper) block
     else:
         assert left[survivor] == 8 and left["AB".replace(survivor, "")] == 0
+
+
+def test_queue_matches_a_sorted_reference():
+    """Random batches, discards and pops against a plain dict: pops always return the live entries with
+    the smallest keys (distinct keys: last = a fresh time per entry)."""
+    import random
+
+    rnd = random.Random(7)
+    q = EvictionQueue("lru")
+    ref: dict[int, int] = {}
+    last = [0] * 400
+    zeros = [0] * 400
+    t = 0
+    for _ in range(3000):
+        op = rnd.random()
+        if op < 0.4:
+            items = rnd.sample(range(400), rnd.randint(1, 6))
+            for b in items:
+                t += 1
+                last[b] = t
+                ref[b] = t
+            q.add_many(items, last, zeros, zeros, zeros)
+        elif op < 0.6 and ref:
+            b = rnd.choice(sorted(ref))
+            q.discard(b)
+            del ref[b]
+        elif ref:
+            k = rnd.randint(1, min(3, len(ref)))
+            want = sorted(ref, key=ref.get)[:k]
+            assert q.pop_many(k) == want
+            for b in want:
+                del ref[b]
+        assert len(q) == len(ref)

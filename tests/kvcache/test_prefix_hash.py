@@ -150,3 +150,21 @@ def test_best_of_8_memory_with_prefix_cache(manager, bs, blocks):
     for s in range(8):
         m.free(s)
     m.check_invariants()
+
+
+@pytest.mark.parametrize("cls", [PrefixHashKVManager, RadixKVManager])
+def test_swap_out_keeps_cached_content_and_swap_in_uses_fresh_blocks(cls):
+    m = cls(16, 4, swap_capacity_blocks=16)
+    start(m, 0, req(0, [(SYS, 8), (1, 5)]))
+    m.fork(0, 1)
+    assert m.swap_out([0, 1]) == 4
+    assert m.used_blocks == 0 and m.cached_blocks == 3  # GPU copies of the full blocks stay cached
+    m.check_invariants()
+    assert m.admit(2, req(2, [(SYS, 8), (1, 5)]), 13, 4) == 12
+    assert m.allocate(2, 13)
+    assert m.swap_in([0, 1]) == 4
+    assert m.tables[0] == m.tables[1] and not set(m.tables[0]) & set(m.tables[2])
+    m.check_invariants()
+    for s in (0, 1, 2):
+        m.free(s)
+    m.check_invariants()

@@ -43,6 +43,16 @@ TIMELINE_COLUMNS: dict[str, str] = {
 }
 
 
+def _private_blocks(kv, seq: int) -> int:
+    """Blocks of seq's table no other table (or cache entry) references: what free(seq) returns to the
+    pool. Managers without PagedKVManager's tables and refcounts count every block."""
+    tables = getattr(kv, "tables", None)
+    if tables is None:
+        return kv.num_blocks_of(seq)
+    rc = kv.pool.refcount
+    return sum(1 for b in tables[seq] if rc[b] == 1)
+
+
 def _next_reread(rs: RequestStats) -> float:
     return rs.rereads[rs.next_reread][0] if rs.next_reread < len(rs.rereads) else math.inf
 
@@ -86,21 +96,30 @@ class SparseScheduler(Scheduler):
                                   self.rho)
         return keeps, resident, blocks
 
-    def _shrink(self, g: Group, st: SeqState, blocks: int, resident: float) -> None:
+    def _shrink(self, g: Group, st: SeqState, blocks: int, resident: float, may_preempt: bool) -> bool:
+        """Re-map g's sequences onto `blocks` fresh blocks each, the kept KV compacted into them. Blocks
+        shared through a prefix cache stay with their other holders, so the pool may be short: then the
+        most recently admitted groups are preempted, as for a decode allocation (may_preempt), or nothing
+        changes and False is returned. False also when g itself was preempted."""
         kv = self.kv
+        while kv.num_free_blocks + sum(_private_blocks(kv, s) for s in g.seqs) < blocks * g.n:
+            if not may_preempt or self._preempt_last() is g:
+                return False
         for s in g.seqs:
             kv.free(s)
             kv.allocate(s, blocks * self.bs)
-        if self.mode == "compact":
+        if self.compact:
             self._copy_tok += g.n * compaction_copies(st.resident, resident, st.blocks, blocks, self.bs)
+        return True
 
-    def _resize(self, g: Group, st: SeqState, blocks: int, resident: float) -> bool:
-        """Give g's sequences `blocks` blocks each; False if g itself was preempted to make room."""
+    def _resize(self, g: Group, st: SeqState, blocks: int, resident: float, may_preempt: bool = True) -> bool:
+        """Give g's sequences `blocks` blocks each; False if that needed a preemption that was not allowed
+        (nothing changed) or that took g itself."""
         if blocks > st.blocks:
             if not self._alloc_or_preempt(g, g.seqs, blocks * self.bs):
                 return False
-        elif blocks < st.blocks:
-            self._shrink(g, st, blocks, resident)
+        elif not self._shrink(g, st, blocks, resident, may_preempt):
+            return False
         self.dec_blocks += (blocks - st.blocks) * g.n
         g.seq_blocks = blocks * g.n
         st.blocks = blocks
@@ -123,10 +142,10 @@ class SparseScheduler(Scheduler):
         self.full_blocks_sum += st.full_blocks * n
         self.states[g] = st
         _, resident, blocks = self._target(prompt, prompt)
-        if blocks < st.blocks:
-            self._resize(g, st, blocks, resident)
+        # compress now if the pool allows it without preempting; else the next _decode_hook does
+        if blocks < st.blocks and self._resize(g, st, blocks, resident, may_preempt=False):
+            st.resident = resident
         self._offload(st, prompt - int(resident + 0.5), n)
-        st.resident = resident
 
     def _request_stats(self, g: Group) -> RequestStats:
         rs = self.stats.get(g.req.rid)

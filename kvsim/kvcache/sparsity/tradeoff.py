@@ -24,6 +24,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("concurrency.mean", "batched mean", "num"),
     ("preemptions", "preempt", "int"),
     ("kv.used_blocks_mean", "KV used", "pct"),
+    ("kv_bound_concurrency", "KV-bound conc.", "num"),
     ("sparsity.memory_saved_fraction", "KV saved", "pct"),
     ("sparsity.concurrency_gain", "gain", "x"),
     ("sparsity.attention_mass_retained", "attn mass", "pct"),
@@ -59,6 +60,13 @@ def _fmt(value: Any, fmt: str) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
+def kv_bound_concurrency(summary: dict[str, Any]) -> float | None:
+    """Requests of this run's mix the KV pool could hold: concurrency.mean / kv.used_blocks_mean (the
+    pool divided by the blocks an average running request held)."""
+    conc, used = _dig(summary, "concurrency.mean"), _dig(summary, "kv.used_blocks_mean")
+    return conc / used if conc is not None and used else None
+
+
 def tradeoff_rows(variants: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
     """(header, rows): one row per (label, summary)."""
     header = ["variant", *(h for _, h, _ in COLUMNS)]
@@ -67,7 +75,7 @@ def tradeoff_rows(variants: list[tuple[str, dict[str, Any]]]) -> tuple[list[str]
         plain = "sparsity" not in summary
         row = [label]
         for key, _, fmt in COLUMNS:
-            value = _dig(summary, key)
+            value = kv_bound_concurrency(summary) if key == "kv_bound_concurrency" else _dig(summary, key)
             if value is None and plain:
                 value = NONE_DEFAULTS.get(key)
             row.append(_fmt(value, fmt))

@@ -12,6 +12,7 @@ from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
 from kvsim.kvcache.sparsity.keep import Keep
 from kvsim.kvcache.sparsity.paging import block_mode_blocks, hole_slots
 from kvsim.kvcache.sparsity.scheduler import SparseScheduler
+from kvsim.kvcache.sparsity.tracker import SeqState
 from kvsim.workload.request import Request
 
 TOK = 10.0    # KV bytes per token
@@ -130,3 +131,22 @@ def test_block_reclaim_keeps_blocks_with_heavy_hitters():
     assert s.cols["kv_hole_slots"][-1] == hole_slots(want, 32, 401, 16) > 0
     assert b.kv_copy_bytes == 0  # block reclaim never copies
     s.complete(2.0)
+
+
+def test_shrink_waits_while_blocks_are_shared_and_the_pool_is_full():
+    s = make(policy="h2o", budget=32, blocks=12)
+    kv = s.kv
+    g = group(0, prompt=160, output=50)
+    kv.allocate(0, 160)
+    kv.fork(0, 99)      # another holder (as a prefix-cache sharer would) keeps all 10 blocks alive
+    kv.allocate(98, 32)  # and the last 2 free blocks are taken
+    st = SeqState(prompt_kv=160, resident=160.0, blocks=10)
+    g.seq_blocks = s.dec_blocks = 10
+    assert kv.num_free_blocks == 0
+    # needs 2 fresh blocks and would release none: impossible without preempting
+    assert not s._resize(g, st, 2, 32.0, may_preempt=False)
+    assert st.blocks == 10 and kv.num_blocks_of(0) == 10 and s.dec_blocks == 10
+    kv.free(99)                        # now its 10 blocks are private
+    assert s._resize(g, st, 2, 32.0, may_preempt=False)
+    assert st.blocks == 2 and kv.num_blocks_of(0) == 2 and s.dec_blocks == 2 and kv.num_free_blocks == 8
+    kv.check_invariants()

@@ -78,3 +78,13 @@ def test_unsupported_combinations_are_one_line_errors():
         Simulation(load_scenario(None, ["kv.sparsity.policy=h2o", "workload.n=2"]))._new_scheduler()
     with pytest.raises(KvsimError, match="kv.sparsity.policy"):
         load_scenario(None, ["kv.sparsity.policy=bogus"])
+
+
+@pytest.mark.parametrize("reclaim", ["compact", "block"])
+def test_with_a_prefix_cache_under_pressure(reclaim):
+    """Prompt blocks shared through the cache cannot be compacted in place; the run stays consistent."""
+    sim, _, summary = simulate("kv.sparsity.policy=h2o", f"kv.sparsity.reclaim={reclaim}",
+                               "kv.prefix_cache=hash", "kv.num_gpu_blocks_override=250",
+                               "workload.chat.system_prompts=1")
+    assert summary["requests"]["completed"] == 50 and summary["prefix_cache"]["hit_rate_tokens"] > 0
+    assert summary["sparsity"]["kv_blocks_held_mean"] < summary["sparsity"]["kv_blocks_full_mean"]
