@@ -20,8 +20,8 @@ class Request:
     tokens the request generates, for workloads whose later prompts quote them (a chat answer, an agent's
     tool call); -1 means content unique to this request. ``beam_width`` > 1 asks for beam search with that
     many beams (the engine then runs beam_width sequences; ``n`` stays 1). ``rereads`` lists content ids
-    of prompt segments the request re-reads while decoding (an agent consulting an old tool output); token-level
-    sparsity policies move attention back onto them (kvsim/workload/rereads.py marks them).
+    of prompt segments the request re-reads while decoding (an agent consulting an old tool output);
+    token-level sparsity policies move attention back onto them (kvsim/workload/rereads.py marks them).
     """
 
     rid: int

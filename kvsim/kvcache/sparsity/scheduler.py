@@ -9,53 +9,34 @@ iteration, unlike the base scheduler's O(changes); with policy none the base sch
 Offload policies write what they drop to host memory and, when a re-read (Request.rereads) lands on
 offloaded KV, recall it over the host link inside the iteration. Charges (offload writes, recalls,
 compaction copies) go into the iteration's Batch; per-iteration and per-request figures are kept here
-and attached to the run's frames by kvsim/kvcache/sparsity/report.py.
+and attached to the run's frames by kvsim/kvcache/sparsity/wiring.py.
 """
 
 from __future__ import annotations
 
-import math
 from array import array
 from dataclasses import replace
 
-from kvsim.engine.group import DECODE, RUNNING, Group
+from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import SparsityConfig
 from kvsim.kvcache.sparsity.keep import kept_in_range
 from kvsim.kvcache.sparsity.paging import compaction_copies, footprint_blocks, hole_slots
 from kvsim.kvcache.sparsity.policies import build_policy
-from kvsim.kvcache.sparsity.tracker import RequestStats, SeqState, reread_schedule
+from kvsim.kvcache.sparsity.swap import swap_in_sparse
+from kvsim.kvcache.sparsity.tracker import (
+    TIMELINE_COLUMNS,
+    RequestStats,
+    SeqState,
+    next_reread,
+    private_blocks,
+    reread_outcome,
+    reread_schedule,
+)
 
 MASS_STRIDE = 32
 """Decode steps between evaluations of the attention mass a sequence retains (held in between)."""
-
-TIMELINE_COLUMNS: dict[str, str] = {
-    "iteration": "q",
-    "kv_full_tokens": "q",    # KV tokens the running sequences would hold without eviction
-    "kv_full_blocks": "q",    # blocks their tables would hold without eviction
-    "kv_table_blocks": "q",   # blocks their tables hold
-    "kv_hole_slots": "q",     # evicted slots inside held blocks (reclaim: block)
-    "kv_host_tokens": "q",    # KV tokens offloaded to host memory
-    "recall_bytes": "d",      # KV recalled from host this iteration
-    "offload_bytes": "d",     # KV written to host this iteration
-    "kv_copy_bytes": "d",     # KV copied on device by compaction this iteration
-}
-
-
-def _private_blocks(kv, seq: int) -> int:
-    """Blocks of seq's table no other table (or cache entry) references: what free(seq) returns to the
-    pool. Managers without PagedKVManager's tables and refcounts count every block."""
-    tables = getattr(kv, "tables", None)
-    if tables is None:
-        return kv.num_blocks_of(seq)
-    rc = kv.pool.refcount
-    return sum(1 for b in tables[seq] if rc[b] == 1)
-
-
-def _next_reread(rs: RequestStats) -> float:
-    return rs.rereads[rs.next_reread][0] if rs.next_reread < len(rs.rereads) else math.inf
-
 
 class SparseScheduler(Scheduler):
     """Scheduler whose decoding sequences hold only the KV a token-level policy retains."""
@@ -102,7 +83,7 @@ class SparseScheduler(Scheduler):
         most recently admitted groups are preempted, as for a decode allocation (may_preempt), or nothing
         changes and False is returned. False also when g itself was preempted."""
         kv = self.kv
-        while kv.num_free_blocks + sum(_private_blocks(kv, s) for s in g.seqs) < blocks * g.n:
+        while kv.num_free_blocks + sum(private_blocks(kv, s) for s in g.seqs) < blocks * g.n:
             if not may_preempt or self._preempt_last() is g:
                 return False
         for s in g.seqs:
@@ -138,7 +119,7 @@ class SparseScheduler(Scheduler):
         rs.prompt_kv = prompt
         st = SeqState(prompt_kv=prompt, resident=float(prompt), blocks=g.seq_blocks // n,
                       full_blocks=-(-prompt // self.bs), contrib=n * g.base, rs=rs,
-                      next_reread=_next_reread(rs))
+                      next_reread=next_reread(rs))
         self.full_blocks_sum += st.full_blocks * n
         self.states[g] = st
         _, resident, blocks = self._target(prompt, prompt)
@@ -237,7 +218,7 @@ class SparseScheduler(Scheduler):
             rereads = rs.rereads
             while rs.next_reread < len(rereads) and rereads[rs.next_reread][0] <= step:
                 self._reread(g, st, rs, keeps, length, step)
-            st.next_reread = _next_reread(rs)
+            st.next_reread = next_reread(rs)
         if step - st.mass_step >= MASS_STRIDE:
             keeps = keeps or self.policy.keeps(length, st.prompt_kv)
             st.base_mass = self.attn.mean_kept_mass(length, keeps)
@@ -254,63 +235,17 @@ class SparseScheduler(Scheduler):
         _, start, count = rs.rereads[rs.next_reread]
         rs.next_reread += 1
         end = min(start + count, length)
-        count = end - start
-        if count <= 0:
+        if end <= start:
             return
         kept = sum(kept_in_range(k, length, self.sinks, start, end, self.rho) for k in keeps) / len(keeps)
-        missing = count - kept
-        rs.fired += 1
-        rs.reread_tokens += count
-        if self.policy.offload:
-            moved = missing * g.n
-            self._recall_tok += moved
-            rs.recalled_tokens += missing
-            rs.recall_bytes += moved * self.tok_bytes
-            rs.stall_s += moved * self.tok_bytes / self.host_bw
-            avail = 1.0
-        else:
-            rs.lost_tokens += missing
-            avail = kept / count
+        recalled, st.reread_avail = reread_outcome(rs, end - start, kept, self.offload, self.tok_bytes,
+                                                   self.host_bw)
+        self._recall_tok += recalled * g.n
         st.reread_until = step + self.span - 1
-        st.reread_avail = avail
 
     def _swap_in(self, now: float) -> int:
         """As the base scheduler's, but a returning sequence is sized to the policy's footprint."""
-        kv = self.kv
-        it = self.it
-        moved = 0
-        while self.swapped:
-            g = self.swapped[0]
-            n = g.n
-            if self.running_seqs + n > self.lim.max_num_seqs or self._budget < n:
-                break
-            length = g.base + 1
-            rs = self._request_stats(g)
-            _, resident, blocks = self._target(rs.prompt_kv, length)
-            held = kv.swap_blocks_needed(g.seqs)
-            need = max(held, blocks * n)
-            if need + n > kv.num_free_blocks - self.lim.watermark_blocks:
-                break
-            self.swapped.popleft()
-            moved += kv.swap_in(g.seqs)
-            g.state = RUNNING
-            g.phase = DECODE
-            self.running[g] = None
-            self.running_seqs += n
-            g.base = length - it
-            g.gen_base = g.generated + 1 - it
-            st = SeqState(prompt_kv=rs.prompt_kv, resident=resident, blocks=kv.num_blocks_of(g.seqs[0]),
-                          contrib=n * g.base, rs=rs, next_reread=_next_reread(rs))
-            g.seq_blocks = st.blocks * n
-            self.dec_seqs += n
-            self.dec_base_sum += n * g.base
-            self.dec_blocks += g.seq_blocks
-            self.full_base_sum += n * g.base
-            self.states[g] = st
-            self._budget -= n
-            self._push(self._finish_heap, g.output - g.gen_base, g)
-            self._step(g, st, it)
-        return moved
+        return swap_in_sparse(self)
 
     # ----------------------------------------------------------------- one iteration
     def schedule(self, now: float):

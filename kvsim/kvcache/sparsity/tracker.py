@@ -92,3 +92,47 @@ def reread_schedule(segments, rereads, decode_steps: int) -> list[tuple[int, int
         out.append((step, seg[0], seg[1]))
     out.sort()
     return out
+
+
+TIMELINE_COLUMNS: dict[str, str] = {
+    "iteration": "q",
+    "kv_full_tokens": "q",    # KV tokens the running sequences would hold without eviction
+    "kv_full_blocks": "q",    # blocks their tables would hold without eviction
+    "kv_table_blocks": "q",   # blocks their tables hold
+    "kv_hole_slots": "q",     # evicted slots inside held blocks (reclaim: block)
+    "kv_host_tokens": "q",    # KV tokens offloaded to host memory
+    "recall_bytes": "d",      # KV recalled from host this iteration
+    "offload_bytes": "d",     # KV written to host this iteration
+    "kv_copy_bytes": "d",     # KV copied on device by compaction this iteration
+}
+
+
+def private_blocks(kv, seq: int) -> int:
+    """Blocks of seq's table no other table (or cache entry) references: what free(seq) returns to the
+    pool. Managers without PagedKVManager's tables and refcounts count every block."""
+    tables = getattr(kv, "tables", None)
+    if tables is None:
+        return kv.num_blocks_of(seq)
+    rc = kv.pool.refcount
+    return sum(1 for b in tables[seq] if rc[b] == 1)
+
+
+def next_reread(rs: RequestStats) -> float:
+    return rs.rereads[rs.next_reread][0] if rs.next_reread < len(rs.rereads) else math.inf
+
+
+def reread_outcome(rs: RequestStats, count: int, kept: float, offload: bool, tok_bytes: float,
+                   host_bw: float) -> tuple[float, float]:
+    """Account one re-read of `count` tokens of which `kept` are on the GPU: an offload policy recalls
+    the rest (bytes and stall on the host link), a permanent one has lost it. Returns (tokens recalled,
+    share of the segment available during the re-read)."""
+    missing = count - kept
+    rs.fired += 1
+    rs.reread_tokens += count
+    if offload:
+        rs.recalled_tokens += missing
+        rs.recall_bytes += missing * tok_bytes
+        rs.stall_s += missing * tok_bytes / host_bw
+        return missing, 1.0
+    rs.lost_tokens += missing
+    return 0.0, kept / count
