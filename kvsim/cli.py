@@ -104,7 +104,7 @@ def compare(
     jobs: int = typer.Option(1, "--jobs", min=1, help="Variants simulated in parallel processes."),
 ) -> None:
     """Run variants of one scenario on the identical request stream; print one table, write CSV and plots."""
-    from kvsim.sweep.compare import run_compare, streams_identical, table_rows, write_compare
+    from kvsim.sweep.compare import run_compare, streams_identical, table_rows, table_width, write_compare
 
     def done(r) -> None:
         err_console.print(f"done: {r.variant.label}", markup=False, highlight=False)
@@ -116,7 +116,8 @@ def compare(
         table.add_column(col, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*row)
-    Console(width=max(console.width, 200)).print(table)  # wide: one row per variant, never truncated
+    # wide enough for every cell: one row per variant, never truncated
+    Console(width=max(console.width, table_width(header, rows))).print(table)
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
     files = _guard(lambda: write_compare(out, results))
     console.print(f"request streams: {same}; wrote {', '.join(files)} to {out}/")
@@ -285,6 +286,19 @@ def hitrate(
                   f"{data.distinct_blocks:,} distinct blocks; infinite-cache hit rate "
                   f"{100 * (inf or 0):.1f}%" + ("; * = one replica's KV pool" if stream.pool_blocks else "")
                   + f"; written {out}/hitrate.csv, {out}/hitrate.png")
+
+
+@app.command()
+def policies() -> None:
+    """List every pluggable choice (layouts, prefix caches, eviction and sparsity policies, ...)."""
+    from kvsim.registry import all_policies
+
+    table = Table(show_header=True)
+    for col in ("scenario key", "name", "what it does"):
+        table.add_column(col)
+    for key, name, text in all_policies():
+        table.add_row(key, name, text)
+    console.print(table)
 
 
 @app.command()

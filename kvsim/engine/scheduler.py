@@ -118,7 +118,7 @@ class Scheduler:
 
     def _decode_hook(self, it: int) -> None:
         """Runs after this iteration's decode allocations; a no-op here. Token-level sparsity
-        (kvsim/kvcache/sparsity/scheduler.py) resizes each decoding sequence's KV in it."""
+        (kvsim/engine/sparse_scheduler.py) resizes each decoding sequence's KV in it."""
 
     # ----------------------------------------------------------------- preemption
     def _preempt_last(self) -> Group:

@@ -17,9 +17,9 @@ from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.router import RoundRobinRouter
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.sparse_wiring import attach as attach_sparsity
+from kvsim.engine.sparse_wiring import build_scheduler as build_sparse_scheduler
 from kvsim.kvcache.factory import build_kv_manager
-from kvsim.kvcache.sparsity.wiring import attach as attach_sparsity
-from kvsim.kvcache.sparsity.wiring import build_scheduler as build_sparse_scheduler
 from kvsim.metrics.recorder import Recorder
 from kvsim.scenario import Scenario, scenario_dict
 from kvsim.specs.catalog import get_model

@@ -32,21 +32,27 @@ class BlockPool:
     def num_used(self) -> int:
         return self.num_blocks - len(self._free)
 
+    def evict(self, k: int) -> None:
+        """Make at least k more blocks free. The plain pool keeps no cache, so it has none to give;
+        caching pools evict cached, unreferenced blocks here."""
+        raise NoFreeBlocks("block pool exhausted")
+
     def allocate(self) -> int:
-        """Take a free block; its refcount becomes 1."""
+        """Take a free block (evicting a cached one if the free list is empty); its refcount becomes 1."""
         if not self._free:
-            raise NoFreeBlocks("block pool exhausted")
+            self.evict(1)
         bid = self._free.pop()
         self.refcount[bid] = 1
         return bid
 
     def allocate_many(self, k: int) -> list[int]:
         """Take k free blocks (the same ids, in the same order, as k calls of allocate)."""
-        free = self._free
-        if k > len(free):
-            raise NoFreeBlocks("block pool exhausted")
         if k <= 0:
             return []
+        short = k - len(self._free)
+        if short > 0:
+            self.evict(short)
+        free = self._free
         ids = free[: -k - 1 : -1]
         del free[-k:]
         rc = self.refcount
@@ -54,12 +60,12 @@ class BlockPool:
             rc[b] = 1
         return ids
 
-    def release(self, ids: list[int]) -> list[int]:
-        """Drop one reference from each block in ids (as decref would); return the blocks that stayed
-        referenced, in order."""
+    def drop_refs(self, ids: list[int]) -> tuple[list[int], list[int]]:
+        """Drop one reference from each block in ids; return (blocks still referenced, blocks now at
+        refcount 0), each in order. Raises on a double free."""
         rc = self.refcount
-        free = self._free
         kept = []
+        zeroed = []
         for b in ids:
             r = rc[b] - 1
             if r > 0:
@@ -67,9 +73,16 @@ class BlockPool:
                 kept.append(b)
             elif r == 0:
                 rc[b] = 0
-                free.append(b)
+                zeroed.append(b)
             else:
                 raise ValueError(f"double free of block {b}")
+        return kept, zeroed
+
+    def release(self, ids: list[int]) -> list[int]:
+        """Drop one reference from each block in ids (as decref would); blocks reaching zero go back to
+        the free list. Return the blocks that stayed referenced, in order."""
+        kept, zeroed = self.drop_refs(ids)
+        self._free.extend(zeroed)
         return kept
 
     def incref(self, bid: int) -> None:
@@ -78,15 +91,8 @@ class BlockPool:
         self.refcount[bid] += 1
 
     def decref(self, bid: int) -> bool:
-        """Drop one reference; return True when the block became free."""
-        rc = self.refcount[bid] - 1
-        if rc < 0:
-            raise ValueError(f"double free of block {bid}")
-        self.refcount[bid] = rc
-        if rc == 0:
-            self._free.append(bid)
-            return True
-        return False
+        """Drop one reference; return True when the block reached refcount 0."""
+        return not self.release([bid])
 
     def free_ids(self) -> list[int]:
         return list(self._free)

@@ -64,39 +64,19 @@ class HashCachePool(BlockPool):
             self._free.append(b)
         self.evictions += k
 
-    def allocate(self) -> int:
-        if not self._free:
-            self.evict(1)
-        return BlockPool.allocate(self)
-
-    def allocate_many(self, k: int) -> list[int]:
-        short = k - len(self._free)
-        if short > 0:
-            self.evict(short)
-        return BlockPool.allocate_many(self, k)
-
     def release(self, ids: list[int], touch: bool = True) -> list[int]:
         """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
         (touch=False keeps the previous last use: an admission the scheduler undid)."""
         self.clock += 1
-        rc = self.refcount
+        kept, zeroed = self.drop_refs(ids)
         key_of = self.key_of
         free = self._free
-        kept = []
         cached = []
-        for b in ids:
-            r = rc[b] - 1
-            if r > 0:
-                rc[b] = r
-                kept.append(b)
-            elif r == 0:
-                rc[b] = 0
-                if key_of[b] is None:
-                    free.append(b)
-                else:
-                    cached.append(b)
+        for b in zeroed:
+            if key_of[b] is None:
+                free.append(b)
             else:
-                raise ValueError(f"double free of block {b}")
+                cached.append(b)
         if cached:
             last = self.last
             if touch:
@@ -105,11 +85,6 @@ class HashCachePool(BlockPool):
                     last[b] = now
             self.queue.add_many(cached, last, self.uses, self.birth, self.depth)
         return kept
-
-    def decref(self, bid: int) -> bool:
-        if self.refcount[bid] <= 0:
-            raise ValueError(f"double free of block {bid}")
-        return not self.release([bid])
 
     def reuse(self, bid: int) -> int:
         """Add a reference to a cached block (a cache hit); return its refcount before."""

@@ -56,37 +56,15 @@ class RadixPool(BlockPool):
         self.num_cached_free -= freed
         self.evictions += freed
 
-    def allocate(self) -> int:
-        if not self._free:
-            self.evict(1)
-        return BlockPool.allocate(self)
-
-    def allocate_many(self, k: int) -> list[int]:
-        short = k - len(self._free)
-        if short > 0:
-            self.evict(short)
-        return BlockPool.allocate_many(self, k)
-
     def release(self, ids: list[int]) -> list[int]:
-        rc = self.refcount
-        kept = []
-        for b in ids:
-            r = rc[b] - 1
-            if r > 0:
-                rc[b] = r
-                kept.append(b)
-            elif r == 0:
-                rc[b] = 0
-                if self.in_tree[b]:
-                    self.num_cached_free += 1
-                else:
-                    self._free.append(b)
+        kept, zeroed = self.drop_refs(ids)
+        in_tree = self.in_tree
+        for b in zeroed:
+            if in_tree[b]:
+                self.num_cached_free += 1
             else:
-                raise ValueError(f"double free of block {b}")
+                self._free.append(b)
         return kept
-
-    def decref(self, bid: int) -> bool:
-        return not self.release([bid])
 
     def reuse(self, bid: int) -> int:
         """Add a reference to a tree block; return its refcount before."""

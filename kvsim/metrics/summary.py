@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
-from kvsim.kvcache.sparsity.summary import sparsity_rows, sparsity_section
 from kvsim.metrics.breakdown import breakdown_means, sharing_saving
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
+from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile
 
 META_COPIES: tuple[str, ...] = ("scenario", "kvsim_version", "model", "hardware", "cost_model")

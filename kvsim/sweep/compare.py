@@ -22,25 +22,7 @@ import pandas as pd
 
 from kvsim.errors import KvsimError
 from kvsim.scenario import load_scenario, parse_value
-
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    # (summary key, table label, format: int | num | pct)
-    ("requests.completed", "completed", "int"),
-    ("throughput.requests_per_s", "req/s", "num"),
-    ("throughput.output_tokens_per_s", "out tok/s", "num"),
-    ("latency.ttft_s.p50", "TTFT p50 s", "num"),
-    ("latency.e2e_s.p50", "E2E p50 s", "num"),
-    ("concurrency.mean", "batched mean", "num"),
-    ("concurrency.max", "batched max", "int"),
-    ("kv.breakdown.token_states", "KV states", "pct"),
-    ("kv.breakdown.reservation", "reserved", "pct"),
-    ("kv.breakdown.internal_fragmentation", "int. frag", "pct"),
-    ("kv.breakdown.external_fragmentation", "ext. frag", "pct"),
-    ("kv.breakdown.free", "free", "pct"),
-    ("kv.sharing_saving", "shared saving", "pct"),
-    ("preemptions", "preempt", "int"),
-)
-"""The figures compared, in table order; docs/metrics.md defines each summary key."""
+from kvsim.sweep.columns import Picked, select
 
 TIMELINE_KEEP: tuple[str, ...] = ("replica", "t_s", "hold_s", "running_reqs")
 
@@ -161,44 +143,38 @@ def run_compare(scenario: str | Path | None, vary: list[str], overrides: list[st
     return results
 
 
-def dig(summary: dict[str, Any], dotted: str) -> Any:
-    node: Any = summary
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def columns(results: list[VariantResult]) -> list[Picked]:
+    """The columns of this comparison: kvsim.sweep.columns.COLUMNS, then each optional group (e.g. the
+    sparsity figures) that some variant's summary has."""
+    return select(r.summary for r in results)
 
 
 def compare_frame(results: list[VariantResult]) -> pd.DataFrame:
-    """One row per variant: the varied keys, the stream fingerprint and every COLUMNS figure."""
+    """One row per variant: the varied keys, the stream fingerprint and every column's figure."""
+    cols = columns(results)
     rows = []
     for r in results:
         row: dict[str, Any] = {"variant": r.variant.label}
         row.update({k: _text(v) for k, v in r.variant.values})
         row["stream"] = r.stream
-        row.update({key: dig(r.summary, key) for key, _, _ in COLUMNS})
+        row.update({c.key: c.value(r.summary) for c in cols})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def format_value(value: Any, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return "-"
-    if fmt == "pct":
-        return f"{100 * value:.1f}%"
-    if fmt == "int":
-        return f"{int(value):,}"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-
-
 def table_rows(results: list[VariantResult]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the console table."""
+    cols = columns(results)
     keys = ", ".join(k for k, _ in results[0].variant.values) if results else "variant"
-    header = [keys, *(label for _, label, _ in COLUMNS)]
-    rows = [[r.variant.short_label, *(format_value(dig(r.summary, key), fmt) for key, _, fmt in COLUMNS)]
-            for r in results]
+    header = [keys, *(c.label for c in cols)]
+    rows = [[r.variant.short_label, *(c.text(r.summary) for c in cols)] for r in results]
     return header, rows
+
+
+def table_width(header: list[str], rows: list[list[str]]) -> int:
+    """Console width that prints the table without truncating a cell: each column's widest text plus
+    rich's padding (2) and border (1), plus the closing border."""
+    return sum(max(len(c) for c in (h, *(r[i] for r in rows))) + 3 for i, h in enumerate(header)) + 1
 
 
 def streams_identical(results: list[VariantResult]) -> bool:
@@ -206,16 +182,19 @@ def streams_identical(results: list[VariantResult]) -> bool:
 
 
 def write_compare(out_dir: str | Path, results: list[VariantResult]) -> list[str]:
-    """Write compare.csv, compare.json (every variant's full summary) and the two plots; return the file
-    names. Output bytes depend only on the results."""
+    """Write compare.csv, compare.json (the columns, and every variant's figures and full summary) and the
+    two plots; return the file names. Output bytes depend only on the results."""
     from kvsim.sweep.compare_plots import plot_batched_over_time, plot_breakdown_bars
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     compare_frame(results).to_csv(out / "compare.csv", index=False, float_format="%.10g")
+    cols = columns(results)
     doc = {"identical_streams": streams_identical(results),
+           "columns": [{"key": c.key, "label": c.label, "format": c.fmt} for c in cols],
            "variants": [{"label": r.variant.label, "values": {k: v for k, v in r.variant.values},
-                         "stream": r.stream, "summary": r.summary} for r in results]}
+                         "stream": r.stream, "figures": {c.key: c.value(r.summary) for c in cols},
+                         "summary": r.summary} for r in results]}
     (out / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
     plot_breakdown_bars(out / "compare_breakdown.png", results)
     plot_batched_over_time(out / "compare_batched.png", results)

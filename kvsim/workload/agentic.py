@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
-from kvsim.workload.arrivals import arrival_times, require_request_cap
 from kvsim.workload.chat import zipf_weights
 from kvsim.workload.config import LengthDist, WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_values
+from kvsim.workload.links import session_starts
 from kvsim.workload.request import Request
 
 AGENT_SCAFFOLD_ID_BASE = 7 << 40
@@ -121,12 +121,8 @@ def agentic_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests
     """The agentic request stream (see the module docstring)."""
     ag = cfg.agentic
     closed = cfg.arrival.process == "closed_loop"
-    if closed:
-        n_ep = require_request_cap(max_requests)
-        starts = np.zeros(n_ep)
-    else:
-        starts = arrival_times(cfg.arrival, rng, max_requests, duration_s)
-        n_ep = len(starts)
+    starts = session_starts(cfg.arrival, rng, max_requests, duration_s)
+    n_ep = len(starts)
     scaffold_len = sample_lengths(ag.scaffold_len, rng, ag.scaffolds, base_dir).tolist()
     scaffold = rng.choice(ag.scaffolds, size=n_ep, p=zipf_weights(ag.scaffolds, ag.zipf_s)).tolist()
     task_len = sample_lengths(ag.task_len, rng, n_ep, base_dir).tolist()

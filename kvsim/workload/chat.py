@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
-from kvsim.workload.arrivals import arrival_times, require_request_cap
 from kvsim.workload.config import ChatConfig, WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_values
+from kvsim.workload.links import session_starts
 from kvsim.workload.request import Request
 
 SYSTEM_PROMPT_ID_BASE = 1 << 40
@@ -48,12 +48,8 @@ def chat_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: i
     """The chat request stream (see the module docstring for content, order and follow-up links)."""
     chat = cfg.chat
     closed = cfg.arrival.process == "closed_loop"
-    if closed:
-        n_sessions = require_request_cap(max_requests)
-        starts = np.zeros(n_sessions)
-    else:
-        starts = arrival_times(cfg.arrival, rng, max_requests, duration_s)
-        n_sessions = len(starts)
+    starts = session_starts(cfg.arrival, rng, max_requests, duration_s)
+    n_sessions = len(starts)
 
     sys_len = sample_lengths(chat.system_prompt_len, rng, chat.system_prompts, base_dir)
     popularity = zipf_weights(chat.system_prompts, chat.zipf_s)

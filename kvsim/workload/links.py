@@ -27,3 +27,13 @@ def independent_stream(arrival: Arrival, rng: np.random.Generator, max_requests:
                 np.where(first, 0.0, arrival.think_time_s))
     times = arrival_times(arrival, rng, max_requests, duration_s)
     return times, np.full(len(times), -1), np.zeros(len(times))
+
+
+def session_starts(arrival: Arrival, rng: np.random.Generator, max_requests: int | None,
+                   duration_s: float | None) -> np.ndarray:
+    """Start times of sessions (chat sessions, agent episodes): the arrival process's times when open
+    loop; closed loop, at most max_requests sessions all ready at 0 (each user then runs them back to
+    back)."""
+    if arrival.process == "closed_loop":
+        return np.zeros(require_request_cap(max_requests))
+    return arrival_times(arrival, rng, max_requests, duration_s)

@@ -7,9 +7,10 @@ with the run's request cap and duration; the streams are merged by (arrival_s, c
 first `max_requests` kept, so each component contributes its share of the arrivals over the same span.
 Trace components keep their own times (their weight does not apply).
 
-Content ids of component c >= 1 are shifted by c × 2^52 (segments and output ids), so components never
-share content; rids, `after` links and sessions are renumbered. Closed loops are not supported: give the
-mix an open-loop arrival process.
+Content ids of component c >= 1 are shifted by c × 2^52 (segments, output ids and re-read ids, so a
+component's own `rereads` still name its segments), so components never share content; rids, `after`
+links and sessions are renumbered. Closed loops are not supported: give the mix an open-loop arrival
+process.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def mix_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: in
             r.after = new_rid[(c, r.after)]
         if c:
             r.segments = tuple((cid + shift, n) for cid, n in r.segments)
+            r.rereads = tuple(cid + shift for cid in r.rereads)
             if r.output_id >= 0:
                 r.output_id += shift
             if r.session >= 0:

@@ -65,6 +65,24 @@ def test_sparsity_traffic_is_timed_as_copies():
     assert c.step_time(b) == pytest.approx(expected, rel=1e-12)
 
 
+def test_sparsity_traffic_uses_every_fitted_copy_kernel():
+    cal = dict(CAL, terms=dict(CAL["terms"], cow_copy="copy_d2d", swap_in="copy_h2d"),
+               kernels=dict(CAL["kernels"],
+                            copy_d2d={"fp16": {"params": {"fixed_s": 3e-6, "per_byte_s": 5e-11},
+                                               "heldout_mape": 0.01}},
+                            copy_h2d={"fp16": {"params": {"fixed_s": 2e-5, "per_byte_s": 2e-10},
+                                               "heldout_mape": 0.03}}))
+    c, _ = cost(cal)
+    b = Batch(offload_bytes=1e6, recall_bytes=2e6, kv_copy_bytes=1e5)
+    offload = 1e-5 + 1e6 * 1e-10  # 1.1e-4 s (d2h fit, as swap out)
+    recall = 2e-5 + 2e6 * 2e-10  # 4.2e-4 s (h2d fit, as swap in)
+    compact = 3e-6 + 1e5 * 5e-11  # 8e-6 s (d2d fit, as copy-on-write)
+    assert c.step_time(b) == pytest.approx(0.001 + offload + recall + compact, rel=1e-12)
+    # with swap traffic in the same iteration each kind is one more call: the fixed cost is paid again
+    both = Batch(swap_out_bytes=1e6, offload_bytes=1e6)
+    assert c.step_time(both) == pytest.approx(0.001 + 2 * offload, rel=1e-12)
+
+
 def test_dtype_falls_back_to_the_same_width_then_any():
     assert pick_fit(CAL, "linear", "fp16")[:2] == ("gemm_torch", "bf16")
     assert pick_fit(CAL, "decode_attention", "fp8")[:2] == ("paged_decode_torch", "fp16")

@@ -11,11 +11,10 @@ from typer.testing import CliRunner
 
 from kvsim.cli import app
 from kvsim.errors import KvsimError
+from kvsim.sweep.columns import COLUMNS
 from kvsim.sweep.compare import (
-    COLUMNS,
     Variant,
     compare_frame,
-    format_value,
     grid,
     parse_vary,
     run_compare,
@@ -96,6 +95,7 @@ def test_layouts_run_on_identical_streams(scenario, tmp_path):
         assert (tmp_path / "out" / name).stat().st_size > 0
     header, rows = table_rows(results)
     assert header[0] == "kv.layout" and len(header) == len(COLUMNS) + 1 and rows[0][0] == "paged"
+    assert "attn mass" not in header and "kv_bound_concurrency" not in csv.columns  # no sparsity section
 
     again = run_compare(scenario, [LAYOUTS])
     write_compare(tmp_path / "again", again)
@@ -113,10 +113,17 @@ def test_bad_variant_fails_before_running(scenario):
         run_compare(scenario, ["kv.layout=paged,tiled"])
 
 
-def test_format_value():
-    assert format_value(None, "pct") == "-" and format_value(0.1234, "pct") == "12.3%"
-    assert format_value(1234, "int") == "1,234" and format_value(2.5, "num") == "2.5"
-    assert format_value(12345.6, "num") == "12,346" and format_value(float("nan"), "num") == "-"
+def test_sparsity_policies_add_their_columns(scenario):
+    results = run_compare(scenario, ["kv.sparsity.policy=none,streaming"],
+                          ["kv.sparsity.budget_tokens=32", "kv.sparsity.min_tokens=16",
+                           "simulation.requests=12"])
+    assert streams_identical(results)
+    header, rows = table_rows(results)
+    assert header[-7:] == ["KV-bound conc.", "KV saved", "gain", "attn mass", "re-read lost", "recalled GiB",
+                           "stall s"]
+    assert rows[0][-6:] == ["0.0%", "1.00x", "100.0%", "0.0%", "0.0", "0"]  # policy none, by definition
+    streaming = results[1].summary["sparsity"]
+    assert rows[1][-4] == f"{100 * streaming['attention_mass_retained']:.1f}%" and rows[1][-4] != "100.0%"
 
 
 def test_cli_compare(scenario, tmp_path):

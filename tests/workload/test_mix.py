@@ -5,6 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from kvsim.errors import KvsimError
+from kvsim.kvcache.sparsity.tracker import reread_schedule
 from kvsim.workload.config import WorkloadConfig
 from kvsim.workload.factory import build_requests
 from kvsim.workload.mix import COMPONENT_ID_SHIFT
@@ -40,6 +41,20 @@ def test_follow_ups_and_content_ids_are_remapped():
             parent = by_rid[r.after]
             assert parent.rid < r.rid and parent.source == r.source == "chat"
             assert (parent.output_id, parent.output_len) in r.segments  # the answer is quoted
+
+
+def test_rereads_of_a_component_follow_its_shifted_content_ids():
+    # only the 300-token system prompt (segment 0) is >= min_tokens, and Poisson(50) draws >= 1 re-read:
+    # every rag request of component 1 re-reads exactly its first segment, id shifted by 2^52
+    rereads = {"mean": 50, "min_tokens": 300, "skip_first": 0, "skip_last": 0}
+    cfg = mix([{"kind": "synthetic"}, {"kind": "rag", "rereads": rereads}])
+    reqs = build_requests(cfg, np.random.default_rng(3), 40)
+    rag = [r for r in reqs if r.source == "rag"]
+    assert rag and all(r.segments[0][1] == 300 and r.segments[0][0] >= 1 << COMPONENT_ID_SHIFT for r in rag)
+    assert all(r.rereads == (r.segments[0][0],) for r in rag)
+    assert all(r.rereads == () for r in reqs if r.source != "rag")
+    # the engine finds the segment: one re-read of positions 0..299, half-way through 10 decode steps
+    assert reread_schedule(rag[0].segments, rag[0].rereads, 10) == [(5, 0, 300)]
 
 
 def test_component_streams_do_not_depend_on_each_other():

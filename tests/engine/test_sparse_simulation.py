@@ -6,8 +6,8 @@ import pytest
 
 from kvsim.engine.scheduler import Scheduler
 from kvsim.engine.simulation import Simulation
+from kvsim.engine.sparse_scheduler import SparseScheduler
 from kvsim.errors import KvsimError
-from kvsim.kvcache.sparsity.scheduler import SparseScheduler
 from kvsim.metrics.summary import build_summary, summary_table_rows
 from kvsim.scenario import load_scenario
 

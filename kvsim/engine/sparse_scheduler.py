@@ -9,7 +9,7 @@ iteration, unlike the base scheduler's O(changes); with policy none the base sch
 Offload policies write what they drop to host memory and, when a re-read (Request.rereads) lands on
 offloaded KV, recall it over the host link inside the iteration. Charges (offload writes, recalls,
 compaction copies) go into the iteration's Batch; per-iteration and per-request figures are kept here
-and attached to the run's frames by kvsim/kvcache/sparsity/wiring.py.
+and attached to the run's frames by kvsim/engine/sparse_wiring.py.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from dataclasses import replace
 
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.sparse_swap import swap_in_sparse
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import SparsityConfig
 from kvsim.kvcache.sparsity.keep import kept_in_range
 from kvsim.kvcache.sparsity.paging import compaction_copies, footprint_blocks, hole_slots
 from kvsim.kvcache.sparsity.policies import build_policy
-from kvsim.kvcache.sparsity.swap import swap_in_sparse
 from kvsim.kvcache.sparsity.tracker import (
     TIMELINE_COLUMNS,
     RequestStats,

@@ -6,12 +6,12 @@ import pytest
 
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import SchedulerLimits
+from kvsim.engine.sparse_scheduler import SparseScheduler
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
 from kvsim.kvcache.sparsity.keep import Keep
 from kvsim.kvcache.sparsity.paging import block_mode_blocks, hole_slots
-from kvsim.kvcache.sparsity.scheduler import SparseScheduler
 from kvsim.kvcache.sparsity.tracker import SeqState
 from kvsim.workload.request import Request
 

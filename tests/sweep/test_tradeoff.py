@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kvsim.kvcache.sparsity.tradeoff import from_compare_json, kv_bound_concurrency, markdown, tradeoff_rows
+from kvsim.sweep.tradeoff import from_compare_json, kv_bound_concurrency, markdown, tradeoff_rows
 
 
 def summary(sparsity=None):

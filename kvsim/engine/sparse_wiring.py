@@ -7,8 +7,8 @@ from typing import Any
 import pandas as pd
 
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.sparse_scheduler import TIMELINE_COLUMNS, SparseScheduler
 from kvsim.errors import KvsimError
-from kvsim.kvcache.sparsity.scheduler import TIMELINE_COLUMNS, SparseScheduler
 from kvsim.kvcache.sparsity.tracker import REQUEST_COLUMNS
 
 

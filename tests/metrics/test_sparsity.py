@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from kvsim.kvcache.sparsity.summary import sparsity_rows, sparsity_section
+from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
 from kvsim.metrics.summary import _fmt, _pct, _per_replica_mean
 
 META = {

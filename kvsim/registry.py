@@ -1,0 +1,57 @@
+"""Every pluggable choice a scenario can name, gathered from the registries (for `kvsim policies`)."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from kvsim.kvcache.eviction import EVICTION_POLICIES
+from kvsim.kvcache.sparsity.policies import POLICIES as SPARSITY_POLICIES
+from kvsim.kvcache.sparsity.policies import policy_names
+from kvsim.scenario import CostConfig, KVConfig, SchedulerConfig
+
+LAYOUTS = {
+    "paged": "PagedAttention blocks; a block is allocated when the last one fills",
+    "contiguous:max": "one region per request of max_model_len slots (FasterTransformer / Orca Max)",
+    "contiguous:pow2": "prompt + next power of two of the output (Orca Pow2)",
+    "contiguous:oracle": "exactly prompt + output (Orca Oracle)",
+}
+PREFIX_CACHES = {
+    "none": "no prefix reuse",
+    "hash": "vLLM automatic prefix caching: full blocks keyed by chained hashes",
+    "radix": "SGLang RadixAttention: radix tree over any-length prefixes, leaf eviction",
+}
+PREEMPTION = {
+    "recompute": "free the blocks; prefill prompt + generated tokens again later",
+    "swap": "move the blocks to CPU swap space and back",
+}
+COST_MODELS = {
+    "roofline": "memory- or compute-bound terms from datasheet numbers",
+    "calibrated": "terms fitted to measured kernels (hardware profile `calibration`), roofline elsewhere",
+}
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0] if doc else ""
+
+
+def all_policies() -> list[tuple[str, str, str]]:
+    """(scenario key, name, one-line description) for every registered choice, in a stable order."""
+    rows: list[tuple[str, str, str]] = []
+    _check("kv.layout", LAYOUTS, KVConfig, "layout")
+    _check("kv.prefix_cache", PREFIX_CACHES, KVConfig, "prefix_cache")
+    _check("scheduler.preemption_mode", PREEMPTION, SchedulerConfig, "preemption_mode")
+    _check("cost.model", COST_MODELS, CostConfig, "model")
+    rows += [("kv.layout", k, v) for k, v in LAYOUTS.items()]
+    rows += [("kv.prefix_cache", k, v) for k, v in PREFIX_CACHES.items()]
+    rows += [("kv.eviction", k, _first_line(fn.__doc__)) for k, fn in EVICTION_POLICIES.items()]
+    rows += [("kv.sparsity.policy", k, SPARSITY_POLICIES[k].summary) for k in policy_names()]
+    rows += [("scheduler.preemption_mode", k, v) for k, v in PREEMPTION.items()]
+    rows += [("cost.model", k, v) for k, v in COST_MODELS.items()]
+    return rows
+
+
+def _check(key: str, names: dict[str, str], model, field: str) -> None:
+    """The descriptions above must name exactly the schema's choices."""
+    allowed = set(get_args(model.model_fields[field].annotation))
+    if allowed != set(names):
+        raise RuntimeError(f"registry for {key} out of date: schema {sorted(allowed)} vs {sorted(names)}")

@@ -1,0 +1,130 @@
+"""The figures `kvsim compare` (and the sparsity trade-off table) put side by side: which summary keys,
+their labels and formats, and the optional column groups that appear only when a variant's summary has
+their section (e.g. `sparsity`, present with kv.sparsity.policy set). docs/metrics.md defines every key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Column = tuple[str, str, str]
+"""(summary key, table label, format: int | num | pct | x | gib)."""
+
+COLUMNS: tuple[Column, ...] = (
+    ("requests.completed", "completed", "int"),
+    ("throughput.requests_per_s", "req/s", "num"),
+    ("throughput.output_tokens_per_s", "out tok/s", "num"),
+    ("latency.ttft_s.p50", "TTFT p50 s", "num"),
+    ("latency.e2e_s.p50", "E2E p50 s", "num"),
+    ("concurrency.mean", "batched mean", "num"),
+    ("concurrency.max", "batched max", "int"),
+    ("kv.breakdown.token_states", "KV states", "pct"),
+    ("kv.breakdown.reservation", "reserved", "pct"),
+    ("kv.breakdown.internal_fragmentation", "int. frag", "pct"),
+    ("kv.breakdown.external_fragmentation", "ext. frag", "pct"),
+    ("kv.breakdown.free", "free", "pct"),
+    ("kv.sharing_saving", "shared saving", "pct"),
+    ("preemptions", "preempt", "int"),
+)
+"""The figures every compare table shows, in table order."""
+
+
+@dataclass(slots=True, frozen=True)
+class ColumnGroup:
+    """Columns shown only when at least one summary has the top-level key `section`. A summary without
+    it takes `absent[key]` (a value true by definition, e.g. policy none keeps 100% of the attention
+    mass), or None ("-") for keys not listed there."""
+
+    section: str
+    columns: tuple[Column, ...]
+    absent: dict[str, Any] = field(default_factory=dict)
+
+
+def dig(summary: dict[str, Any], dotted: str) -> Any:
+    """summary["a"]["b"]... for "a.b...", None where a part is missing."""
+    node: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def kv_bound_concurrency(summary: dict[str, Any]) -> float | None:
+    """Requests of this run's mix the KV pool could hold: concurrency.mean / kv.used_blocks_mean (the
+    pool divided by the share of it an average running request held)."""
+    conc, used = dig(summary, "concurrency.mean"), dig(summary, "kv.used_blocks_mean")
+    return conc / used if conc is not None and used else None
+
+
+DERIVED: dict[str, Callable[[dict[str, Any]], Any]] = {"kv_bound_concurrency": kv_bound_concurrency}
+"""Column keys computed from a summary rather than read from it."""
+
+SPARSITY = ColumnGroup(
+    "sparsity",
+    (
+        ("kv_bound_concurrency", "KV-bound conc.", "num"),
+        ("sparsity.memory_saved_fraction", "KV saved", "pct"),
+        ("sparsity.concurrency_gain", "gain", "x"),
+        ("sparsity.attention_mass_retained", "attn mass", "pct"),
+        ("sparsity.reread_lost_fraction", "re-read lost", "pct"),
+        ("sparsity.recall_bytes", "recalled GiB", "gib"),
+        ("sparsity.stall_s", "stall s", "num"),
+    ),
+    {"sparsity.memory_saved_fraction": 0.0, "sparsity.concurrency_gain": 1.0,
+     "sparsity.attention_mass_retained": 1.0, "sparsity.reread_lost_fraction": 0.0,
+     "sparsity.recall_bytes": 0.0, "sparsity.stall_s": 0.0},
+)
+"""Token-level sparsity figures (docs/sparsity.md); a variant without a policy keeps all KV."""
+
+OPTIONAL_GROUPS: tuple[ColumnGroup, ...] = (SPARSITY,)
+
+
+@dataclass(slots=True, frozen=True)
+class Picked:
+    """One column of a table, with the optional group it belongs to (None for a base column)."""
+
+    key: str
+    label: str
+    fmt: str
+    group: ColumnGroup | None = None
+
+    def value(self, summary: dict[str, Any]) -> Any:
+        derive = DERIVED.get(self.key)
+        v = derive(summary) if derive is not None else dig(summary, self.key)
+        if v is None and self.group is not None and self.group.section not in summary:
+            v = self.group.absent.get(self.key)
+        return v
+
+    def text(self, summary: dict[str, Any]) -> str:
+        return format_value(self.value(summary), self.fmt)
+
+
+def select(summaries: Iterable[dict[str, Any]], base: tuple[Column, ...] = COLUMNS,
+           groups: tuple[ColumnGroup, ...] = OPTIONAL_GROUPS, always: bool = False) -> list[Picked]:
+    """The base columns, then each group's columns if some summary has its section (or `always`)."""
+    sections = set().union(*(s.keys() for s in summaries))
+    picked = [Picked(*c) for c in base]
+    for g in groups:
+        if always or g.section in sections:
+            picked += [Picked(*c, group=g) for c in g.columns]
+    return picked
+
+
+def format_value(value: Any, fmt: str) -> str:
+    """A figure as the tables print it; None and non-finite values print as "-"."""
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "-"
+    if fmt == "pct":
+        return f"{100 * value:.1f}%"
+    if fmt == "int":
+        return f"{int(value):,}"
+    if fmt == "x":
+        return f"{value:.2f}x"
+    if fmt == "gib":
+        return f"{value / 2**30:.1f}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
