@@ -42,8 +42,3 @@ class Group:
     cached_tokens: int = 0
     seq_blocks: int = 0
     replica: int = 0
-
-    @property
-    def live_seqs(self) -> int:
-        """Sequences this group holds in the batch: n once forked, 1 before."""
-        return self.n if self.forked else 1

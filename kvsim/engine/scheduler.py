@@ -11,6 +11,7 @@ import numpy as np
 from kvsim.cost.batch import Batch
 from kvsim.engine.beam import BeamSearch
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
+from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
 
 
@@ -173,7 +174,7 @@ class Scheduler:
     def _alloc_or_preempt(self, g: Group, seqs: list[int], tokens: int) -> bool:
         """Give each seq of g room for `tokens` slots, preempting from the tail; False if g itself went."""
         kv = self.kv
-        need = sum(kv.blocks_needed(s, tokens) for s in seqs)
+        need = kv.group_blocks_needed(seqs, tokens)
         while need > kv.num_free_blocks:
             if self._preempt_last() is g:
                 return False
@@ -227,14 +228,15 @@ class Scheduler:
             self._start_chunk(g, chunk)
 
         swap_in_blocks = 0
-        if not self.preempted_now:
+        if not self.preempted_now or not self.running:
             swap_in_blocks = self._swap_in(now)
             self._admit(now)
 
         prefills = self._scheduled_prefills
         if not prefills and not self.dec_seqs:
             if self.has_work() and not self.running:
-                raise RuntimeError("scheduler stalled: waiting work but nothing can be scheduled")
+                raise KvsimError("internal error: the scheduler stalled with waiting work it cannot "
+                                 "schedule (please report the scenario)")
             return None
         p_tokens = 0
         pairs = 0.0

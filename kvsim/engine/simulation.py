@@ -67,7 +67,10 @@ class Simulation:
         kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len)
         limits = SchedulerLimits(
             max_num_seqs=sc.scheduler.max_num_seqs,
-            max_num_batched_tokens=sc.scheduler.max_num_batched_tokens,
+            # without chunked prefill a whole prompt (after a recompute: prompt + generated) must fit one
+            # iteration, so the budget is at least max_model_len, as vLLM sets it
+            max_num_batched_tokens=(sc.scheduler.max_num_batched_tokens if sc.scheduler.chunked_prefill
+                                    else max(sc.scheduler.max_num_batched_tokens, self.max_model_len)),
             chunked_prefill=sc.scheduler.chunked_prefill,
             preemption_mode=sc.scheduler.preemption_mode,
             watermark_blocks=int(sc.kv.watermark * self.num_blocks),
@@ -81,19 +84,18 @@ class Simulation:
 
     def reject_reason(self, r: Request) -> str | None:
         """Why the engine would refuse r outright (as vLLM refuses over-long prompts), or None."""
-        sch = self.sc.scheduler
         if r.prompt_len >= self.max_model_len:
             return "prompt longer than max_model_len"
-        if not sch.chunked_prefill and r.prompt_len > sch.max_num_batched_tokens:
-            return "prompt longer than max_num_batched_tokens without chunked prefill"
         bs = self.sc.kv.block_size
-        total = r.prompt_len + min(r.output_len, self.max_model_len - r.prompt_len)
+        output = min(r.output_len, self.max_model_len - r.prompt_len)
+        # a sequence holds at most prompt + output - 1 slots: the last token's KV is never written
+        total = r.prompt_len + max(output - 1, 0)
         if max(r.n, r.beam_width) * -(-total // bs) > self.num_blocks:
             return "request needs more KV blocks than the pool has"
         replicas = getattr(self, "replicas", None)
         refuse = getattr(replicas[0].sched.kv, "refuse_reason", None) if replicas else None
         if refuse is not None:
-            return refuse(r, total - r.prompt_len)
+            return refuse(r, output)
         return None
 
     def _group(self, r: Request) -> Group:
@@ -148,6 +150,9 @@ class Simulation:
         reason = self.reject_reason(r)
         if reason is not None:
             self._record(r, replica, None)
+            # the user goes on: the next turn follows think_s after the refusal
+            for child in self._followups.pop(r.rid, ()):
+                self._release(child, replica, self.env.now + child.think_s)
             return
         self.replicas[replica].submit(self._group(r))
 

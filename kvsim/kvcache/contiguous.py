@@ -126,6 +126,10 @@ class ContiguousKVManager:
     def has(self, seq: int) -> bool:
         return seq in self.regions
 
+    def group_blocks_needed(self, seqs: list[int], num_tokens: int) -> int:
+        """Regions are never shared, so a group needs the sum of its sequences' blocks."""
+        return sum(self.blocks_needed(s, num_tokens) for s in seqs)
+
     def blocks_needed(self, seq: int, num_tokens: int) -> int:
         """0 within a placed region; for an admitted, unplaced sequence the blocks its regions take when
         they fit now, else one more block than is free."""

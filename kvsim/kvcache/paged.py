@@ -64,6 +64,19 @@ class PagedKVManager:
         need = -(-num_tokens // self.block_size) - len(table)
         return need + (1 if self._needs_cow(table, ntok) else 0)
 
+    def group_blocks_needed(self, seqs: list[int], num_tokens: int) -> int:
+        """New blocks allocating num_tokens for each of seqs, in order, takes: as blocks_needed summed,
+        less one copy per shared last block that only these seqs hold (its last writer needs no copy)."""
+        need = 0
+        sharers: dict[int, int] = {}
+        for s in seqs:
+            need += self.blocks_needed(s, num_tokens)
+            table = self.tables.get(s)
+            if table is not None and num_tokens > self.ntok[s] and self._needs_cow(table, self.ntok[s]):
+                sharers[table[-1]] = sharers.get(table[-1], 0) + 1
+        rc = self.pool.refcount
+        return need - sum(1 for b, c in sharers.items() if c == rc[b])
+
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
         need = self.blocks_needed(seq, num_tokens)

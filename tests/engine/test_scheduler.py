@@ -6,6 +6,7 @@ import pytest
 
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, WAITING, Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.errors import KvsimError
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.workload.request import Request
 
@@ -200,5 +201,17 @@ def test_stall_is_an_error_not_a_hang():
     s = make(num_blocks=1, bs=2)
     g = group(0, prompt=4, output=2)
     s.add(g)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(KvsimError, match="stalled"):
         s.schedule(0.0)
+
+
+def test_a_group_sharing_its_last_block_needs_copies_for_all_but_the_last_writer():
+    # 2 blocks: the n=2 prompt of 5 tokens takes one; the first decode copies it once (2 blocks in all)
+    s = make(num_blocks=2, bs=16)
+    g = group(0, prompt=5, output=2, n=2)
+    s.add(g)
+    step(s, 0.0)
+    assert s.kv.group_blocks_needed(g.seqs, 6) == 1
+    b, done = step(s, 1.0)
+    assert b.copy_blocks == 1 and done == [g] and g.preemptions == 0
+
