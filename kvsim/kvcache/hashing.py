@@ -127,3 +127,23 @@ def page_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size
     """Unchained page keys of the full blocks among the first num_tokens tokens of the content."""
     n = num_tokens // block_size
     return BlockContent(segments, block_size, False).upto(n)[:n]
+
+
+class ContentMemo:
+    """The BlockContent of the request admitted last: a request that waits is offered for admission again
+    every iteration, and its keys should be computed once."""
+
+    __slots__ = ("block_size", "chained", "namespace", "_rid", "_content")
+
+    def __init__(self, block_size: int, chained: bool, namespace: str | int = "") -> None:
+        self.block_size = block_size
+        self.chained = chained
+        self.namespace = namespace
+        self._rid = -1
+        self._content: BlockContent | None = None
+
+    def get(self, req) -> BlockContent:
+        if self._content is None or self._rid != req.rid:
+            self._content = BlockContent(request_content(req), self.block_size, self.chained, self.namespace)
+            self._rid = req.rid
+        return self._content

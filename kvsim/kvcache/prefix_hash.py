@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.eviction import EvictionQueue
-from kvsim.kvcache.hashing import BlockContent, request_content
+from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
 
 
@@ -119,7 +119,7 @@ class PrefixHashKVManager(PagedKVManager):
         self.pool: HashCachePool = HashCachePool(num_blocks, block_size, eviction)
         self.seqcache: dict[int, _SeqCache] = {}
         self.namespace = namespace
-        self._memo: tuple[int, BlockContent] | None = None
+        self._memo = ContentMemo(block_size, chained=True, namespace=namespace)
 
     @property
     def cached_blocks(self) -> int:
@@ -130,12 +130,7 @@ class PrefixHashKVManager(PagedKVManager):
         return self.pool.evictions
 
     def _content(self, req) -> BlockContent:
-        memo = self._memo
-        if memo is not None and memo[0] == req.rid:
-            return memo[1]
-        content = BlockContent(request_content(req), self.block_size, True, self.namespace)
-        self._memo = (req.rid, content)
-        return content
+        return self._memo.get(req)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
         """Map the longest cached run of prompt blocks into seq's (new) table; return its tokens."""

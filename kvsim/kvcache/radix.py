@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hashing import BlockContent, request_content
+from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.radix_tree import RadixNode, RadixTree, common_length
 
@@ -95,7 +95,7 @@ class RadixKVManager(PagedKVManager):
         self.tree = RadixTree(eviction)
         self.pool: RadixPool = RadixPool(num_blocks, block_size, self.tree)
         self.paths: dict[int, _SeqPath] = {}
-        self._memo: tuple[int, BlockContent] | None = None
+        self._memo = ContentMemo(block_size, chained=False)
 
     @property
     def cached_blocks(self) -> int:
@@ -106,12 +106,7 @@ class RadixKVManager(PagedKVManager):
         return self.pool.evictions
 
     def _content(self, req) -> BlockContent:
-        memo = self._memo
-        if memo is not None and memo[0] == req.rid:
-            return memo[1]
-        content = BlockContent(request_content(req), self.block_size, chained=False)
-        self._memo = (req.rid, content)
-        return content
+        return self._memo.get(req)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
