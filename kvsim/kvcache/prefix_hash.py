@@ -129,14 +129,11 @@ class PrefixHashKVManager(PagedKVManager):
     def evictions(self) -> int:
         return self.pool.evictions
 
-    def _content(self, req) -> BlockContent:
-        return self._memo.get(req)
-
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
         """Map the longest cached run of prompt blocks into seq's (new) table; return its tokens."""
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
         bs = self.block_size
-        content = self._content(req)
+        content = self._memo.get(req)
         limit = (prompt_tokens - 1) // bs
         keys = content.upto(limit)
         pool = self.pool

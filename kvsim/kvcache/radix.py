@@ -105,13 +105,10 @@ class RadixKVManager(PagedKVManager):
     def evictions(self) -> int:
         return self.pool.evictions
 
-    def _content(self, req) -> BlockContent:
-        return self._memo.get(req)
-
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
         bs = self.block_size
-        content = self._content(req)
+        content = self._memo.get(req)
         limit = (prompt_tokens - 1) // bs
         pages = content.upto(limit)
         node, blocks = self.tree.match(pages, limit)
