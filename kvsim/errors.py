@@ -1,6 +1,22 @@
-"""The one exception type the CLI turns into a one-line error and a non-zero exit."""
+"""The one exception type the CLI turns into a one-line error and a non-zero exit, and `excerpt`, the one
+way an error message quotes user input."""
+
+from __future__ import annotations
+
+from typing import Any
 
 
 class KvsimError(Exception):
     """A user-facing error: bad scenario, bad trace, unknown model. The message is one line and names
     the file, key or line at fault."""
+
+
+def excerpt(value: Any, limit: int = 40) -> str:
+    """A short, escaped quotation of user input for an error message: repr() (so control characters and
+    newlines are escaped), cut to about `limit` characters. Never echo more of a file than this."""
+    text = value if isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        cut = text[: limit + 1]
+        quoted = repr(cut[:limit])
+        return quoted[:-1] + "…" + quoted[-1] if len(cut) > limit else quoted
+    return text if len(text) <= limit else text[:limit] + "…"
