@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import time
@@ -16,12 +17,13 @@ from kvsim.errors import KvsimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation.")
-console = Console()
-err_console = Console(stderr=True)
+# Values users wrote (names, paths, keys) are echoed: never read them as rich markup or emoji codes.
+console = Console(markup=False, emoji=False, highlight=False)
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
 
 
 def _fail(msg: str) -> None:
-    err_console.print(f"error: {msg}", markup=False, highlight=False, soft_wrap=True)
+    _say(f"error: {msg}")
     raise typer.Exit(code=2)
 
 
@@ -38,7 +40,8 @@ def run(
     scenario: Path | None = typer.Argument(None, help="Scenario YAML; omit for the built-in default."),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set kv.block_size=32 (repeatable)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed."),
-    out: Path = typer.Option(Path("out"), "--out", help="Output folder (replaced atomically)."),
+    out: Path = typer.Option(Path("out"), "--out", help="Output folder: created, or replaced whole if kvsim"
+                             " wrote it (never a folder holding other files)."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress",
                                             help="Progress bar (default: on a terminal)."),
 ) -> None:
@@ -46,6 +49,7 @@ def run(
     from kvsim.scenario import load_scenario
 
     sc = _guard(lambda: load_scenario(scenario, set_, seed))
+    folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
     show = sys.stderr.isatty() if progress is None else progress
     result, wall, peak = _guard(lambda: _simulate(sc, show))
     from kvsim.metrics.report import write_outputs
@@ -60,7 +64,7 @@ def run(
         "iterations": int(len(result.timeline)),
         "kvsim_version": __version__,
     }
-    _guard(lambda: write_outputs(out, summary, result.requests, result.timeline, run_info))
+    _guard(lambda: write_outputs(folder, summary, result.requests, result.timeline, run_info))
     table = Table(title=f"kvsim: {sc.name}", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -69,6 +73,14 @@ def run(
     console.print(table)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
                   f"simulated requests per wall-second); outputs in {out}/")
+
+
+def _output_folder(out: Path, command: str, scenario: Path | None, sc=None):
+    """The checked output folder; it must not hold the scenario or the trace being read."""
+    from kvsim.output_folder import OutputFolder
+
+    trace = sc.workload.trace.path if sc is not None and sc.workload.trace is not None else None
+    return OutputFolder(out, command, protect=(scenario, trace))
 
 
 def _simulate(sc, show_progress: bool):
@@ -109,6 +121,7 @@ def compare(
     def done(r) -> None:
         err_console.print(f"done: {r.variant.label}", markup=False, highlight=False)
 
+    folder = _guard(lambda: _output_folder(out, "compare", scenario))
     results = _guard(lambda: run_compare(scenario, vary, set_, seed, jobs, on_done=done))
     header, rows = table_rows(results)
     table = Table(title=f"kvsim compare: {scenario}", show_header=True)
@@ -119,7 +132,7 @@ def compare(
     # wide enough for every cell: one row per variant, never truncated
     Console(width=max(console.width, table_width(header, rows))).print(table)
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
-    files = _guard(lambda: write_compare(out, results))
+    files = _guard(lambda: write_compare(folder, results))
     console.print(f"request streams: {same}; wrote {', '.join(files)} to {out}/")
 
 
@@ -216,32 +229,43 @@ def footprint(
 @app.command()
 def calibrate(
     profile: str = typer.Option("cpu", "--profile", help="Hardware profile to fit (hardware_profiles/"
-                                "NAME.yaml); measurements go to calibration/NAME/."),
+                                "NAME.yaml)."),
     device: str = typer.Option("cpu", "--device", help="torch device to measure on: cpu, cuda, cuda:1."),
     model: str = typer.Option("llama-3-8b", "--model", help="Model whose GEMM shapes and KV block size are"
                               " measured: catalog name, model YAML, or a scenario YAML."),
     grid: str | None = typer.Option(None, "--grid", help="cpu, gpu or smoke (default: gpu on cuda, else"
                                     " cpu)."),
-    budget_s: float = typer.Option(240.0, "--budget-s", min=1, help="Wall-clock budget for measuring."),
+    budget_s: float = typer.Option(240.0, "--budget-s", min=1, max=86400, help="Wall-clock budget for"
+                                   " measuring."),
     kernel: list[str] = typer.Option([], "--kernel", help="Measure only this kernel (repeatable)."),
-    fit_only: bool = typer.Option(False, "--fit-only", help="Refit the stored measurements only."),
-    check: str | None = typer.Option(None, "--check", help="Re-measure a subset of calibration/DEVICE/"
-                                     " here; fail when a kernel is slower than that baseline."),
-    tolerance: float = typer.Option(0.25, "--tolerance", min=0, help="--check: allowed slowdown"
+    fit_only: bool = typer.Option(False, "--fit-only", help="Refit stored measurements (--measurements)"
+                                  " without measuring."),
+    check: str | None = typer.Option(None, "--check", help="Re-measure a subset of a stored baseline"
+                                     " (calibration/DEVICE/) here; fail when a kernel is slower. Writes"
+                                     " nothing."),
+    tolerance: float = typer.Option(0.25, "--tolerance", min=0, max=1000, help="--check: allowed slowdown"
                                     " (0.25 = 25%)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of block ids, inputs and case order."),
-    out: Path | None = typer.Option(None, "--out", help="Measurements CSV (default calibration/PROFILE/"
-                                    "measurements.csv)."),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch threads on a CPU device."),
-    nice: int = typer.Option(0, "--nice", help="Add to the measuring process's nice value (e.g. -10, as"
-                             " root, on a shared CPU)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of block ids, inputs and case order."),
+    out: Path = typer.Option(Path("calibrate_out"), "--out", help="Output folder for measurements.csv and"
+                             " the fitted PROFILE.yaml."),
+    measurements: Path | None = typer.Option(None, "--measurements", help="--fit-only: the measurements"
+                                             " to refit; --check: the baseline (default calibration/"
+                                             "PROFILE/measurements.csv)."),
+    install: bool = typer.Option(False, "--install", help="Also put the fit in place of the shipped one"
+                                 " (hardware_profiles/PROFILE.yaml, calibration/PROFILE/), keeping the"
+                                 " previous pair in calibration/PROFILE/previous/."),
+    force: bool = typer.Option(False, "--force", help="--install even a fit worse than the stored one."),
+    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads on a CPU device."),
+    nice: int = typer.Option(0, "--nice", min=-20, max=19, help="Add to the measuring process's nice"
+                             " value (e.g. -10, as root, on a shared CPU)."),
 ) -> None:
-    """Time attention, GEMM and copy kernels, fit the cost model, store it in the hardware profile."""
+    """Time attention, GEMM and copy kernels and fit the cost model; write the measurements and the fitted
+    profile to OUT, and with --install make them the shipped calibration."""
     from kvsim.calibrate.command import main as calibrate_main
 
     code = _guard(lambda: calibrate_main(profile, device, model, grid, budget_s, kernel, fit_only, check,
-                                         tolerance, seed, out, log=console.print, threads=threads,
-                                         nice=nice))
+                                         tolerance, seed, out, measurements, install, force,
+                                         log=console.print, threads=threads, nice=nice))
     raise typer.Exit(code=code or 0)
 
 
@@ -263,15 +287,21 @@ def hitrate(
     """LRU prefix-cache hit rate against cache capacity, in one pass (stack distances)."""
     from kvsim.metrics import hitrate_report as hr
 
+    folder = _guard(lambda: _output_folder(out, "hitrate", source))
+
     def compute():
         stream = hr.load_stream(source, set_, requests, block_size, model, kv_dtype)
         data = hr.analyse(stream, sample_rate)
         return stream, data, hr.curve_rows(data, hr.parse_capacities(capacities, unit, stream, data), stream)
 
     stream, data, rows = _guard(compute)
-    out.mkdir(parents=True, exist_ok=True)
-    hr.write_csv(out / "hitrate.csv", rows)
-    hr.plot_curve(out / "hitrate.png", rows, stream, data)
+
+    def write() -> None:
+        with folder as tmp:
+            hr.write_csv(tmp / "hitrate.csv", rows)
+            hr.plot_curve(tmp / "hitrate.png", rows, stream, data)
+
+    _guard(write)
     table = Table(title=f"LRU prefix hit rate: {stream.label} (block size {stream.block_size})")
     for col in ("capacity (blocks)", "tokens", "GiB", "hit rate (blocks)", "hit rate (tokens)"):
         table.add_column(col, justify="right")
@@ -308,25 +338,52 @@ def version() -> None:
 
 
 def main() -> None:
-    """Console entry point: usage errors (bad flags, bad option values) become one line too."""
+    """Console entry point. Every failure is one line on stderr: usage errors (bad flags, bad option
+    values) and KvsimErrors exit 2, SIGINT 130, SIGTERM 143; anything else is a kvsim bug, reported as
+    one `internal error` line with exit 3 (KVSIM_DEBUG=1 shows the traceback)."""
+    from kvsim import output_folder
+
+    output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary output folders are removed
     try:
         rc = app(standalone_mode=False, prog_name="kvsim")
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:
-        err_console.print("error: aborted", markup=False, highlight=False)
+        _say("error: aborted")
         raise SystemExit(130) from None
     except Exception as exc:
-        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            # a click/typer usage error: name the command and say what was wrong, on one line
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.command_path}: " if ctx is not None else ""
+            _say(f"error: {where}{exc.format_message()}")
+            raise SystemExit(exc.exit_code or 2) from None
+        if os.environ.get("KVSIM_DEBUG"):
             raise
-        # a click/typer usage error: name the command and say what was wrong, on one line
-        ctx = getattr(exc, "ctx", None)
-        where = f"{ctx.command_path}: " if ctx is not None else ""
-        msg = " ".join(exc.format_message().split())
-        err_console.print(f"error: {where}{msg}", markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(exc.exit_code or 2) from None
+        _say(_internal_error(exc))
+        raise SystemExit(3) from None
+    if rc == 130:  # typer's answer to KeyboardInterrupt: Ctrl-C, or SIGTERM (output_folder.Terminated)
+        terminated = bool(output_folder.terminated_by)
+        _say("error: terminated" if terminated else "error: interrupted")
+        raise SystemExit(143 if terminated else 130)
     if isinstance(rc, int) and rc:
         raise SystemExit(rc)
+
+
+def _say(line: str) -> None:
+    """Print one line to stderr: whitespace (newlines included) collapsed, no markup."""
+    err_console.print(" ".join(line.split()), soft_wrap=True)
+
+
+def _internal_error(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "error: out of memory (a scenario or input too large for this machine?)"
+    if isinstance(exc, RecursionError):
+        return "error: input nested too deeply"
+    from kvsim.errors import excerpt
+
+    return (f"error: internal error, please report it: {type(exc).__name__}: {excerpt(str(exc), 120)}"
+            " (KVSIM_DEBUG=1 shows the traceback)")
 
 
 if __name__ == "__main__":

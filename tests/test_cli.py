@@ -133,22 +133,48 @@ def test_rerun_replaces_earlier_output(tmp_path):
     out = tmp_path / "out"
     first = invoke("run", *TINY, "--out", out)
     assert first.exit_code == 0, first.output
-    (out / "stale.txt").write_text("from an earlier run")
     second = invoke("run", *TINY, "--seed", 3, "--out", out)
     assert second.exit_code == 0, second.output
-    assert not (out / "stale.txt").exists()
     assert json.loads((out / "summary.json").read_text())["scenario"]["simulation"]["seed"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_rerun_never_deletes_files_the_user_added(tmp_path):
+    out = tmp_path / "out"
+    assert invoke("run", *TINY, "--out", out).exit_code == 0
+    (out / "notes.md").write_text("my notes")
+    (out / "analysis").mkdir()
+    result = invoke("run", *TINY, "--seed", 3, "--out", out)
+    assert "which kvsim did not write" in assert_one_line_error(result)
+    assert (out / "notes.md").read_text() == "my notes" and (out / "analysis").is_dir()
+    assert json.loads((out / "summary.json").read_text())["scenario"]["simulation"]["seed"] == 0
+
+
 def test_run_refuses_to_replace_unrelated_folder(tmp_path):
     out = tmp_path / "mine"
-    out.mkdir()
+    (out / ".git").mkdir(parents=True)
     (out / "notes.txt").write_text("keep me")
+    (out / "summary.json").write_text("{}")
     result = invoke("run", *TINY, "--out", out)
-    assert "refusing to replace" in assert_one_line_error(result)
-    assert (out / "notes.txt").read_text() == "keep me"
+    assert "not a kvsim output folder" in assert_one_line_error(result)
+    assert (out / "notes.txt").read_text() == "keep me" and (out / ".git").is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_run_never_writes_into_the_working_directory_or_the_scenarios_folder(tmp_path, monkeypatch):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    scenario = exp / "scenario.yaml"
+    scenario.write_text("name: mine\nsimulation: {requests: 5}\n")
+    monkeypatch.chdir(exp)
+    for out in (".", "..", str(exp)):
+        result = invoke("run", "scenario.yaml", "--out", out)
+        assert "working directory or a parent" in assert_one_line_error(result)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", "exp/scenario.yaml", "--out", "exp")
+    assert "would contain the input scenario.yaml" in assert_one_line_error(result)
+    assert sorted(p.name for p in exp.iterdir()) == ["scenario.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
 
 
 def test_run_with_progress_bar(tmp_path):
@@ -313,3 +339,25 @@ def test_console_entry_point_passes_kvsim_errors_through(monkeypatch, capsys):
         main()
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip() == "error: no-such-scenario.yaml: scenario file not found"
+
+
+def test_sigterm_while_writing_exits_143_and_keeps_the_old_output(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    assert invoke("run", "--set", "simulation.requests=5", "--out", out).exit_code == 0
+    before = (out / "summary.json").read_bytes()
+    code = ("import os, signal, sys\n"
+            "from kvsim.metrics import plots\n"
+            "def killed(*a, **k):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "plots.write_plots = killed\n"
+            "from kvsim.cli import main\n"
+            f"sys.argv = ['kvsim', 'run', '--set', 'simulation.requests=6', '--out', {str(out)!r}]\n"
+            "main()\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 143, res.stderr
+    assert res.stderr.strip() == "error: terminated" and "Traceback" not in res.stderr
+    assert (out / "summary.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -70,3 +70,19 @@ def test_sampled_run_and_errors(tmp_path):
         assert res.exit_code == 2 and msg in res.output, res.output
     res = runner.invoke(app, ["hitrate", str(tmp_path / "x.txt")])
     assert res.exit_code == 2 and "expected a scenario (.yaml)" in res.output
+
+
+def test_hitrate_never_overwrites_a_users_files(tmp_path, monkeypatch):
+    mine = tmp_path / "analysis"
+    mine.mkdir()
+    (mine / "hitrate.csv").write_text("my own numbers\n")
+    res = runner.invoke(app, ["hitrate", str(EXCERPT), "--out", str(mine)])
+    assert res.exit_code == 2 and "not a kvsim output folder" in res.output
+    assert (mine / "hitrate.csv").read_text() == "my own numbers\n"
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["hitrate", str(EXCERPT), "--out", "."])
+    assert res.exit_code == 2 and "working directory" in res.output
+    again = tmp_path / "hr"
+    for _ in range(2):  # its own folder is replaced
+        assert runner.invoke(app, ["hitrate", str(EXCERPT), "--out", str(again)]).exit_code == 0
+    assert sorted(p.name for p in again.iterdir()) == [".kvsim-manifest.json", "hitrate.csv", "hitrate.png"]

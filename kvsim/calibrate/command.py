@@ -1,38 +1,34 @@
-"""What `kvsim calibrate` does: measure a grid on a device, fit the models, write the profile's
-`calibration` key. Torch is imported only by `measure`; fitting needs numpy, pandas and scipy."""
+"""What `kvsim calibrate` does: measure a grid on a device, fit the models, write the measurements and the
+fitted profile to an output folder (and, asked by name, install them). Torch is imported only by
+`measure`; fitting needs numpy, pandas and scipy."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kvsim.calibrate.cases import KERNELS
 from kvsim.calibrate.fit import FOLDS, MAPE_CEILING, fit_all, paged_overhead, terms
+from kvsim.calibrate.install import install as install_fit
+from kvsim.calibrate.install import installed_source, measurements_path, profile_file, repo_root
 from kvsim.calibrate.measurements import file_sha256, read_measurements, write_measurements
 from kvsim.calibrate.profile import write_calibration
 from kvsim.errors import KvsimError
+from kvsim.inputs import load_yaml
+from kvsim.output_folder import OutputFolder
 from kvsim.specs.catalog import get_model
-from kvsim.specs.hardware import hardware_profiles_dir, load_hardware
+from kvsim.specs.hardware import load_hardware
 from kvsim.specs.model import ModelSpec
-
-
-def repo_root() -> Path:
-    return hardware_profiles_dir().parent
-
-
-def measurements_path(profile: str, root: Path | None = None) -> Path:
-    return (root or repo_root()) / "calibration" / profile / "measurements.csv"
 
 
 def resolve_model(text: str) -> ModelSpec:
     """A catalog name, a model YAML / config.json, or a scenario YAML whose `model` key names one."""
     path = Path(text)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path, "scenario or model file")
         if isinstance(data, dict) and "model" in data and "num_layers" not in data:
             return get_model(data["model"])
     return get_model(text)
@@ -116,11 +112,11 @@ def _has_triton() -> bool:
     return True
 
 
-def fit_profile(profile: str, csv: Path, profile_path: Path | None = None, write: bool = True,
-                folds: int = FOLDS) -> dict[str, Any]:
-    """Fit every kernel in csv and (if write) store the result under `calibration` in the profile's YAML.
-    KvsimError if a kernel's held-out MAPE exceeds MAPE_CEILING."""
-    hw = load_hardware(profile_path or profile)
+def fit_profile(profile: str, csv: Path, folds: int = FOLDS, source: str | None = None) -> dict[str, Any]:
+    """Fit every kernel in csv and return the `calibration` mapping for PROFILE (nothing is written).
+    source: the measurements file the mapping names (default: csv, relative to the repo root when it lies
+    there). KvsimError if a kernel's held-out MAPE exceeds MAPE_CEILING (smoke grids are not gated)."""
+    hw = load_hardware(profile)
     prov, df = read_measurements(csv)
     kernels = fit_all(df, hw.peak_flops, folds)
     bad = [] if prov.get("grid") == "smoke" else [
@@ -128,10 +124,11 @@ def fit_profile(profile: str, csv: Path, profile_path: Path | None = None, write
            if f["heldout_mape"] > MAPE_CEILING]
     if bad:
         raise KvsimError(f"{csv}: held-out MAPE above {MAPE_CEILING}: {', '.join(bad)}")
-    try:
-        source = str(csv.resolve().relative_to(repo_root().resolve()))
-    except ValueError:
-        source = str(csv)
+    if source is None:
+        try:
+            source = str(csv.resolve().relative_to(repo_root().resolve()))
+        except ValueError:
+            source = str(csv)
     cal: dict[str, Any] = {
         "source": source, "sha256": file_sha256(csv),
         "provenance": {k: prov[k] for k in ("device", "driver", "torch", "triton", "kvsim", "date",
@@ -143,51 +140,78 @@ def fit_profile(profile: str, csv: Path, profile_path: Path | None = None, write
     overhead = paged_overhead(df)
     if overhead:
         cal["paged_over_contiguous"] = overhead
-    if write:
-        path = profile_path or _profile_file(profile)
-        write_calibration(path, cal, f"fitted by `kvsim calibrate` from {source}; do not edit by hand")
     return cal
 
 
-def _profile_file(profile: str) -> Path:
-    path = hardware_profiles_dir() / f"{profile}.yaml"
-    if not path.is_file():
-        raise KvsimError(f"--profile {profile}: no {path}")
-    return path
-
-
 def main(profile: str, device: str, model: str, grid: str | None, budget_s: float, kernels: list[str],
-         fit_only: bool, check: str | None, tolerance: float, seed: int, out: Path | None,
+         fit_only: bool, check: str | None, tolerance: float, seed: int, out: Path,
+         measurements: Path | None = None, install: bool = False, force: bool = False,
          log: Callable[[str], None] = print, threads: int = 1, nice: int = 0) -> int:
-    """The `kvsim calibrate` command; returns its exit code (1 when --check finds a slower kernel)."""
+    """The `kvsim calibrate` command; returns its exit code (1 when --check finds a slower kernel).
+
+    Measures (or, with fit_only, takes `measurements`) and fits; writes measurements.csv and PROFILE.yaml
+    (the profile with the new `calibration` key) to the output folder `out`. The shipped profile changes
+    only with install (kvsim/calibrate/install.py). --check re-measures against a stored baseline and
+    writes nothing."""
     if check is not None or not fit_only:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            raise KvsimError("kvsim calibrate needs torch: pip install -e '.[calibrate]'") from None
-        if nice:  # negative, as root: other work on a shared CPU interferes less with the timings
-            try:
-                os.nice(nice)
-            except OSError as exc:
-                raise KvsimError(f"--nice {nice}: {exc.strerror}") from None
+        _prepare_measuring(nice)
     if check is not None:
         from kvsim.calibrate.check import run_check
 
-        results = run_check(check, device, out or measurements_path(check), tolerance, log=log,
+        results = run_check(check, device, measurements or measurements_path(check), tolerance, log=log,
                             threads=threads)
         slow = [r for r in results if r.ratio > 1 + tolerance]
         log(f"{len(results) - len(slow)}/{len(results)} cases within {tolerance:.0%} of the baseline")
         return 1 if slow else 0
-    csv = out or measurements_path(profile)
-    if not fit_only:
-        load_hardware(profile)
-        grid = grid or ("gpu" if device.startswith("cuda") else "cpu")
-        measure(profile, device, resolve_model(model), grid, budget_s, kernels or list(KERNELS), seed, csv,
-                log, threads, nice)
-    cal = fit_profile(profile, csv)
-    for kernel, by in cal["kernels"].items():
+    shipped = profile_file(profile)
+    load_hardware(profile)
+    folder = OutputFolder(out, "calibrate")
+    given = measurements or measurements_path(profile)
+    if fit_only:
+        read_measurements(given)
+    fitted: dict[str, Any] | None = None
+    failure: KvsimError | None = None
+    with folder as tmp:
+        csv = tmp / "measurements.csv"
+        if fit_only:
+            shutil.copyfile(given, csv)
+        else:
+            grid = grid or ("gpu" if device.startswith("cuda") else "cpu")
+            measure(profile, device, resolve_model(model), grid, budget_s, kernels or list(KERNELS), seed,
+                    csv, log, threads, nice)
+        try:
+            fitted = fit_profile(profile, csv, source=installed_source(profile))
+        except KvsimError as exc:  # keep the measurements: they cost minutes of device time
+            failure = exc
+        else:
+            shutil.copyfile(shipped, tmp / shipped.name)
+            write_calibration(tmp / shipped.name, fitted, _comment(profile))
+    if failure is not None:
+        log(f"kept the measurements in {folder.given}/measurements.csv")
+        raise failure
+    for kernel, by in fitted["kernels"].items():
         for dtype, f in by.items():
             log(f"{kernel:24s} {dtype:5s} rows {f['rows']:4d}  held-out MAPE {f['heldout_mape']:.3f}  worst "
                 f"{f['heldout_worst']:.3f}  gate {f['mape_gate']:.2f}")
-    log(f"wrote calibration of {profile} to {_profile_file(profile)}")
+    log(f"wrote {folder.given}/measurements.csv and {folder.given}/{shipped.name}")
+    if install:
+        install_fit(profile, folder.path / "measurements.csv", fitted, _comment(profile), force, log)
+    else:
+        log(f"{shipped} is unchanged (--install puts this fit in place)")
     return 0
+
+
+def _comment(profile: str) -> str:
+    return f"fitted by `kvsim calibrate` from {installed_source(profile)}; do not edit by hand"
+
+
+def _prepare_measuring(nice: int) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise KvsimError("kvsim calibrate needs torch: pip install -e '.[calibrate]'") from None
+    if nice:  # negative, as root: other work on a shared CPU interferes less with the timings
+        try:
+            os.nice(nice)
+        except OSError as exc:
+            raise KvsimError(f"--nice {nice}: {exc.strerror}") from None

@@ -3,13 +3,16 @@ as it is."""
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kvsim.errors import KvsimError
+from kvsim.inputs import load_yaml, read_text
 
 _TOP_KEY = re.compile(r"^[A-Za-z_][\w-]*\s*:")
 
@@ -43,7 +46,7 @@ def write_calibration(path: Path, calibration: dict[str, Any], comment: str = ""
     entry's lines change; a comment line, if given, goes right above it."""
     if not path.is_file():
         raise KvsimError(f"{path}: hardware profile not found")
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = read_text(path, "hardware profile").splitlines(keepends=True)
     start = next((i for i, ln in enumerate(lines) if re.match(r"^calibration\s*:", ln)), None)
     if start is None:
         start = end = len(lines)
@@ -63,9 +66,19 @@ def write_calibration(path: Path, calibration: dict[str, Any], comment: str = ""
         yaml.safe_load(new)
     except yaml.YAMLError as exc:  # pragma: no cover - our own dump is valid YAML
         raise KvsimError(f"{path}: writing the calibration would break the YAML ({exc})") from None
-    path.write_text(new, encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(new)
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)  # the profile is the old text or the new one, whole
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_calibration(path: Path) -> dict[str, Any] | None:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return data.get("calibration")
+    """The `calibration` mapping of a profile YAML (None when absent or null)."""
+    data = load_yaml(path, "hardware profile") or {}
+    cal = data.get("calibration") if isinstance(data, dict) else None
+    return cal if isinstance(cal, dict) else None

@@ -1,12 +1,10 @@
-"""Write a run's output folder atomically: summary.json, requests.parquet, timeline.parquet, the plots,
-report.md and run.json. Everything but run.json is byte-identical across reruns of the same scenario."""
+"""Write a run's output folder: summary.json, requests.parquet, timeline.parquet, the plots, report.md and
+run.json (kvsim/output_folder.py adds its manifest). Everything but run.json and the manifest, which lists
+run.json's hash, is byte-identical across reruns of the same scenario."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kvsim.errors import KvsimError
 from kvsim.metrics import plots
 from kvsim.metrics.summary import summary_table_rows
+from kvsim.output_folder import OutputFolder, folder_for
 
 PLOT_TITLES: dict[str, str] = {
     "kv_usage.png": "KV cache usage",
@@ -37,20 +35,12 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     pq.write_table(table, path, compression="snappy")
 
 
-def write_outputs(out_dir: str | Path, summary: dict[str, Any], requests_df: pd.DataFrame,
+def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], requests_df: pd.DataFrame,
                   timeline_df: pd.DataFrame, run_info: dict[str, Any]) -> Path:
-    """Write all outputs into a temporary sibling folder, then rename it to out_dir, replacing a folder
-    already there if it is empty or an earlier run's output. On any failure the temporary folder is removed
-    and out_dir is left as it was. Returns the absolute out_dir."""
-    out_dir = Path(os.path.abspath(out_dir))
-    _check_replaceable(out_dir)
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    except OSError as exc:
-        raise KvsimError(f"{out_dir}: cannot create output folder: {exc.strerror}") from None
-    try:
-        os.chmod(tmp, 0o755)
+    """Write all outputs into the output folder `out` (see kvsim/output_folder.py: written whole, then
+    swapped into place; an existing folder is replaced only if kvsim wrote it). Returns the folder."""
+    folder = folder_for(out, "run")
+    with folder as tmp:
         (tmp / "summary.json").write_text(json_text(summary), encoding="utf-8")
         write_parquet(tmp / "requests.parquet", requests_df)
         write_parquet(tmp / "timeline.parquet", timeline_df)
@@ -58,40 +48,7 @@ def write_outputs(out_dir: str | Path, summary: dict[str, Any], requests_df: pd.
         (tmp / "report.md").write_text(render_report(summary, plot_files), encoding="utf-8")
         run_text = json.dumps(run_info, sort_keys=True, indent=2, default=str) + "\n"
         (tmp / "run.json").write_text(run_text, encoding="utf-8")
-        _swap_into_place(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
-
-
-def _check_replaceable(out_dir: Path) -> None:
-    """Refuse to replace anything but an empty folder or an earlier run's output folder, so a mistyped
-    --out (".", a home folder) never deletes unrelated files."""
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise KvsimError(f"{out_dir}: output path exists and is not a directory")
-    names = {p.name for p in out_dir.iterdir()}
-    if names and "summary.json" not in names:
-        raise KvsimError(f"{out_dir}: output folder exists and holds no summary.json; "
-                         "refusing to replace it (choose another --out or remove it)")
-
-
-def _swap_into_place(tmp: Path, out_dir: Path) -> None:
-    """Rename tmp to out_dir. An existing out_dir is first moved aside, and restored if the rename fails."""
-    if not out_dir.exists():
-        os.replace(tmp, out_dir)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-    os.rmdir(old)
-    os.replace(out_dir, old)
-    try:
-        os.replace(tmp, out_dir)
-    except BaseException:
-        os.replace(old, out_dir)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    return folder.path
 
 
 def _get(data: Any, *keys: str) -> Any:

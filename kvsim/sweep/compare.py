@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from kvsim.errors import KvsimError
+from kvsim.output_folder import OutputFolder, folder_for
 from kvsim.scenario import load_scenario, parse_value
 from kvsim.sweep.columns import Picked, select
 
@@ -181,21 +182,22 @@ def streams_identical(results: list[VariantResult]) -> bool:
     return len({r.stream for r in results}) <= 1
 
 
-def write_compare(out_dir: str | Path, results: list[VariantResult]) -> list[str]:
+def write_compare(out: str | Path | OutputFolder, results: list[VariantResult]) -> list[str]:
     """Write compare.csv, compare.json (the columns, and every variant's figures and full summary) and the
-    two plots; return the file names. Output bytes depend only on the results."""
+    two plots into the output folder `out` (kvsim/output_folder.py); return the file names. Output bytes
+    depend only on the results."""
     from kvsim.sweep.compare_plots import plot_batched_over_time, plot_breakdown_bars
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    compare_frame(results).to_csv(out / "compare.csv", index=False, float_format="%.10g")
     cols = columns(results)
     doc = {"identical_streams": streams_identical(results),
            "columns": [{"key": c.key, "label": c.label, "format": c.fmt} for c in cols],
            "variants": [{"label": r.variant.label, "values": {k: v for k, v in r.variant.values},
                          "stream": r.stream, "figures": {c.key: c.value(r.summary) for c in cols},
                          "summary": r.summary} for r in results]}
-    (out / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    plot_breakdown_bars(out / "compare_breakdown.png", results)
-    plot_batched_over_time(out / "compare_batched.png", results)
+    with folder_for(out, "compare") as tmp:
+        compare_frame(results).to_csv(tmp / "compare.csv", index=False, float_format="%.10g")
+        (tmp / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                                          encoding="utf-8")
+        plot_breakdown_bars(tmp / "compare_breakdown.png", results)
+        plot_batched_over_time(tmp / "compare_batched.png", results)
     return ["compare.csv", "compare.json", "compare_breakdown.png", "compare_batched.png"]

@@ -1,5 +1,6 @@
-"""`kvsim calibrate` end to end on the CPU with the smoke grid, in a temporary profiles folder: measure,
-refit, --check against its own baseline (passes) and against a baseline 100x faster (fails)."""
+"""`kvsim calibrate` end to end on the CPU with the smoke grid, in a temporary profiles folder: measure into
+an output folder, install, refit, --check against its own baseline (passes) and against a baseline 100x
+faster (fails); the shipped profile changes only with --install, never for a worse fit unless forced."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kvsim.calibrate.measurements import read_measurements, write_measurements
+from kvsim.calibrate.profile import write_calibration
 from kvsim.cli import app
 
 pytest.importorskip("torch")
@@ -32,7 +34,7 @@ def calibrated(tmp_path_factory):
     model.write_text("name: tiny\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nnum_kv_heads: 2\n"
                      "intermediate_size: 128\nvocab_size: 256\n")
     res = runner.invoke(app, ["calibrate", "--profile", "toy", "--grid", "smoke", "--budget-s", "20",
-                              "--model", str(model)])
+                              "--model", str(model), "--out", str(root / "run"), "--install"])
     assert res.exit_code == 0, res.output
     yield root
     mp.undo()
@@ -52,10 +54,51 @@ def test_measure_writes_csv_and_profile(calibrated):
     assert data["sources"]  # the rest of the profile is kept
 
 
-def test_fit_only_refits_without_measuring(calibrated):
-    res = runner.invoke(app, ["calibrate", "--profile", "toy", "--fit-only"])
+def test_output_folder_holds_the_measurements_and_the_fitted_profile(calibrated):
+    run = calibrated / "run"
+    assert sorted(p.name for p in run.iterdir()) == [".kvsim-manifest.json", "measurements.csv", "toy.yaml"]
+    assert (run / "measurements.csv").read_bytes() == (
+        calibrated / "calibration" / "toy" / "measurements.csv").read_bytes()
+    assert (run / "toy.yaml").read_text() == (calibrated / "hardware_profiles" / "toy.yaml").read_text()
+
+
+def test_fit_only_refits_without_measuring_or_installing(calibrated, tmp_path):
+    shipped = calibrated / "hardware_profiles" / "toy.yaml"
+    before = shipped.read_bytes()
+    res = runner.invoke(app, ["calibrate", "--profile", "toy", "--fit-only", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
-    assert "held-out MAPE" in res.output
+    assert "held-out MAPE" in res.output and "is unchanged" in res.output
+    assert shipped.read_bytes() == before
+    assert (tmp_path / "o" / "toy.yaml").is_file()
+
+
+def test_calibrate_out_must_be_a_folder_kvsim_owns(calibrated, tmp_path):
+    notes = tmp_path / "notes.csv"
+    notes.write_text("mine\n")
+    res = runner.invoke(app, ["calibrate", "--profile", "toy", "--fit-only", "--out", str(notes)])
+    assert res.exit_code == 2 and "not a folder" in res.output
+    assert notes.read_text() == "mine\n"
+
+
+def test_install_refuses_a_worse_fit_and_keeps_the_previous_one(calibrated, tmp_path):
+    shipped = calibrated / "hardware_profiles" / "toy.yaml"
+    stored = yaml.safe_load(shipped.read_text())["calibration"]
+    better = dict(stored, provenance=dict(stored["provenance"], grid="cpu"))
+    for by_dtype in better["kernels"].values():
+        for fit in by_dtype.values():
+            fit["heldout_mape"] = 0.0
+    write_calibration(shipped, better, "pretend a real grid fitted perfectly")
+    before = shipped.read_bytes()
+    res = runner.invoke(app, ["calibrate", "--profile", "toy", "--fit-only", "--out", str(tmp_path / "a"),
+                              "--install"])
+    assert res.exit_code == 2 and "refusing a fit worse than the stored one" in res.output
+    assert shipped.read_bytes() == before
+    res = runner.invoke(app, ["calibrate", "--profile", "toy", "--fit-only", "--out", str(tmp_path / "b"),
+                              "--install", "--force"])
+    assert res.exit_code == 0, res.output
+    backups = list((calibrated / "calibration" / "toy" / "previous").iterdir())
+    assert len(backups) == 1 and (backups[0] / "toy.yaml").read_bytes() == before
+    assert yaml.safe_load(shipped.read_text())["calibration"]["provenance"]["grid"] == "smoke"
 
 
 def test_check_passes_against_itself_and_fails_against_a_faster_baseline(calibrated, tmp_path):
@@ -66,7 +109,8 @@ def test_check_passes_against_itself_and_fails_against_a_faster_baseline(calibra
     df["median_s"] /= 100
     fast = tmp_path / "fast.csv"
     write_measurements(fast, prov, df.to_dict("records"))
-    res = runner.invoke(app, ["calibrate", "--check", "toy", "--out", str(fast), "--tolerance", "0.5"])
+    res = runner.invoke(app, ["calibrate", "--check", "toy", "--measurements", str(fast), "--tolerance",
+                              "0.5"])
     assert res.exit_code == 1, res.output
     assert "SLOWER" in res.output
 
@@ -76,5 +120,5 @@ def test_check_refuses_another_device(calibrated, tmp_path):
     other = tmp_path / "other.csv"
     shutil.copy(csv, other)
     other.write_text(other.read_text().replace("# device: ", "# device: Other "))
-    res = runner.invoke(app, ["calibrate", "--check", "toy", "--out", str(other)])
+    res = runner.invoke(app, ["calibrate", "--check", "toy", "--measurements", str(other)])
     assert res.exit_code == 2 and "baseline measured on" in res.output

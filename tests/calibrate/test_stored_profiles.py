@@ -43,7 +43,7 @@ def test_measurements_are_the_ones_fitted(name):
 @pytest.mark.parametrize("name", PROFILES)
 def test_refit_reproduces_the_stored_parameters(name):
     cal, csv = stored(name)
-    refit = fit_profile(name, csv, write=False)
+    refit = fit_profile(name, csv)
     assert refit["terms"] == cal["terms"]
     assert refit["kernels"].keys() == cal["kernels"].keys()
     for kernel, by_dtype in cal["kernels"].items():

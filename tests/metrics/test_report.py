@@ -10,7 +10,8 @@ from kvsim.metrics.report import headline, json_text, render_report, write_outpu
 from kvsim.metrics.summary import build_summary
 
 FILES = {"summary.json", "requests.parquet", "timeline.parquet", "report.md", "run.json",
-         "kv_usage.png", "concurrency.png", "latency_cdf.png"}
+         "kv_usage.png", "concurrency.png", "latency_cdf.png", ".kvsim-manifest.json"}
+DETERMINISTIC = FILES - {"run.json", ".kvsim-manifest.json"}
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_parquet_roundtrip_without_index(tmp_path, run):
 def test_outputs_byte_identical_across_writes(tmp_path, run):
     summary, requests, timeline = run
     a = write_outputs(tmp_path / "a", summary, requests, timeline, {"wall_s": 1.0})
-    first = {name: (a / name).read_bytes() for name in FILES - {"run.json"}}
+    first = {name: (a / name).read_bytes() for name in DETERMINISTIC}
     b = write_outputs(tmp_path / "b", summary, requests, timeline, {"wall_s": 2.0})
     write_outputs(a, summary, requests, timeline, {"wall_s": 3.0})  # rewrite in place
     for name, data in first.items():
@@ -59,13 +60,14 @@ def test_outputs_byte_identical_across_writes(tmp_path, run):
         assert (a / name).read_bytes() == data, name
 
 
-def test_existing_folder_is_replaced(tmp_path, run):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "summary.json").write_text("{}\n")
-    (out / "stale.txt").write_text("old run")
-    write_outputs(out, *run, {})
-    assert {p.name for p in out.iterdir()} == FILES
+def test_earlier_output_is_replaced_but_a_user_file_in_it_blocks_that(tmp_path, run):
+    out = write_outputs(tmp_path / "out", *run, {"wall_s": 1.0})
+    write_outputs(out, *run, {"wall_s": 2.0})
+    assert json.loads((out / "run.json").read_text()) == {"wall_s": 2.0}
+    (out / "stale.txt").write_text("the user's")
+    with pytest.raises(KvsimError, match="'stale.txt', which kvsim did not write"):
+        write_outputs(out, *run, {})
+    assert (out / "stale.txt").read_text() == "the user's"
     assert _siblings(tmp_path) == ["out"]
 
 
@@ -73,7 +75,8 @@ def test_refuses_to_replace_unrelated_folder(tmp_path, run):
     out = tmp_path / "home"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
-    with pytest.raises(KvsimError, match="refusing to replace"):
+    (out / "summary.json").write_text("{}\n")  # a stray summary.json does not make it kvsim's
+    with pytest.raises(KvsimError, match="not a kvsim output folder"):
         write_outputs(out, *run, {})
     assert (out / "notes.txt").read_text() == "keep me"
     assert _siblings(tmp_path) == ["home"]
@@ -94,21 +97,21 @@ def test_failure_in_plotting_leaves_no_out_dir(tmp_path, run, monkeypatch):
 
 
 def test_failure_keeps_previous_outputs(tmp_path, run, monkeypatch):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "summary.json").write_text("previous\n")
+    out = write_outputs(tmp_path / "out", *run, {})
+    previous = (out / "summary.json").read_bytes()
     monkeypatch.setattr(plots, "write_plots", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
-        write_outputs(out, *run, {})
+        write_outputs(out, *run, {"wall_s": 9})
     assert _siblings(tmp_path) == ["out"]
-    assert (out / "summary.json").read_text() == "previous\n"
+    assert (out / "summary.json").read_bytes() == previous
 
 
 def test_out_path_that_is_a_file(tmp_path, run):
     target = tmp_path / "out"
     target.write_text("x")
-    with pytest.raises(KvsimError, match="not a directory"):
+    with pytest.raises(KvsimError, match="not a folder"):
         write_outputs(target, *run, {})
+    assert target.read_text() == "x"
 
 
 def test_headline_and_inline_model(run):

@@ -135,3 +135,19 @@ def test_cli_compare(scenario, tmp_path):
     assert (out / "compare.csv").exists() and (out / "compare_breakdown.png").exists()
     bad = CliRunner().invoke(app, ["compare", str(scenario), "--vary", "kv.layout"])
     assert bad.exit_code == 2 and "expected KEY=V1,V2" in bad.output
+
+
+def test_cli_compare_checks_its_output_folder_before_simulating(scenario, tmp_path, monkeypatch):
+    from kvsim.sweep import compare
+
+    monkeypatch.setattr(compare, "run_variant", lambda *a: pytest.fail("simulated before checking --out"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "compare.csv").write_text("the user's table\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    for out, message in ((mine, "not a kvsim output folder"), (notes, "not a folder")):
+        res = CliRunner().invoke(app, ["compare", str(scenario), "--vary", "kv.block_size=16,32",
+                                       "--out", str(out)])
+        assert res.exit_code == 2 and message in res.output
+    assert (mine / "compare.csv").read_text() == "the user's table\n" and notes.read_text() == "mine"

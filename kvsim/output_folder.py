@@ -1,0 +1,258 @@
+"""The folders kvsim writes (`run --out`, `compare --out`, `hitrate --out`, `calibrate --out`).
+
+A folder is written whole into a hidden temporary sibling (`.NAME.tmp-*`) and then renamed into place, so
+a reader sees the old output or the new one, never a mix. Each folder carries a manifest,
+`.kvsim-manifest.json`: a kvsim signature, the command, and the SHA-256 of every file kvsim wrote there.
+kvsim replaces an existing folder only when it carries that manifest and holds nothing else: no file the
+manifest does not list, no listed file changed since. Anything else (a project folder with a stray
+`summary.json`, an output folder with the user's `notes.md` added, `--out .`, a parent of the scenario
+being run) is refused with a one-line error before any simulation runs.
+
+SIGINT and SIGTERM while writing remove the temporary folder; while the old folder is swapped for the new
+one they are held back until the swap is done, so an interrupt leaves the old output or the new one,
+whole, and no `.NAME.old-*` behind. The folder keeps its permissions; a symlinked output folder stays a
+symlink (its target is replaced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kvsim import __version__
+from kvsim.errors import KvsimError
+
+MANIFEST = ".kvsim-manifest.json"
+SIGNATURE = "kvsim output folder v1"
+_MANIFEST_MAX_BYTES = 1 << 20
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when SIGTERM arrives while an output folder is being written."""
+
+
+class OutputFolder:
+    """One output folder to (re)write. Construction checks the target (call it before simulating, so a
+    bad --out fails fast); `with folder as tmp:` yields the temporary folder to write files into and,
+    when the block ends without an exception, swaps it into place. `protect` lists input files (the
+    scenario, a trace) the folder must not contain."""
+
+    def __init__(self, path: str | Path, command: str, protect: Iterable[str | Path | None] = ()) -> None:
+        self.given = Path(path)
+        self.command = command
+        self.protect = [Path(os.path.realpath(p)) for p in protect if p is not None]
+        self.path = Path(os.path.realpath(self.given))
+        self._tmp: Path | None = None
+        self.check()
+
+    # ---- checks -------------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise KvsimError unless kvsim may create or replace the folder."""
+        shown = self.given
+        cwd = Path(os.path.realpath(os.getcwd()))
+        if self.path == cwd or self.path in cwd.parents:
+            raise KvsimError(f"{shown}: refusing to write output into the working directory or a parent"
+                             " of it; choose a new folder, e.g. --out runs/NAME")
+        for p in self.protect:
+            if self.path == p or self.path in p.parents:
+                raise KvsimError(f"{shown}: output folder would contain the input {p.name}; "
+                                 "choose another --out")
+        if os.path.lexists(self.path) and not self.path.is_dir():
+            raise KvsimError(f"{shown}: exists and is not a folder")
+        if self.path.is_dir():
+            foreign = self._foreign_entry()
+            if foreign is not None:
+                raise KvsimError(f"{shown}: {foreign}; kvsim replaces only folders it wrote itself "
+                                 "(choose another --out, or move the files away)")
+        self._check_parent(shown)
+
+    def _check_parent(self, shown: Path) -> None:
+        ancestor = self.path.parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise KvsimError(f"{shown}: {ancestor} is not a folder")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise KvsimError(f"{shown}: cannot write in {ancestor}: permission denied")
+
+    def _foreign_entry(self) -> str | None:
+        """Why the existing folder is not kvsim's to replace, or None when it is (empty, or holding exactly
+        the unchanged files its manifest lists)."""
+        try:
+            names = sorted(os.listdir(self.path))
+        except OSError as exc:
+            return f"cannot list the folder ({exc.strerror})"
+        if not names:
+            return None
+        if MANIFEST not in names:
+            return f"holds {names[0]!r} and no {MANIFEST} (not a kvsim output folder)"
+        listed = read_manifest(self.path)
+        if listed is None:
+            return f"{MANIFEST} is not one kvsim wrote"
+        for name in names:
+            if name == MANIFEST:
+                continue
+            if name not in listed:
+                return f"holds {name!r}, which kvsim did not write there"
+            entry = self.path / name
+            if entry.is_symlink() or not entry.is_file():
+                return f"{name!r} is no longer the file kvsim wrote"
+            if file_sha256(entry) != listed[name]:
+                return f"{name!r} was changed after kvsim wrote it"
+        return None
+
+    # ---- writing ------------------------------------------------------------------------
+    def __enter__(self) -> Path:
+        parent = self.path.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=parent))
+        except OSError as exc:
+            raise KvsimError(f"{self.given}: cannot create output folder: {exc.strerror}") from None
+        self._old_handler = catch_sigterm()
+        return self._tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        tmp, self._tmp = self._tmp, None
+        try:
+            if exc_type is None:
+                self._commit(tmp)
+        except BaseException:
+            _discard(tmp)
+            raise
+        else:
+            if exc_type is not None:
+                _discard(tmp)
+        finally:
+            _restore_sigterm(self._old_handler)
+
+    def _commit(self, tmp: Path) -> None:
+        files = sorted(os.listdir(tmp))
+        for name in files:
+            if not (tmp / name).is_file() or (tmp / name).is_symlink():
+                raise KvsimError(f"internal error: output {name!r} is not a plain file")
+        doc = {"signature": SIGNATURE, "command": self.command, "kvsim_version": __version__,
+               "files": {name: file_sha256(tmp / name) for name in files}}
+        (tmp / MANIFEST).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        with _signals_held():
+            self.check()  # again: the folder may have changed while the run simulated
+            existing = self.path.is_dir()
+            mode = self.path.stat().st_mode & 0o7777 if existing else 0o777 & ~_umask()
+            os.chmod(tmp, mode)
+            if not existing:
+                os.rename(tmp, self.path)
+                return
+            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
+            os.rmdir(old)
+            os.rename(self.path, old)
+            try:
+                os.rename(tmp, self.path)
+            except BaseException:
+                os.rename(old, self.path)
+                raise
+            _remove_own(old)
+
+
+def read_manifest(folder: Path) -> dict[str, str] | None:
+    """file name -> SHA-256 from folder's manifest, or None if it is missing or not kvsim's."""
+    path = folder / MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MANIFEST_MAX_BYTES:
+            return None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("signature") != SIGNATURE:
+        return None
+    files = doc.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return None
+    return {str(k): v for k, v in files.items() if "/" not in str(k) and str(k) not in ("", ".", "..")}
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary folder of our own, signals held so an interrupt cannot leave half of it."""
+    with _signals_held():
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_own(old: Path) -> None:
+    """Delete a moved-aside output folder: the files its manifest lists, the manifest, then the folder.
+    Anything else found there (it was checked just before) stays, and so does the folder."""
+    listed = read_manifest(old) or {}
+    for name in (*listed, MANIFEST):
+        try:
+            (old / name).unlink()
+        except FileNotFoundError:
+            pass
+    try:
+        os.rmdir(old)
+    except OSError:
+        pass
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+terminated_by: list[int] = []
+"""SIGTERMs turned into Terminated in this process (the CLI reads it to exit 143)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    terminated_by.append(signum)
+    raise Terminated()
+
+
+def catch_sigterm() -> Any:
+    """Turn SIGTERM into an exception (so the temporary folder is removed); returns the old handler."""
+    if not _in_main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _restore_sigterm(handler: Any) -> None:
+    if handler is not None and _in_main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the duration (delivered when it ends)."""
+    if not _in_main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def folder_for(out: str | Path | OutputFolder, command: str) -> OutputFolder:
+    """An OutputFolder for out (a path is checked now)."""
+    return out if isinstance(out, OutputFolder) else OutputFolder(out, command)

@@ -1,0 +1,200 @@
+"""kvsim/output_folder.py: kvsim creates or replaces only folders it wrote itself, and in them only the files
+its manifest lists; an interrupt leaves the old output or the new one, whole. One test per data-loss case
+of issue 9 (a user's folder holding a stray summary.json is left untouched, ...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from kvsim import output_folder as of
+from kvsim.errors import KvsimError
+from kvsim.output_folder import MANIFEST, OutputFolder, Terminated
+
+
+def write(folder: OutputFolder, **files: str) -> Path:
+    with folder as tmp:
+        for name, text in files.items():
+            (tmp / name).write_text(text)
+    return folder.path
+
+
+def tree(path: Path) -> dict[str, str]:
+    """Every file under path (dotfiles included) -> its text, for before/after comparisons."""
+    return {str(p.relative_to(path)): p.read_text() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def siblings(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f".{path.name}."))
+
+
+@pytest.fixture(autouse=True)
+def _cwd(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+
+def test_new_folder_gets_the_files_and_a_manifest(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"summary.json": "{}\n", "report.md": "r"})
+    assert sorted(os.listdir(out)) == [MANIFEST, "report.md", "summary.json"]
+    doc = json.loads((out / MANIFEST).read_text())
+    assert doc["signature"] == of.SIGNATURE and doc["command"] == "run"
+    assert doc["files"]["report.md"] == of.file_sha256(out / "report.md")
+    assert siblings(out) == []
+
+
+def test_rerun_replaces_its_own_folder_whole(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"a.txt": "1", "b.txt": "1"})
+    write(OutputFolder(out, "run"), **{"a.txt": "2"})
+    assert tree(out) == {"a.txt": "2", MANIFEST: (out / MANIFEST).read_text()}
+    assert siblings(out) == []
+
+
+@pytest.mark.parametrize("layout", [
+    {".git/HEAD": "ref", "src/main.py": "code", "summary.json": "{}"},             # a project folder
+    {".bashrc": "rc", ".ssh/id": "key", "summary.json": "{}", "docs/x.md": "d"},  # a home-like folder
+    {"summary.json": "{}", "requests.parquet": "p"},                               # an old-style output
+])
+def test_a_folder_kvsim_did_not_write_is_left_untouched(tmp_path, layout):
+    target = tmp_path / "target"
+    for name, text in layout.items():
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_text(text)
+    before = tree(target)
+    with pytest.raises(KvsimError, match="not a kvsim output folder"):
+        OutputFolder(target, "run")
+    assert tree(target) == before and siblings(target) == []
+
+
+def test_user_files_added_to_an_output_folder_block_its_replacement(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"summary.json": "{}"})
+    (out / "notes.md").write_text("mine")
+    (out / "analysis").mkdir()
+    (out / "analysis" / "fig.py").write_text("mine too")
+    before = tree(out)
+    with pytest.raises(KvsimError, match="'analysis', which kvsim did not write"):
+        OutputFolder(out, "run")
+    assert tree(out) == before
+
+
+def test_a_changed_output_file_blocks_the_replacement(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"report.md": "kvsim's"})
+    (out / "report.md").write_text("edited by the user")
+    with pytest.raises(KvsimError, match="'report.md' was changed after kvsim wrote it"):
+        OutputFolder(out, "run")
+    assert (out / "report.md").read_text() == "edited by the user"
+
+
+def test_a_forged_manifest_is_not_kvsims(tmp_path):
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / MANIFEST).write_text('{"files": {}}')
+    (target / "x").write_text("keep")
+    with pytest.raises(KvsimError, match="is not one kvsim wrote"):
+        OutputFolder(target, "run")
+
+
+def test_never_the_working_directory_or_a_parent_of_it(tmp_path):
+    cwd = Path.cwd()
+    (cwd / "scenario.yaml").write_text("name: x\n")
+    for out in (".", "..", str(tmp_path)):
+        with pytest.raises(KvsimError, match="working directory or a parent"):
+            OutputFolder(out, "run")
+    assert (cwd / "scenario.yaml").read_text() == "name: x\n"
+
+
+def test_never_a_folder_holding_an_input(tmp_path):
+    exp = tmp_path / "data" / "exp"
+    exp.mkdir(parents=True)
+    scenario = exp / "scenario.yaml"
+    scenario.write_text("name: x\n")
+    with pytest.raises(KvsimError, match="would contain the input scenario.yaml"):
+        OutputFolder(exp, "run", protect=[scenario])
+    with pytest.raises(KvsimError, match="would contain the input"):
+        OutputFolder(tmp_path / "data", "run", protect=[scenario])
+    assert scenario.read_text() == "name: x\n"
+
+
+def test_a_file_in_place_of_the_folder_is_refused(tmp_path):
+    notes = tmp_path / "notes.csv"
+    notes.write_text("mine")
+    with pytest.raises(KvsimError, match="exists and is not a folder"):
+        OutputFolder(notes, "calibrate")
+    assert notes.read_text() == "mine"
+
+
+def test_unwritable_parent_is_refused_before_writing(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    with pytest.raises(KvsimError, match="permission denied"):
+        OutputFolder(locked / "out", "run")
+
+
+def test_permissions_of_the_folder_are_kept(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"a": "1"})
+    os.chmod(out, 0o750)
+    write(OutputFolder(out, "run"), **{"a": "2"})
+    assert out.stat().st_mode & 0o777 == 0o750
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    os.chmod(empty, 0o711)
+    write(OutputFolder(empty, "run"), **{"a": "1"})
+    assert empty.stat().st_mode & 0o777 == 0o711
+
+
+def test_a_symlinked_output_folder_stays_a_symlink(tmp_path):
+    real = write(OutputFolder(tmp_path / "real", "run"), **{"a": "1"})
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    write(OutputFolder(link, "run"), **{"a": "2"})
+    assert link.is_symlink() and (link / "a").read_text() == "2"
+    assert (real / "a").read_text() == "2"
+
+
+def test_failure_while_writing_keeps_the_old_output(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"a": "old"})
+    with pytest.raises(ZeroDivisionError), OutputFolder(out, "run") as tmp:
+        (tmp / "a").write_text("new")
+        1 / 0
+    assert (out / "a").read_text() == "old" and siblings(out) == []
+
+
+def test_sigterm_while_writing_removes_the_temporary_folder(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"a": "old"})
+    with pytest.raises(Terminated), OutputFolder(out, "run") as tmp:
+        (tmp / "a").write_text("new")
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert (out / "a").read_text() == "old" and siblings(out) == []
+    assert signal.getsignal(signal.SIGTERM) is not of._raise_terminated  # handler restored
+
+
+@pytest.mark.parametrize("sig, exc", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_during_the_swap_waits_until_the_new_output_is_whole(tmp_path, monkeypatch, sig, exc):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"a": "old", "b": "old"})
+    remove = of._remove_own
+
+    def interrupted_removal(old: Path) -> None:
+        os.kill(os.getpid(), sig)  # arrives while the old folder is being removed
+        remove(old)
+
+    monkeypatch.setattr(of, "_remove_own", interrupted_removal)
+    with pytest.raises(exc), OutputFolder(out, "run") as tmp:
+        (tmp / "a").write_text("new")
+    assert tree(out) == {"a": "new", MANIFEST: (out / MANIFEST).read_text()}
+    assert siblings(out) == []
+
+
+def test_a_folder_changed_during_the_run_is_checked_again(tmp_path):
+    out = write(OutputFolder(tmp_path / "out", "run"), **{"a": "old"})
+    with pytest.raises(KvsimError, match="'late.txt', which kvsim did not write"), \
+            OutputFolder(out, "run") as tmp:
+        (tmp / "a").write_text("new")
+        (out / "late.txt").write_text("written by the user while kvsim ran")
+    assert (out / "late.txt").exists() and (out / "a").read_text() == "old" and siblings(out) == []
