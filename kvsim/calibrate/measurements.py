@@ -8,10 +8,13 @@ import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
+from kvsim.inputs import read_text
 
+MAX_MEASUREMENTS_BYTES = 64 * 2**20
 PROVENANCE_KEYS = ("device", "profile", "driver", "torch", "triton", "kvsim", "python", "date", "method",
                    "model_shapes", "grid", "seed")
 
@@ -25,10 +28,9 @@ def write_measurements(path: Path, provenance: dict[str, Any], rows: list[dict[s
 
 
 def read_measurements(path: Path) -> tuple[dict[str, str], pd.DataFrame]:
-    """(provenance, rows) from a measurements file; KvsimError naming the file if it is unreadable."""
-    if not path.is_file():
-        raise KvsimError(f"{path}: measurements not found (run `kvsim calibrate` first)")
-    text = path.read_text(encoding="utf-8")
+    """(provenance, rows) from a measurements file; a one-line KvsimError naming the file (and line) if it
+    is unreadable, not UTF-8, or its rows lack a positive, finite median_s."""
+    text = read_text(path, "measurements file", MAX_MEASUREMENTS_BYTES)
     prov: dict[str, str] = {}
     lines = text.splitlines(keepends=True)
     i = 0
@@ -40,11 +42,18 @@ def read_measurements(path: Path) -> tuple[dict[str, str], pd.DataFrame]:
         i += 1
     try:
         df = pd.read_csv(io.StringIO("".join(lines[i:])))
-    except (ValueError, pd.errors.ParserError) as exc:
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise KvsimError(f"{path}: cannot read the CSV rows ({type(exc).__name__})") from None
     for col in ("kernel", "dtype", "median_s"):
         if col not in df.columns:
             raise KvsimError(f"{path}: missing column {col!r}")
+    median = pd.to_numeric(df["median_s"], errors="coerce")
+    bad = ~(np.isfinite(median) & (median > 0))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise KvsimError(f"{path}:{i + 2 + row}: median_s must be a finite number of seconds > 0, got "
+                         f"{excerpt(str(df['median_s'].iloc[row]))}")
+    df["median_s"] = median.astype(float)
     df["shape"] = df.get("shape", pd.Series(dtype=str)).fillna("")
     df["ctx_kind"] = df.get("ctx_kind", pd.Series(dtype=str)).fillna("")
     return prov, df

@@ -12,12 +12,13 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
 from kvsim.metrics.hitrate import HitCurveData, request_order, stack_distances
 from kvsim.workload.request import Request
 
 GIB = 1024**3
 UNITS = ("blocks", "tokens", "gib")
+MAX_CAPACITY_BLOCKS = 2**62
 CSV_COLUMNS = ("capacity_blocks", "capacity_tokens", "capacity_gib", "hit_rate_blocks", "hit_rate_tokens")
 
 
@@ -83,12 +84,16 @@ def parse_capacities(text: str | None, unit: str, stream: Stream, data: HitCurve
         try:
             value = float(item)
         except ValueError:
-            raise KvsimError(f"--capacities: bad number '{item.strip()}'") from None
-        if not value > 0:
-            raise KvsimError(f"--capacities: capacity must be > 0, got '{item.strip()}'")
+            raise KvsimError(f"--capacities: bad number {excerpt(item.strip())}") from None
+        if not 0 < value < float("inf"):
+            raise KvsimError(f"--capacities: capacity must be a finite number > 0, got "
+                             f"{excerpt(item.strip())}")
         blocks = {"blocks": value, "tokens": value / bs}.get(unit)
         if blocks is None:
             blocks = value * GIB / stream.bytes_per_block
+        if not 1 <= blocks <= MAX_CAPACITY_BLOCKS:
+            raise KvsimError(f"--capacities: {excerpt(item.strip())} {unit} is "
+                             f"{'less than one block' if blocks < 1 else 'more than 2^62 blocks'}")
         caps.add(int(blocks))
     return sorted(caps)
 

@@ -11,11 +11,12 @@ the gain is 1.00x.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from kvsim.errors import KvsimError
+from kvsim.inputs import parse_json, read_text
 from kvsim.sweep.columns import SPARSITY, Column, kv_bound_concurrency, select
 
 __all__ = ["SERVING", "from_compare_json", "kv_bound_concurrency", "main", "markdown", "tradeoff_rows"]
@@ -48,15 +49,22 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
 
 
 def from_compare_json(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    return [(v["label"], v["summary"]) for v in doc["variants"]]
+    """(label, summary) of every variant in a compare.json that `kvsim compare` wrote."""
+    doc = parse_json(read_text(path, "compare.json"), str(path))
+    try:
+        return [(str(v["label"]), dict(v["summary"])) for v in doc["variants"]]
+    except (KeyError, TypeError, ValueError):
+        raise KvsimError(f"{path}: not a compare.json written by kvsim compare") from None
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit("usage: python -m kvsim.sweep.tradeoff COMPARE_OUT/compare.json")
-    print(markdown(*tradeoff_rows(from_compare_json(args[0]))))
+    try:
+        print(markdown(*tradeoff_rows(from_compare_json(args[0]))))
+    except KvsimError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":
