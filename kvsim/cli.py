@@ -174,19 +174,27 @@ def models() -> None:
 
 @app.command()
 def hardware() -> None:
-    """List hardware profiles."""
+    """List hardware profiles (a profile file that does not load is one error line, and exit 2)."""
     from kvsim.specs.footprint import format_bytes
-    from kvsim.specs.hardware import list_hardware, load_hardware
+    from kvsim.specs.hardware import HardwareSpec, scan_hardware
 
     table = Table(show_header=True)
     for col in ("profile", "device", "memory", "HBM bandwidth", "bf16 peak", "host link"):
         table.add_column(col)
-    for name in list_hardware():
-        hw = _guard(lambda name=name: load_hardware(name))
+    broken = []
+    for path, hw in scan_hardware():
+        if not isinstance(hw, HardwareSpec):
+            broken.append(str(hw))
+            continue
         bf16 = hw.peak_flops.get("bf16") or hw.peak_flops.get("fp16") or hw.peak_flops.get("fp32", 0)
-        table.add_row(name, hw.name, format_bytes(hw.memory_bytes), f"{hw.hbm_bandwidth / 1e9:.0f} GB/s",
-                      f"{bf16 / 1e12:.0f} TFLOP/s", f"{hw.host_link_bandwidth / 1e9:.0f} GB/s")
+        table.add_row(path.stem.lower(), hw.name, format_bytes(hw.memory_bytes),
+                      f"{hw.hbm_bandwidth / 1e9:.0f} GB/s", f"{bf16 / 1e12:.0f} TFLOP/s",
+                      f"{hw.host_link_bandwidth / 1e9:.0f} GB/s")
     console.print(table)
+    for msg in broken:
+        _say(f"error: {msg}")
+    if broken:
+        raise typer.Exit(code=2)
 
 
 @app.command()

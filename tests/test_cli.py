@@ -361,3 +361,15 @@ def test_sigterm_while_writing_exits_143_and_keeps_the_old_output(tmp_path):
     assert res.stderr.strip() == "error: terminated" and "Traceback" not in res.stderr
     assert (out / "summary.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_hardware_lists_the_good_profiles_and_one_error_line_per_broken_file(tmp_path, monkeypatch):
+    (tmp_path / "h200.yaml").write_text((Path(__file__).parents[1] / "hardware_profiles" / "h200.yaml")
+                                        .read_text())
+    (tmp_path / "bad.yaml").write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe")
+    monkeypatch.setenv("KVSIM_HARDWARE_DIR", str(tmp_path))
+    result = invoke("hardware")
+    assert result.exit_code == 2
+    assert "h200" in result.stdout
+    bad = tmp_path / "bad.yaml"
+    assert result.stderr.strip().splitlines() == [f"error: {bad}:1: not UTF-8 text (byte 8)"]
