@@ -1,14 +1,21 @@
 """Calibrated cost model: each iteration term timed by the kernel fit stored in the hardware profile's
-`calibration` (kvsim calibrate), falling back to the roofline's formula, term by term, where the profile
-has no fit for it."""
+`calibration` (kvsim calibrate), falling back to the roofline's formula, term by term, where the
+profile's `terms` does not list it (summary.json's cost_model.terms then says `roofline`).
+
+What the model reads is checked when it is built, each failure a one-line KvsimError naming the profile
+and the key: `terms` (term -> kernel) and `kernels` (kernel -> dtype -> fit) are mappings; `terms` lists
+only known terms and at least one; each listed kernel has a fit; the fit used has every coefficient its
+term reads, each a finite number in [0, MAX_COEFFICIENT], and a finite held-out MAPE >= 0; a fit that
+says its `model` (family) is the family its term needs."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kvsim.cost.batch import Batch
 from kvsim.cost.roofline import RooflineCost
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.model import ModelSpec
 
@@ -19,18 +26,102 @@ roofline / the scenario."""
 SAME_WIDTH = {"bf16": ("bf16", "fp16"), "fp16": ("fp16", "bf16"), "fp8": ("fp8", "int8"),
               "int8": ("int8", "fp8")}
 
+_COPY = ("copy", ("fixed_s", "per_byte_s"))
+TERM_FITS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "linear": ("gemm", ("fixed_s", "per_weight_byte_s", "per_flop_s")),
+    "decode_attention": ("decode", ("fixed_s", "per_seq_head_s", "per_block_head_s", "per_kv_byte_s",
+                                    "per_flop_s")),
+    "prefill_attention": ("prefill", ("fixed_s", "per_seq_s", "per_token_head_s", "per_flop_s")),
+    "cow_copy": _COPY, "swap_out": _COPY, "swap_in": _COPY,
+}
+"""term -> (kernel family, the coefficients the term's formula reads); as kvsim.calibrate.features."""
+MAX_COEFFICIENT = 1e3
+"""Largest coefficient accepted (seconds per call, byte or FLOP; fitted ones are below 1e-2)."""
+
 
 def pick_fit(calibration: dict[str, Any], term: str, dtype: str) -> tuple[str, str, dict[str, Any]] | None:
     """(kernel, dtype measured, fit) timing `term` for data of `dtype`: the same dtype, else one of the
-    same width, else the first one measured; None if the term has no kernel."""
-    kernel = (calibration.get("terms") or {}).get(term)
-    by_dtype = (calibration.get("kernels") or {}).get(kernel) if kernel else None
-    if not by_dtype:
+    same width, else the first one measured; None if the term has no kernel or the kernel no fit."""
+    terms = calibration.get("terms")
+    kernel = terms.get(term) if isinstance(terms, dict) else None
+    kernels = calibration.get("kernels")
+    by_dtype = kernels.get(kernel) if isinstance(kernels, dict) and isinstance(kernel, str) else None
+    if not isinstance(by_dtype, dict) or not by_dtype:
         return None
-    for cand in (*SAME_WIDTH.get(dtype, (dtype,)), *sorted(by_dtype)):
+    for cand in (*SAME_WIDTH.get(dtype, (dtype,)), *sorted(by_dtype, key=str)):
         if cand in by_dtype:
             return kernel, cand, by_dtype[cand]
     return None
+
+
+def usable_fits(calibration: Any, profile: str, weight_dtype: str,
+                kv_dtype: str) -> dict[str, tuple[str, str, dict[str, float], float]]:
+    """term -> (kernel, dtype measured, coefficients, held-out MAPE) for every term the calibration
+    lists, checked as the module docstring says; KvsimError naming the profile and key otherwise."""
+    where = f"hardware profile '{profile}': calibration"
+    if not isinstance(calibration, dict):
+        raise KvsimError(f"{where} must be a mapping")
+    terms, kernels = calibration.get("terms"), calibration.get("kernels")
+    if not isinstance(terms, dict) or not isinstance(kernels, dict):
+        missing = "terms" if not isinstance(terms, dict) else "kernels"
+        raise KvsimError(f"{where}: no '{missing}' mapping (run `kvsim calibrate`, see docs/calibration.md)")
+    unknown = [t for t in terms if t not in TERM_FITS]
+    if unknown:
+        raise KvsimError(f"{where}.terms: unknown term {excerpt(unknown[0])}; known: {', '.join(TERMS)}")
+    if not terms:
+        raise KvsimError(f"{where}: no usable kernel fit (terms is empty: the run fitted nothing;"
+                         " rerun `kvsim calibrate` with a full grid)")
+    fits = {}
+    for term in TERMS:
+        if term in terms:
+            dtype = weight_dtype if term == "linear" else kv_dtype
+            fits[term] = _term_fit(calibration, term, dtype, where)
+    return fits
+
+
+def _term_fit(calibration: dict[str, Any], term: str, dtype: str,
+              where: str) -> tuple[str, str, dict[str, float], float]:
+    kernel = calibration["terms"][term]
+    if not isinstance(kernel, str):
+        raise KvsimError(f"{where}.terms.{term} must name a kernel, got {excerpt(kernel)}")
+    got = pick_fit(calibration, term, dtype)
+    if got is None:
+        raise KvsimError(f"{where}.terms.{term} names kernel {excerpt(kernel)}, which has no fit under"
+                         " calibration.kernels")
+    _, measured, fit = got
+    at = f"{where}.kernels.{kernel}.{measured}"
+    if not isinstance(fit, dict) or not isinstance(fit.get("params"), dict):
+        raise KvsimError(f"{at}: a fit needs a 'params' mapping")
+    family, names = TERM_FITS[term]
+    if fit.get("model", family) != family:
+        raise KvsimError(f"{at}: a {excerpt(fit['model'])} fit cannot time {term} (needs a {family} fit)")
+    params = {name: _number(fit["params"].get(name), f"{at}.params.{name}", MAX_COEFFICIENT)
+              for name in names}
+    return kernel, measured, params, _number(fit.get("heldout_mape"), f"{at}.heldout_mape", math.inf)
+
+
+def _json_safe(value: Any, depth: int = 0) -> Any:
+    """value as summary.json can hold it: mappings and lists of strings, finite numbers, bools and
+    nulls; anything else (a YAML date, a non-finite float) as its str()."""
+    if isinstance(value, dict) and depth < 8:
+        return {str(k): _json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list) and depth < 8:
+        return [_json_safe(v, depth + 1) for v in value]
+    if value is None or isinstance(value, (str, bool, int)) or (
+            isinstance(value, float) and math.isfinite(value)):
+        return value
+    return str(value)
+
+
+def _number(value: Any, key: str, maximum: float) -> float:
+    """value as a float if it is a finite number in [0, maximum]; else a one-line error naming key."""
+    if value is None:
+        raise KvsimError(f"{key} is missing")
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not 0 <= value <= maximum:
+        rule = f"in [0, {maximum:g}]" if math.isfinite(maximum) else ">= 0"
+        raise KvsimError(f"{key} must be a finite number {rule}, got {excerpt(value)}")
+    return float(value)
 
 
 class CalibratedCost:
@@ -64,20 +155,14 @@ class CalibratedCost:
         self.weight_bytes = model.weight_bytes(tp)
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype, tp)
         self.bytes_per_block = bytes_per_block
-        self.p: dict[str, dict[str, float]] = {}
-        self.used: dict[str, str] = {}
-        for term in TERMS:
-            dtype = model.weight_dtype if term == "linear" else kv_dtype
-            got = pick_fit(cal, term, dtype)
-            if got is None:
-                self.used[term] = "roofline"
-                continue
-            kernel, measured, fit = got
-            self.p[term] = {k: float(v) for k, v in fit["params"].items()}
-            self.used[term] = f"{kernel}/{measured} (held-out MAPE {fit['heldout_mape']:.3f})"
+        fits = usable_fits(cal, hw.name, model.weight_dtype, kv_dtype)
+        self.p: dict[str, dict[str, float]] = {t: params for t, (_, _, params, _) in fits.items()}
+        self.used: dict[str, str] = {t: "roofline" for t in TERMS}
+        for term, (kernel, measured, _, mape) in fits.items():
+            self.used[term] = f"{kernel}/{measured} (held-out MAPE {mape:.3f})"
         self._describe = {
             "model": self.name, "hardware": hw.name,
-            "calibration": {k: cal[k] for k in ("source", "sha256", "provenance") if k in cal},
+            "calibration": {k: _json_safe(cal[k]) for k in ("source", "sha256", "provenance") if k in cal},
             "terms": dict(self.used, allreduce="roofline",
                           overhead=f"iteration_overhead_s {roofline.overhead:g}"),
             "params": {t: dict(p) for t, p in self.p.items()},

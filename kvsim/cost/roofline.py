@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kvsim.cost.batch import Batch
+from kvsim.errors import KvsimError
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.model import ModelSpec
 
@@ -26,6 +28,9 @@ class RooflineCost:
     - token-level sparsity (kv.sparsity): offload writes and recalls over the host link, compaction
       copies (read + write) at HBM bandwidth.
     - a fixed per-iteration overhead (scheduling, sampling, kernel launches).
+
+    The tunables must be finite: overhead >= 0, the efficiencies in (0, 1], m_half > 0 (KvsimError
+    naming the `cost.` key otherwise).
     """
 
     name = "roofline"
@@ -34,6 +39,9 @@ class RooflineCost:
                  iteration_overhead_s: float = 0.003, gemm_efficiency_max: float = 0.75,
                  gemm_efficiency_m_half: float = 64.0, bandwidth_efficiency: float = 0.85,
                  attention_efficiency: float = 0.5) -> None:
+        _check_tunables(iteration_overhead_s=iteration_overhead_s, gemm_efficiency_max=gemm_efficiency_max,
+                        gemm_efficiency_m_half=gemm_efficiency_m_half,
+                        bandwidth_efficiency=bandwidth_efficiency, attention_efficiency=attention_efficiency)
         self.tp = tp
         self.overhead = iteration_overhead_s
         self.weight_bytes = model.weight_bytes(tp)
@@ -91,3 +99,18 @@ class RooflineCost:
     def describe(self) -> dict[str, Any]:
         return dict(self._params)
 
+
+
+def _check_tunables(**values: float) -> None:
+    """Each roofline tunable within its range: overhead >= 0, m_half > 0 (both finite), efficiencies
+    in (0, 1]."""
+    for key, value in values.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if key == "iteration_overhead_s":
+            ok, rule = number and value >= 0, "a finite number >= 0"
+        elif key == "gemm_efficiency_m_half":
+            ok, rule = number and value > 0, "a finite number > 0"
+        else:
+            ok, rule = number and 0 < value <= 1, "a number in (0, 1]"
+        if not ok:
+            raise KvsimError(f"cost.{key} must be {rule}, got {value!r}")

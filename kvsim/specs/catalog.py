@@ -4,18 +4,31 @@ accepts inline specs, YAML files and Hugging Face config.json files."""
 from __future__ import annotations
 
 import difflib
-import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
+from kvsim.inputs import parse_json, parse_yaml, read_text
 from kvsim.specs.dtypes import normalize_dtype
-from kvsim.specs.model import MODEL_FIELDS, ModelSpec, estimate_dense_params
+from kvsim.specs.model import (
+    COUNTS,
+    MAX_DIM,
+    MAX_PARAMS,
+    MODEL_FIELDS,
+    OPTIONAL_DIMS,
+    POSITIVE_DIMS,
+    ModelSpec,
+    check_int,
+    estimate_dense_params,
+)
 
 _HF = "https://huggingface.co/{}/blob/main/config.json"
+
+_SUFFIXES = (".json", ".yaml", ".yml")
+MAX_BASE_CHAIN = 8
+"""Most `base:` links followed from one model (a YAML whose base is a YAML whose base is ...)."""
 
 
 def _attention_kind(heads: int, kv_heads: int) -> str:
@@ -80,67 +93,96 @@ def list_models() -> list[str]:
 
 def get_model(name_or_spec: str | Path | dict[str, Any] | ModelSpec) -> ModelSpec:
     """Resolve a model: a ModelSpec (returned as is), a catalog name or Hugging Face repo id
-    (case-insensitive), an inline dict of ModelSpec fields (optionally `base: <catalog name>` plus
+    (case-insensitive), an inline dict of ModelSpec fields (optionally `base: <model>` plus
     overrides), or a path to a YAML file of such fields or to a Hugging Face config.json (or a folder
-    holding one)."""
+    holding one). `base:` chains are followed at most MAX_BASE_CHAIN deep; a loop is an error."""
+    return _resolve(name_or_spec, ())
+
+
+def _resolve(name_or_spec: Any, chain: tuple[str, ...]) -> ModelSpec:
+    """get_model, with the files (resolved paths) and inline specs already on the `base:` chain."""
     if isinstance(name_or_spec, ModelSpec):
         return name_or_spec
     if isinstance(name_or_spec, dict):
-        return spec_from_dict(name_or_spec, "inline model")
+        return _from_dict(name_or_spec, "inline model", (*chain, "<inline model>"))
     if not isinstance(name_or_spec, (str, Path)):
         raise KvsimError(f"model: expected a name, a path or a mapping, got {type(name_or_spec).__name__}")
     text = str(name_or_spec).strip()
     key = text.lower()
     if key in CATALOG or key in _ALIASES:
         return CATALOG[_ALIASES.get(key, key)]
-    path = Path(text).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
-    if path.is_file():
-        return _load_file(path)
-    if path.suffix.lower() in (".json", ".yaml", ".yml"):
-        raise KvsimError(f"{text}: model file not found")
-    close = difflib.get_close_matches(key, list(CATALOG) + list(_ALIASES), n=6, cutoff=0.5)
+    path = _model_path(text)
+    if path is not None:
+        return _load_file(path, chain)
+    close = difflib.get_close_matches(key[:200], list(CATALOG) + list(_ALIASES), n=6, cutoff=0.5)
     close = list(dict.fromkeys(_ALIASES.get(c, c) for c in close))[:3]
     hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(list_models())}"
-    raise KvsimError(f"unknown model {text!r} (not a built-in name or a file); {hint}")
+    raise KvsimError(f"unknown model {excerpt(text)} (not a built-in name or a file); {hint}")
+
+
+def _model_path(text: str) -> Path | None:
+    """The model file `text` names (a folder stands for its config.json), or None when it names none;
+    KvsimError for a missing *.json / *.yaml path."""
+    if "\x00" in text:
+        raise KvsimError(f"model {excerpt(text)}: not a name or a path (NUL character)")
+    try:
+        path = Path(text).expanduser()
+        if path.is_dir() and (path / "config.json").exists():
+            return path / "config.json"
+        if path.exists() and (not path.is_dir() or path.suffix.lower() in _SUFFIXES):
+            return path
+    except (OSError, ValueError, RuntimeError):  # a name too long for a path, no home directory ...
+        return None
+    if path.suffix.lower() in _SUFFIXES:
+        raise KvsimError(f"{_shown(text)}: model file not found")
+    return None
+
+
+def _shown(text: str) -> str:
+    """A path or name as typed, for a message: as is when short and printable, else an excerpt."""
+    return text if text.isprintable() and len(text) <= 300 else excerpt(text, 100)
 
 
 def spec_from_dict(data: dict[str, Any], source: str) -> ModelSpec:
     """Build a ModelSpec from ModelSpec field names. Required: num_layers, hidden_size,
     num_attention_heads, and either num_params or intermediate_size + vocab_size (then num_params is
-    estimated as a Llama-style dense model). `base: <model>` starts from that model instead."""
+    estimated as a Llama-style dense model). head_dim defaults to hidden_size / num_attention_heads,
+    which must then divide evenly. `base: <model>` (a name, a file or a mapping) starts from that
+    model instead. num_params / active_params may be floats or strings such as '7.2e9'."""
+    return _from_dict(data, source, (source,))
+
+
+def _from_dict(data: dict[str, Any], source: str, chain: tuple[str, ...]) -> ModelSpec:
+    """spec_from_dict; chain: the models on the `base:` chain so far, this one last."""
     data = dict(data)
-    base_name = data.pop("base", None)
-    unknown = sorted(set(data) - set(MODEL_FIELDS))
+    base_ref = data.pop("base", None)
+    unknown = [k for k in data if k not in MODEL_FIELDS]
     if unknown:
-        raise KvsimError(f"{source}: unknown model key {unknown[0]!r}; known: {', '.join(MODEL_FIELDS)}")
-    for key in ("num_params", "active_params"):
+        raise KvsimError(f"{source}: unknown model key {excerpt(unknown[0])};"
+                         f" known: {', '.join(MODEL_FIELDS)}")
+    for key in COUNTS:
         if isinstance(data.get(key), (float, str)):
             data[key] = _count(data[key], key, source)
-    if base_name is not None:
-        base = get_model(base_name)
-        try:
-            return replace(base, **{"name": f"{base.name}-custom", **data})
-        except KvsimError as exc:
-            raise KvsimError(f"{source}: {exc}") from None
+    _check_ints(data, source)
+    if base_ref is not None:
+        return _with_base(base_ref, data, source, chain)
     for key in ("num_layers", "hidden_size", "num_attention_heads"):
         if key not in data:
             raise KvsimError(f"{source}: missing model key {key!r}")
     data.setdefault("name", "custom")
-    _check_ints(data, source)
     heads = data["num_attention_heads"]
     data.setdefault("num_kv_heads", heads)
-    data.setdefault("head_dim", data["hidden_size"] // heads)
+    if "head_dim" not in data:
+        data["head_dim"] = _head_dim(data["hidden_size"], heads, source)
     data.setdefault("attention", _attention_kind(heads, data["num_kv_heads"]))
     data.setdefault("max_position_embeddings", 131072)
     if "num_params" not in data:
         for key in ("intermediate_size", "vocab_size"):
             if key not in data:
                 raise KvsimError(f"{source}: give num_params, or {key!r} so it can be estimated")
-        data["num_params"] = estimate_dense_params(
+        data["num_params"] = _bounded_params(estimate_dense_params(
             data["num_layers"], data["hidden_size"], heads, data["num_kv_heads"], data["head_dim"],
-            data["intermediate_size"], data["vocab_size"], bool(data.get("tie_word_embeddings")))
+            data["intermediate_size"], data["vocab_size"], data.get("tie_word_embeddings") is True), source)
     data.setdefault("intermediate_size", 4 * data["hidden_size"])
     data.setdefault("vocab_size", 32000)
     data.setdefault("active_params", data["num_params"])
@@ -153,59 +195,155 @@ def spec_from_dict(data: dict[str, Any], source: str) -> ModelSpec:
         raise KvsimError(f"{source}: {exc}") from None
 
 
+def _with_base(base_ref: Any, data: dict[str, Any], source: str, chain: tuple[str, ...]) -> ModelSpec:
+    """The `base:` model with `data` overriding its fields. The attention kind follows changed head
+    counts unless `attention` is given too (MLA stays MLA)."""
+    if len(chain) > MAX_BASE_CHAIN:
+        raise KvsimError(f"{source}: base: more than {MAX_BASE_CHAIN} nested base models")
+    if not isinstance(base_ref, (str, dict)):
+        raise KvsimError(f"{source}: base must be a model name, a path or a mapping, got {excerpt(base_ref)}")
+    if isinstance(base_ref, dict) or _is_file_ref(base_ref):
+        base = _resolve(base_ref, chain)  # errors there name that file, or say "inline model"
+    else:
+        try:
+            base = _resolve(base_ref, chain)
+        except KvsimError as exc:
+            raise KvsimError(f"{source}: base: {exc}") from None
+    if "attention" not in data and base.attention != "mla" and (
+            "num_attention_heads" in data or "num_kv_heads" in data):
+        data["attention"] = _attention_kind(data.get("num_attention_heads", base.num_attention_heads),
+                                            data.get("num_kv_heads", base.num_kv_heads))
+    try:
+        return replace(base, **{"name": f"{base.name}-custom", **data})
+    except KvsimError as exc:
+        raise KvsimError(f"{source}: {exc}") from None
+
+
+def _is_file_ref(text: str) -> bool:
+    key = text.strip().lower()
+    if key in CATALOG or key in _ALIASES:
+        return False
+    try:
+        return _model_path(text.strip()) is not None
+    except KvsimError:
+        return False
+
+
 def _check_ints(data: dict[str, Any], source: str) -> None:
-    for key, value in data.items():
-        if key in ("name", "attention", "weight_dtype", "source", "tie_word_embeddings"):
-            continue
-        if value is None and key == "sliding_window":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise KvsimError(f"{source}: {key} must be a non-negative integer, got {value!r}")
+    """Every integer field present is an int within its bounds (sliding_window may be null)."""
+    for keys, low, high in ((POSITIVE_DIMS, 1, MAX_DIM), (OPTIONAL_DIMS, 0, MAX_DIM),
+                            (COUNTS, 1, MAX_PARAMS), (("sliding_window",), 1, MAX_DIM)):
+        for key in keys:
+            if key in data and not (key == "sliding_window" and data[key] is None):
+                problem = check_int(data[key], low, high)
+                if problem:
+                    raise KvsimError(f"{source}: {key} {problem}")
+
+
+def _head_dim(hidden: int, heads: int, source: str) -> int:
+    """hidden / heads, which must be a whole number (never silently floored)."""
+    if hidden % heads:
+        raise KvsimError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads};"
+                         " give head_dim")
+    return hidden // heads
+
+
+def _bounded_params(count: int, source: str) -> int:
+    if count > MAX_PARAMS:
+        raise KvsimError(f"{source}: the shapes give {count:.3g} parameters, more than {MAX_PARAMS:.0e}")
+    return count
 
 
 def _count(value: float | str, key: str, source: str) -> int:
-    """Parameter counts may be written 7.2e9 (YAML reads that as a string) or 7.2e+9 (a float)."""
+    """Parameter counts may be written 7.2e9 (YAML reads that as a string) or 7.2e+9 (a float):
+    finite, 1 <= count <= MAX_PARAMS."""
+    if isinstance(value, str) and len(value) > 40:
+        raise KvsimError(f"{source}: {key} must be a number, got {excerpt(value)}")
     try:
         number = float(value)
     except ValueError:
-        raise KvsimError(f"{source}: {key} must be a number, got {value!r}") from None
-    if not number >= 1:
-        raise KvsimError(f"{source}: {key} must be a positive number, got {value!r}")
+        raise KvsimError(f"{source}: {key} must be a number, got {excerpt(value)}") from None
+    if not math.isfinite(number) or not 1 <= number <= MAX_PARAMS:
+        raise KvsimError(f"{source}: {key} must be a number from 1 to 1e15, got {excerpt(value)}")
     return round(number)
 
 
-def _load_file(path: Path) -> ModelSpec:
+def _load_file(path: Path, chain: tuple[str, ...] = ()) -> ModelSpec:
+    """A model YAML or config.json, read through kvsim.inputs (size, UTF-8, nesting bounds)."""
     try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise KvsimError(f"{path}: cannot read model file ({type(exc).__name__})") from None
+        key = str(path.resolve())
+    except (OSError, RuntimeError):
+        key = str(path)
+    if key in chain:
+        loop = " -> ".join(Path(k).name for k in (*chain[chain.index(key):], key))
+        raise KvsimError(f"{path}: base models form a loop: {excerpt(loop, 200)}")
+    text = read_text(path, "model file")
+    if path.suffix.lower() == ".json":
+        data = parse_json(text, str(path))
+    else:
+        data = parse_yaml(text, str(path))
     if not isinstance(data, dict):
         raise KvsimError(f"{path}: model file must hold a mapping")
     if "num_hidden_layers" in data or "model_type" in data:
         return spec_from_hf_config(data, str(path))
     data.setdefault("name", path.stem)
-    return spec_from_dict(data, str(path))
+    return _from_dict(data, str(path), (*chain, key))
+
+
+_HF_INTS: dict[str, int] = {
+    "num_hidden_layers": 1, "n_layer": 1, "num_layers": 1, "hidden_size": 1, "n_embd": 1, "d_model": 1,
+    "num_attention_heads": 1, "n_head": 1, "num_key_value_heads": 1, "head_dim": 1, "v_head_dim": 1,
+    "qk_nope_head_dim": 1, "intermediate_size": 1, "ffn_dim": 1, "n_inner": 1, "vocab_size": 1,
+    "max_position_embeddings": 1, "sliding_window": 0, "max_window_layers": 0, "kv_lora_rank": 0,
+    "qk_rope_head_dim": 0, "q_lora_rank": 0, "n_routed_experts": 0, "num_local_experts": 0,
+    "num_experts": 0, "num_experts_per_tok": 0, "first_k_dense_replace": 0, "moe_intermediate_size": 1,
+    "n_shared_experts": 0, "shared_expert_intermediate_size": 0,
+}
+"""config.json keys kvsim reads as integers, with their least value (null means absent)."""
+_HF_BOOLS = ("tie_word_embeddings", "use_sliding_window", "attention_bias")
+_HF_STRS = ("model_type", "torch_dtype", "dtype", "_name_or_path")
+
+
+def _checked_hf(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """The keys of cfg that kvsim reads, each checked for its type: integers (not bools or floats)
+    within [least, MAX_DIM], true/false flags, strings. null counts as absent."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        if value is None:
+            continue
+        if key in _HF_INTS:
+            problem = check_int(value, _HF_INTS[key], MAX_DIM)
+            if problem:
+                raise KvsimError(f"{source}: {key} {problem}")
+        elif key in _HF_BOOLS and not isinstance(value, bool):
+            raise KvsimError(f"{source}: {key} must be true or false, got {excerpt(value)}")
+        elif key in _HF_STRS and not isinstance(value, str):
+            raise KvsimError(f"{source}: {key} must be a string, got {excerpt(value)}")
+        out[key] = value
+    return out
 
 
 def spec_from_hf_config(cfg: dict[str, Any], source: str) -> ModelSpec:
     """Map a Hugging Face config.json onto a ModelSpec. num_params is estimated from the shapes (the
-    file does not carry it): Llama-style attention or MLA, gated MLP (plain for OPT), MoE experts."""
+    file does not carry it): Llama-style attention or MLA, gated MLP (plain for OPT), MoE experts.
+    Every key read is type-checked (one-line KvsimError naming the key); num_key_value_heads null or
+    absent means as many KV heads as attention heads, 0 is an error; without head_dim (v_head_dim /
+    qk_nope_head_dim for MLA), hidden_size must be a multiple of num_attention_heads."""
+    cfg = _checked_hf(cfg, source)
+
     def need(*keys: str) -> Any:
         for key in keys:
-            if cfg.get(key) is not None:
+            if key in cfg:
                 return cfg[key]
         raise KvsimError(f"{source}: missing key {keys[0]!r}")
 
     layers = need("num_hidden_layers", "n_layer", "num_layers")
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
-    kv_heads = cfg.get("num_key_value_heads") or heads
+    kv_heads = cfg.get("num_key_value_heads", heads)
     mla = bool(cfg.get("kv_lora_rank"))
-    if mla:
-        head_dim = cfg.get("v_head_dim") or cfg.get("qk_nope_head_dim") or hidden // heads
-    else:
-        head_dim = cfg.get("head_dim") or hidden // heads
+    dim_keys = ("v_head_dim", "qk_nope_head_dim") if mla else ("head_dim",)
+    head_dim = next((cfg[k] for k in dim_keys if k in cfg), None) or _head_dim(hidden, heads, source)
     ffn = need("intermediate_size", "ffn_dim", "n_inner")
     vocab = need("vocab_size")
     window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
@@ -221,6 +359,7 @@ def spec_from_hf_config(cfg: dict[str, Any], source: str) -> ModelSpec:
         else:
             window_layers = layers
     total, active = _estimate_hf_params(cfg, layers, hidden, heads, kv_heads, head_dim, ffn, vocab)
+    total = _bounded_params(total, source)
     name = str(cfg.get("_name_or_path") or Path(source).parent.name or "hf-model").split("/")[-1]
     try:
         dtype = normalize_dtype(cfg.get("torch_dtype") or cfg.get("dtype") or "bf16")
@@ -232,7 +371,7 @@ def spec_from_hf_config(cfg: dict[str, Any], source: str) -> ModelSpec:
             max_position_embeddings=cfg.get("max_position_embeddings") or 2048,
             kv_lora_rank=cfg.get("kv_lora_rank") or 0, qk_rope_head_dim=cfg.get("qk_rope_head_dim") or 0,
             sliding_window=window if window_layers else None, sliding_window_layers=window_layers,
-            weight_dtype=dtype, tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            weight_dtype=dtype, tie_word_embeddings=cfg.get("tie_word_embeddings", False),
             source=source)
     except KvsimError as exc:
         raise KvsimError(f"{source}: {exc}") from None

@@ -7,10 +7,12 @@ import math
 from dataclasses import dataclass
 
 from kvsim.errors import KvsimError
-from kvsim.specs.hardware import HardwareSpec
+from kvsim.specs.hardware import MAX_BYTES, HardwareSpec
 from kvsim.specs.model import ModelSpec
 
 GiB = 2**30
+MAX_BLOCK_SIZE = 2**20
+"""Largest block_size (tokens per block) accepted; vLLM uses 1 to 256."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +53,22 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: str = "bf16", tp: 
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
                 activation_reserve_bytes: float | None = None) -> Capacity:
     """KV blocks and tokens one GPU can hold for `model` sharded over `tp` GPUs of type `hw`.
-    KvsimError when the sharding is impossible or the weights (plus reserve) do not fit."""
+    KvsimError when the sharding is impossible, the weights (plus reserve) do not fit, or an input is
+    out of range: gpu_memory_utilization in (0, 1], 1 <= block_size <= MAX_BLOCK_SIZE, a finite
+    reserve in [0, MAX_BYTES]. With those bounds (and the ModelSpec / HardwareSpec ones) every
+    quantity here is a finite float, so the block count is a plain int."""
     model.validate_tp(tp)
-    if not 0 < gpu_memory_utilization <= 1:
-        raise KvsimError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise KvsimError(f"block_size must be a positive integer, got {block_size!r}")
-    if activation_reserve_bytes is not None and activation_reserve_bytes < 0:
-        raise KvsimError(f"activation reserve must be >= 0, got {activation_reserve_bytes}")
+    if not _is_number(gpu_memory_utilization) or not 0 < gpu_memory_utilization <= 1:
+        raise KvsimError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or not (
+            1 <= block_size <= MAX_BLOCK_SIZE):
+        raise KvsimError(f"block_size must be an integer from 1 to {MAX_BLOCK_SIZE}, got {block_size!r}")
+    if activation_reserve_bytes is not None and not (
+            _is_number(activation_reserve_bytes) and 0 <= activation_reserve_bytes <= MAX_BYTES):
+        raise KvsimError(f"activation reserve must be a finite number of bytes >= 0 (at most 2**60),"
+                         f" got {activation_reserve_bytes!r}")
+    if not _is_number(hw.memory_bytes) or not 0 < hw.memory_bytes <= MAX_BYTES:
+        raise KvsimError(f"hardware {hw.name}: memory_bytes must be in (0, 2**60], got {hw.memory_bytes!r}")
     per_token = model.kv_bytes_per_token(kv_dtype, tp)
     per_block = per_token * block_size
     budget = hw.memory_bytes * gpu_memory_utilization
@@ -75,10 +85,14 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: str = "bf16", tp: 
             f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) plus the activation reserve"
             f" ({reserve / 1e9:.1f} GB) leave no room for KV in the {budget / 1e9:.1f} GB budget of"
             f" {hw.name} at tensor_parallel_size {tp}; {_suggest(model, hw, budget, reserve, tp)}")
-    num_blocks = max(0, math.floor(usable / per_block))
+    num_blocks = max(0, math.floor(usable / per_block))  # both finite and > 0 here
     return Capacity(kv_bytes_per_token=per_token, block_size=block_size, bytes_per_block=per_block,
                     budget_bytes=budget, weight_bytes=weights, activation_reserve_bytes=reserve,
                     usable_bytes=usable, num_blocks=num_blocks, tokens=num_blocks * block_size)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _suggest(model: ModelSpec, hw: HardwareSpec, budget: float, reserve: float, tp: int) -> str:

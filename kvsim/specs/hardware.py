@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import kvsim
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
+from kvsim.inputs import load_yaml
 
 GB = 1e9
+MAX_BYTES = 2.0**60
+"""Largest memory_bytes, host_dram_bytes or ssd_bytes accepted (an exbibyte)."""
+MAX_RATE = 1e21
+"""Largest bandwidth (bytes/s) or peak FLOP/s accepted (a zetta-: a thousand times any device)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +32,11 @@ class HardwareSpec:
         for tensor-parallel all-reduce, one direction), ssd_bandwidth (read): bytes/s.
     peak_flops: dtype -> dense FLOP/s (no sparsity); keys among fp32, tf32, bf16, fp16, fp8, int8.
     host_dram_bytes, ssd_bytes: this GPU's share of the host's DRAM and local NVMe.
-    sources: field -> citation. calibration: raw mapping from a kernel-measurement fit, or None.
+    sources: field -> citation. calibration: raw mapping from a kernel-measurement fit, or None
+        (kvsim.cost.calibrated checks the parts it reads).
+
+    Profiles loaded through load_hardware / spec_from_mapping hold finite numbers only: byte counts
+    <= MAX_BYTES, bandwidths and FLOP/s <= MAX_RATE; name, description and every source strings.
     """
 
     name: str
@@ -72,15 +81,29 @@ _QUANTITY = re.compile(r"^\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*"
 
 def parse_quantity(value: Any) -> float:
     """A number, or a string such as '4.8e12', '4.8 TB/s', '139.81 GiB', '989.5 TFLOPS'. Decimal
-    prefixes are powers of 1000, binary ones (Ki, Mi, Gi, Ti) powers of 1024. ValueError if not."""
+    prefixes are powers of 1000, binary ones (Ki, Mi, Gi, Ti) powers of 1024. ValueError if not, or
+    if the result is not finite (nan, inf, '1e999')."""
     if isinstance(value, bool):
         raise ValueError("not a number")
     if isinstance(value, (int, float)):
+        number = _as_float(value)
+    elif isinstance(value, str) and len(value) <= 64 and (m := _QUANTITY.match(value)) and (
+            m.group(3) or not m.group(2)):
+        number = _as_float(m.group(1)) * _PREFIX[(m.group(2) or "").lower()]
+    else:
+        raise ValueError(f"cannot read {excerpt(value)} as a quantity")
+    if not math.isfinite(number):
+        raise ValueError(f"{excerpt(value)} is not a finite number")
+    return number
+
+
+def _as_float(value: int | float | str) -> float:
+    try:
         return float(value)
-    m = _QUANTITY.match(str(value))
-    if not m or (m.group(2) and not m.group(3)):
-        raise ValueError(f"cannot read {value!r} as a quantity")
-    return float(m.group(1)) * _PREFIX[(m.group(2) or "").lower()]
+    except OverflowError:  # an int beyond the float range
+        return math.inf
+    except ValueError:
+        raise ValueError(f"cannot read {excerpt(value)} as a number") from None
 
 
 def hardware_profiles_dir() -> Path:
@@ -89,10 +112,28 @@ def hardware_profiles_dir() -> Path:
     return Path(env) if env else Path(kvsim.__file__).resolve().parents[1] / "hardware_profiles"
 
 
+def _profile_files() -> list[Path]:
+    folder = hardware_profiles_dir()
+    try:
+        return sorted(folder.glob("*.yaml"), key=lambda p: p.stem.lower()) if folder.is_dir() else []
+    except OSError:  # an unreadable folder lists nothing
+        return []
+
+
 def list_hardware() -> list[str]:
     """Names of the profiles in hardware_profiles_dir(), sorted."""
-    folder = hardware_profiles_dir()
-    return sorted(p.stem.lower() for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    return [p.stem.lower() for p in _profile_files()]
+
+
+def scan_hardware() -> Iterator[tuple[Path, HardwareSpec | KvsimError]]:
+    """(file, profile) for every *.yaml in hardware_profiles_dir(), sorted by name; a file that does
+    not load (binary, not UTF-8, bad YAML, bad numbers, a folder) comes with its one-line KvsimError
+    instead, so a listing can show the good profiles and one error line per bad file."""
+    for path in _profile_files():
+        try:
+            yield path, _load_file(path)
+        except KvsimError as exc:
+            yield path, exc
 
 
 def load_hardware(name_or_dict: str | Path | dict[str, Any] | HardwareSpec) -> HardwareSpec:
@@ -102,23 +143,37 @@ def load_hardware(name_or_dict: str | Path | dict[str, Any] | HardwareSpec) -> H
         return name_or_dict
     if isinstance(name_or_dict, dict):
         return spec_from_mapping(name_or_dict, "inline hardware")
+    if not isinstance(name_or_dict, (str, Path)):
+        raise KvsimError(f"hardware: expected a name, a path or a mapping, got {type(name_or_dict).__name__}")
     text = str(name_or_dict).strip()
-    path = Path(text).expanduser()
-    if not path.is_file():
-        folder = hardware_profiles_dir()
-        matches = [p for p in folder.glob("*.yaml") if p.stem.lower() == text.lower()]
+    path = _existing(text)
+    if path is None:
+        matches = [p for p in _profile_files() if p.stem.lower() == text.lower()]
         if not matches:
             names = list_hardware()
-            close = difflib.get_close_matches(text.lower(), names, n=3, cutoff=0.5)
+            close = difflib.get_close_matches(text.lower()[:200], names, n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(names) or 'none'}"
-            raise KvsimError(f"unknown hardware {text!r} (no {text}.yaml in {folder}); {hint}")
+            file = f"{text}.yaml" if text.isprintable() and len(text) <= 100 else "such profile"
+            raise KvsimError(f"unknown hardware {excerpt(text)} (no {file} in {hardware_profiles_dir()});"
+                             f" {hint}")
         path = matches[0]
+    return _load_file(path)
+
+
+def _existing(text: str) -> Path | None:
+    """The path `text` names when something is there (a file, or a folder named *.yaml), else None."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise KvsimError(f"{path}:{where}: {getattr(exc, 'problem', None) or 'invalid YAML'}") from None
+        path = Path(text).expanduser()
+        if path.is_file() or (path.suffix.lower() in (".yaml", ".yml") and path.exists()):
+            return path
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long for a path ...
+        pass
+    return None
+
+
+def _load_file(path: Path) -> HardwareSpec:
+    """One profile YAML, read through kvsim.inputs (size, UTF-8, bounded YAML)."""
+    data = load_yaml(path, "hardware profile")
     if not isinstance(data, dict):
         raise KvsimError(f"{path}: hardware profile must be a mapping")
     data.setdefault("name", path.stem.lower())
@@ -128,11 +183,11 @@ def load_hardware(name_or_dict: str | Path | dict[str, Any] | HardwareSpec) -> H
 def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
     """Validate a mapping of HardwareSpec fields; every error is one line naming `source` and the key."""
     data = dict(data)
-    unknown = sorted(set(data) - set(_KNOWN))
+    unknown = [k for k in data if k not in _KNOWN]
     if unknown:
-        raise KvsimError(f"{source}: unknown key {unknown[0]!r}; known: {', '.join(_KNOWN)}")
+        raise KvsimError(f"{source}: unknown key {excerpt(unknown[0])}; known: {', '.join(_KNOWN)}")
     if "memory_bytes" not in data and "memory_gb" in data:
-        data["memory_bytes"] = _positive(data["memory_gb"], "memory_gb", source) * GB
+        data["memory_bytes"] = _positive(data["memory_gb"], "memory_gb", source, MAX_BYTES / GB) * GB
     for key in _REQUIRED:
         if key not in data:
             raise KvsimError(f"{source}: missing key {key!r}")
@@ -141,34 +196,62 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         raise KvsimError(f"{source}: peak_flops must map dtypes ({', '.join(_FLOPS_KEYS)}) to FLOP/s")
     bad = [k for k in flops if k not in _FLOPS_KEYS]
     if bad:
-        raise KvsimError(f"{source}: peak_flops: unknown dtype {bad[0]!r}; known: {', '.join(_FLOPS_KEYS)}")
-    peak = {k: _positive(v, f"peak_flops.{k}", source) for k, v in flops.items()}
-    for key in ("sources", "calibration"):
-        if data.get(key) is not None and not isinstance(data[key], dict):
-            raise KvsimError(f"{source}: {key} must be a mapping")
-    memory = int(_positive(data["memory_bytes"], "memory_bytes", source))
+        raise KvsimError(f"{source}: peak_flops: unknown dtype {excerpt(bad[0])};"
+                         f" known: {', '.join(_FLOPS_KEYS)}")
+    peak = {k: _positive(v, f"peak_flops.{k}", source, MAX_RATE) for k, v in flops.items()}
+    if data.get("calibration") is not None and not isinstance(data["calibration"], dict):
+        raise KvsimError(f"{source}: calibration must be a mapping")
+    memory = int(_positive(data["memory_bytes"], "memory_bytes", source, MAX_BYTES))
+
+    def rate(key: str) -> float:
+        return _positive(data[key], key, source, MAX_RATE)
+
     return HardwareSpec(
-        name=str(data.get("name") or "custom"),
+        name=_text(data.get("name"), "name", source) or "custom",
         memory_bytes=memory,
-        hbm_bandwidth=_positive(data["hbm_bandwidth"], "hbm_bandwidth", source),
+        hbm_bandwidth=rate("hbm_bandwidth"),
         peak_flops=peak,
-        host_link_bandwidth=_positive(data["host_link_bandwidth"], "host_link_bandwidth", source),
-        host_dram_bytes=int(_positive(data["host_dram_bytes"], "host_dram_bytes", source, zero=True)),
-        ssd_bytes=int(_positive(data["ssd_bytes"], "ssd_bytes", source, zero=True)),
-        ssd_bandwidth=_positive(data["ssd_bandwidth"], "ssd_bandwidth", source),
-        interconnect_bandwidth=_positive(data["interconnect_bandwidth"], "interconnect_bandwidth", source),
-        memory_gb=_positive(data.get("memory_gb", memory / GB), "memory_gb", source),
-        description=str(data.get("description") or ""),
-        sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
+        host_link_bandwidth=rate("host_link_bandwidth"),
+        host_dram_bytes=int(_positive(data["host_dram_bytes"], "host_dram_bytes", source, MAX_BYTES, True)),
+        ssd_bytes=int(_positive(data["ssd_bytes"], "ssd_bytes", source, MAX_BYTES, True)),
+        ssd_bandwidth=rate("ssd_bandwidth"),
+        interconnect_bandwidth=rate("interconnect_bandwidth"),
+        memory_gb=_positive(data.get("memory_gb", memory / GB), "memory_gb", source, MAX_BYTES / GB),
+        description=_text(data.get("description"), "description", source),
+        sources=_sources(data.get("sources"), source),
         calibration=data.get("calibration"),
     )
 
 
-def _positive(value: Any, key: str, source: str, zero: bool = False) -> float:
+def _text(value: Any, key: str, source: str) -> str:
+    """A string field: "" when absent (None), else it must be a string."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise KvsimError(f"{source}: {key} must be a string, got {excerpt(value)}")
+    return value
+
+
+def _sources(value: Any, source: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise KvsimError(f"{source}: sources must be a mapping of field -> citation")
+    for key, cite in value.items():
+        if not isinstance(key, str) or not isinstance(cite, str):
+            raise KvsimError(f"{source}: sources: {excerpt(key)} must map a field name to a string,"
+                             f" got {excerpt(cite)}")
+    return dict(value)
+
+
+def _positive(value: Any, key: str, source: str, maximum: float, zero: bool = False) -> float:
+    """A finite quantity in (0, maximum] ([0, maximum] with zero=True)."""
     try:
         number = parse_quantity(value)
     except ValueError:
-        raise KvsimError(f"{source}: {key}: cannot read {value!r} as a number") from None
+        raise KvsimError(f"{source}: {key}: cannot read {excerpt(value)} as a finite number") from None
     if number < 0 or (number == 0 and not zero):
-        raise KvsimError(f"{source}: {key} must be {'>= 0' if zero else '> 0'}, got {value!r}")
+        raise KvsimError(f"{source}: {key} must be {'>= 0' if zero else '> 0'}, got {excerpt(value)}")
+    if number > maximum:
+        raise KvsimError(f"{source}: {key} {excerpt(value)} is out of range (at most {maximum:.3g})")
     return number

@@ -6,10 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
 from kvsim.specs.dtypes import DTYPE_BYTES, dtype_bytes, normalize_dtype
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
+
+MAX_DIM = 2**31
+"""Largest layer count, width, head count, vocabulary, window or context length accepted (real models are
+below 2**20 in each; the bound keeps every product of them a finite float)."""
+MAX_PARAMS = 10**15
+"""Largest num_params / active_params accepted (a thousand times the largest published models)."""
+
+POSITIVE_DIMS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
+                 "intermediate_size", "vocab_size", "max_position_embeddings")
+"""Integer fields that must be >= 1 (and <= MAX_DIM)."""
+OPTIONAL_DIMS = ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers")
+"""Integer fields that may be 0 (and are <= MAX_DIM)."""
+COUNTS = ("num_params", "active_params")
+"""Integer fields that must be >= 1 (and <= MAX_PARAMS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +38,12 @@ class ModelSpec:
     token instead of K and V; head_dim is then the per-head value dim (= qk_nope_head_dim in every
     DeepSeek MLA model). sliding_window_layers of the num_layers layers keep only the last
     sliding_window tokens of KV.
+
+    Checked on construction (KvsimError, one line): every shape an integer (never a bool or a float)
+    with 1 <= value <= MAX_DIM (kv_lora_rank, qk_rope_head_dim, sliding_window_layers may be 0);
+    1 <= active_params <= num_params <= MAX_PARAMS; for mha / gqa / mqa num_kv_heads divides
+    num_attention_heads, mha has as many KV heads as heads and mqa one; name, attention, weight_dtype
+    and source are strings, tie_word_embeddings a bool.
     """
 
     name: str
@@ -47,31 +67,59 @@ class ModelSpec:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for f in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
-                  "intermediate_size", "vocab_size", "num_params", "active_params",
-                  "max_position_embeddings"):
-            _require_int(self.name, f, getattr(self, f), minimum=1)
-        for f in ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers"):
-            _require_int(self.name, f, getattr(self, f), minimum=0)
+        if not isinstance(self.name, str):
+            raise KvsimError(f"model: name must be a string, got {excerpt(self.name)}")
+        who = _label(self.name)
+        for f in POSITIVE_DIMS:
+            _require_int(who, f, getattr(self, f), 1, MAX_DIM)
+        for f in OPTIONAL_DIMS:
+            _require_int(who, f, getattr(self, f), 0, MAX_DIM)
+        for f in COUNTS:
+            _require_int(who, f, getattr(self, f), 1, MAX_PARAMS)
+        for f in ("attention", "weight_dtype", "source"):
+            if not isinstance(getattr(self, f), str):
+                raise KvsimError(f"{who}: {f} must be a string, got {excerpt(getattr(self, f))}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise KvsimError(f"{who}: tie_word_embeddings must be true or false,"
+                             f" got {excerpt(self.tie_word_embeddings)}")
         if self.attention not in ATTENTION_KINDS:
-            raise KvsimError(f"model {self.name}: attention must be one of {', '.join(ATTENTION_KINDS)},"
-                             f" got {self.attention!r}")
-        if self.attention == "mla" and self.kv_lora_rank < 1:
-            raise KvsimError(f"model {self.name}: attention 'mla' needs kv_lora_rank >= 1")
-        if self.num_kv_heads > self.num_attention_heads:
-            raise KvsimError(f"model {self.name}: num_kv_heads ({self.num_kv_heads}) exceeds"
-                             f" num_attention_heads ({self.num_attention_heads})")
+            raise KvsimError(f"{who}: attention must be one of {', '.join(ATTENTION_KINDS)},"
+                             f" got {excerpt(self.attention)}")
+        self._check_heads(who)
         if self.active_params > self.num_params:
-            raise KvsimError(f"model {self.name}: active_params exceeds num_params")
+            raise KvsimError(f"{who}: active_params exceeds num_params")
         if self.sliding_window is not None:
-            _require_int(self.name, "sliding_window", self.sliding_window, minimum=1)
+            _require_int(who, "sliding_window", self.sliding_window, 1, MAX_DIM)
         if self.sliding_window_layers > self.num_layers:
-            raise KvsimError(f"model {self.name}: sliding_window_layers ({self.sliding_window_layers})"
+            raise KvsimError(f"{who}: sliding_window_layers ({self.sliding_window_layers})"
                              f" exceeds num_layers ({self.num_layers})")
         if self.sliding_window_layers and self.sliding_window is None:
-            raise KvsimError(f"model {self.name}: sliding_window_layers set without sliding_window")
-        if normalize_dtype(self.weight_dtype) != self.weight_dtype:
-            object.__setattr__(self, "weight_dtype", normalize_dtype(self.weight_dtype))
+            raise KvsimError(f"{who}: sliding_window_layers set without sliding_window")
+        try:
+            dtype = normalize_dtype(self.weight_dtype)
+        except KvsimError as exc:
+            raise KvsimError(f"{who}: weight_dtype: {exc}") from None
+        if dtype != self.weight_dtype:
+            object.__setattr__(self, "weight_dtype", dtype)
+
+    def _check_heads(self, who: str) -> None:
+        heads, kv = self.num_attention_heads, self.num_kv_heads
+        if self.attention == "mla":
+            if self.kv_lora_rank < 1:
+                raise KvsimError(f"{who}: attention 'mla' needs kv_lora_rank >= 1")
+            if kv > heads:
+                raise KvsimError(f"{who}: num_kv_heads ({kv}) exceeds num_attention_heads ({heads})")
+            return
+        if kv > heads:
+            raise KvsimError(f"{who}: num_kv_heads ({kv}) exceeds num_attention_heads ({heads})")
+        if heads % kv:
+            raise KvsimError(f"{who}: num_kv_heads ({kv}) must divide num_attention_heads ({heads})"
+                             f" for {self.attention} attention")
+        if self.attention == "mha" and kv != heads:
+            raise KvsimError(f"{who}: mha attention needs num_kv_heads = num_attention_heads ({heads}),"
+                             f" got {kv} (use gqa)")
+        if self.attention == "mqa" and kv != 1:
+            raise KvsimError(f"{who}: mqa attention needs num_kv_heads = 1, got {kv} (use gqa)")
 
     # ---- tensor parallelism -------------------------------------------------------------
     def validate_tp(self, tp: int) -> None:
@@ -80,12 +128,12 @@ class ModelSpec:
         tp > num_kv_heads)."""
         _check_tp(tp)
         if self.num_attention_heads % tp:
-            raise KvsimError(f"model {self.name}: tensor_parallel_size {tp} does not divide"
+            raise KvsimError(f"{_label(self.name)}: tensor_parallel_size {tp} does not divide"
                              f" {self.num_attention_heads} attention heads")
         if self.attention != "mla":
             kv = self.num_kv_heads
             if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
-                raise KvsimError(f"model {self.name}: tensor_parallel_size {tp} and {kv} KV heads"
+                raise KvsimError(f"{_label(self.name)}: tensor_parallel_size {tp} and {kv} KV heads"
                                  " are not multiples of one another")
 
     def kv_heads_per_gpu(self, tp: int = 1) -> int:
@@ -111,7 +159,7 @@ class ModelSpec:
         """Exact KV bytes on one GPU for one sequence of num_tokens tokens: sliding-window layers hold
         min(num_tokens, sliding_window) tokens, the other layers hold all of them."""
         if num_tokens < 0:
-            raise KvsimError(f"model {self.name}: num_tokens must be >= 0, got {num_tokens}")
+            raise KvsimError(f"{_label(self.name)}: num_tokens must be >= 0, got {num_tokens}")
         per_layer = self.kv_bytes_per_token(kv_dtype, tp) / self.num_layers
         windowed = self.sliding_window_layers
         full = self.num_layers - windowed
@@ -128,9 +176,10 @@ class ModelSpec:
     def linear_flops_per_token(self) -> float:
         """Matmul FLOPs per token for the whole model (all GPUs together; divide by tp per GPU):
         2 * active_params, minus the input embedding when it is not tied to the LM head (a lookup,
-        not a matmul). Attention score/value FLOPs are separate: attention_flops_per_pair."""
+        not a matmul); never negative (a hand-written spec may give fewer active_params than its
+        embedding holds). Attention score/value FLOPs are separate: attention_flops_per_pair."""
         lookup = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
-        return 2.0 * (self.active_params - lookup)
+        return 2.0 * max(0, self.active_params - lookup)
 
     def attention_flops_per_pair(self, tp: int = 1) -> float:
         """FLOPs on one GPU for one (query token, key token) pair, summed over layers: QK^T plus PV,
@@ -149,14 +198,29 @@ class ModelSpec:
 
 
 def _check_tp(tp: int) -> None:
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise KvsimError(f"tensor_parallel_size must be an integer >= 1, got {tp!r}")
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_DIM:
+        raise KvsimError(f"tensor_parallel_size must be an integer >= 1, got {excerpt(tp)}")
 
 
-def _require_int(model: str, field: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = "a positive integer" if minimum >= 1 else "an integer >= 0"
-        raise KvsimError(f"model {model}: {field} must be {what}, got {value!r}")
+def _label(name: str) -> str:
+    """'model NAME' for messages; an odd name (long, control characters) quoted by excerpt."""
+    return f"model {name}" if name.isprintable() and len(name) <= 80 else f"model {excerpt(name)}"
+
+
+def _require_int(who: str, field: str, value: Any, minimum: int, maximum: int) -> None:
+    problem = check_int(value, minimum, maximum)
+    if problem:
+        raise KvsimError(f"{who}: {field} {problem}")
+
+
+def check_int(value: Any, minimum: int, maximum: int) -> str | None:
+    """None if value is an int (not a bool) in [minimum, maximum], else what is wrong, as the end of a
+    sentence: 'must be a positive integer <= 2**31, got 32.5'."""
+    if not isinstance(value, bool) and isinstance(value, int) and minimum <= value <= maximum:
+        return None
+    what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    bound = "2**31" if maximum == MAX_DIM else "1e15" if maximum == MAX_PARAMS else str(maximum)
+    return f"must be {what} <= {bound}, got {excerpt(value)}"
 
 
 def estimate_dense_params(num_layers: int, hidden_size: int, num_attention_heads: int,

@@ -3,10 +3,13 @@ fallback, dtype matching, and what describe() reports."""
 
 from __future__ import annotations
 
+import datetime
+import json
+
 import pytest
 
 from kvsim.cost.batch import Batch
-from kvsim.cost.calibrated import CalibratedCost, pick_fit
+from kvsim.cost.calibrated import TERMS, CalibratedCost, pick_fit
 from kvsim.cost.roofline import RooflineCost
 from kvsim.errors import KvsimError
 from kvsim.specs.catalog import get_model
@@ -100,3 +103,68 @@ def test_describe_names_the_calibration_and_every_term():
 def test_profile_without_calibration_is_a_one_line_error():
     with pytest.raises(KvsimError, match="needs a calibration in hardware profile 'toy-gpu'"):
         cost(None)
+
+
+def _with(**changes):
+    """CAL with kernels.<kernel>.<dtype> entries replaced: changes maps 'kernel/dtype' -> fit."""
+    kernels = {k: dict(v) for k, v in CAL["kernels"].items()}
+    for where, fit in changes.items():
+        kernel, dtype = where.split("/")
+        kernels[kernel] = {dtype: fit}
+    return dict(CAL, kernels=kernels)
+
+
+GEMM = CAL["kernels"]["gemm_torch"]["bf16"]
+
+
+@pytest.mark.parametrize("calibration, message", [
+    ({"source": "x.csv", "terms": {}, "kernels": {}},
+     r"hardware profile 'toy-gpu': calibration: no usable kernel fit \(terms is empty"),
+    ({"source": "x.csv", "kernels": {}}, "hardware profile 'toy-gpu': calibration: no 'terms' mapping"),
+    (dict(CAL, kernels=None), "calibration: no 'kernels' mapping"),
+    (dict(CAL, terms=dict(CAL["terms"], decode="paged_decode_torch")),
+     "calibration.terms: unknown term 'decode'; known: linear, decode_attention"),
+    (dict(CAL, terms=dict(CAL["terms"], prefill_attention="prefill_torch")),
+     "calibration.terms.prefill_attention names kernel 'prefill_torch', which has no fit under"),
+    (dict(CAL, terms=dict(CAL["terms"], linear=["gemm_torch"])), r"terms.linear must name a kernel"),
+    (_with(**{"gemm_torch/bf16": {"heldout_mape": 0.1}}),
+     "calibration.kernels.gemm_torch.bf16: a fit needs a 'params' mapping"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, params={"fixed_s": 1e-6, "per_flop_s": 1e-11})}),
+     "calibration.kernels.gemm_torch.bf16.params.per_weight_byte_s is missing"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, params=dict(GEMM["params"], per_flop_s=float("nan")))}),
+     "params.per_flop_s must be a finite number in \\[0, 1000\\], got nan"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, params=dict(GEMM["params"], per_flop_s="1e-11"))}),
+     "params.per_flop_s must be a finite number in \\[0, 1000\\], got '1e-11'"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, params=dict(GEMM["params"], fixed_s=-1e-6))}),
+     "params.fixed_s must be a finite number in \\[0, 1000\\], got -1e-06"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, params=dict(GEMM["params"], fixed_s=1e300))}),
+     "params.fixed_s must be a finite number in \\[0, 1000\\], got 1e\\+300"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, heldout_mape=float("inf"))}),
+     "gemm_torch.bf16.heldout_mape must be a finite number >= 0, got inf"),
+    (_with(**{"gemm_torch/bf16": dict(GEMM, model="copy")}),
+     "gemm_torch.bf16: a 'copy' fit cannot time linear \\(needs a gemm fit\\)"),
+])
+def test_unusable_calibration_is_a_one_line_error_naming_the_profile_and_key(calibration, message):
+    with pytest.raises(KvsimError, match=message) as exc:
+        cost(calibration)
+    assert "\n" not in str(exc.value)
+
+
+def test_terms_the_calibration_does_not_list_stay_roofline_and_say_so():
+    c, _ = cost(dict(CAL, terms={"swap_out": "copy_d2h"}))  # a documented partial calibration
+    assert c.describe()["terms"]["linear"] == "roofline"
+    assert c.describe()["terms"]["swap_out"].startswith("copy_d2h/bf16")
+
+
+def test_the_shipped_cpu_calibration_is_usable():
+    m, hw = get_model("llama-3.1-8b"), load_hardware("cpu")
+    c = CalibratedCost(m, hw, 1, "bf16", 131072 * 16, RooflineCost(m, hw, 1, "bf16", 131072 * 16))
+    terms = c.describe()["terms"]
+    assert [t for t in TERMS if terms[t] == "roofline"] == [] and terms["allreduce"] == "roofline"
+
+
+def test_provenance_in_the_summary_is_json_safe():
+    cal = dict(CAL, provenance={"device": "toy", "date": datetime.date(2026, 11, 29), "x": float("nan")})
+    c, _ = cost(cal)
+    assert json.loads(json.dumps(c.describe(), allow_nan=False))["calibration"]["provenance"] == {
+        "device": "toy", "date": "2026-11-29", "x": "nan"}

@@ -6,6 +6,7 @@ import pytest
 
 from kvsim.cost.batch import Batch
 from kvsim.cost.roofline import ALLREDUCE_LATENCY_S, RooflineCost
+from kvsim.errors import KvsimError
 from kvsim.specs.catalog import get_model
 from kvsim.specs.hardware import load_hardware
 
@@ -79,3 +80,15 @@ def test_time_is_monotone_in_context_and_batch():
 
 def decode(n: int, ctx: int) -> Batch:
     return Batch(num_seqs=n, decode_seqs=n, decode_context_tokens=n * ctx)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("iteration_overhead_s", float("inf"), "cost.iteration_overhead_s must be a finite number >= 0, got inf"),
+    ("iteration_overhead_s", -1.0, "cost.iteration_overhead_s must be a finite number >= 0"),
+    ("gemm_efficiency_m_half", float("nan"), "cost.gemm_efficiency_m_half must be a finite number > 0"),
+    ("bandwidth_efficiency", 1.5, r"cost.bandwidth_efficiency must be a number in \(0, 1\], got 1.5"),
+    ("attention_efficiency", True, r"cost.attention_efficiency must be a number in \(0, 1\]"),
+])
+def test_tunables_out_of_range_are_one_line_errors(key, value, message):
+    with pytest.raises(KvsimError, match=message):
+        cost(**{key: value})

@@ -157,7 +157,7 @@ def test_missing_and_unreadable_files(tmp_path):
         get_model(str(tmp_path / "nope.json"))
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    with pytest.raises(KvsimError, match="cannot read model file"):
+    with pytest.raises(KvsimError, match=r"broken.json:1: bad JSON \(Expecting property name"):
         get_model(str(broken))
     listy = tmp_path / "list.yaml"
     listy.write_text("- 1\n- 2\n")
@@ -182,3 +182,119 @@ def test_docs_table_matches_the_catalog():
         m = CATALOG[name]
         assert int(cells[2]) == m.num_layers
         assert cells[-1].split(" ")[0] == f"{int(m.kv_bytes_per_token('bf16')):,}"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_key_value_heads": 0}, "num_key_value_heads must be a positive integer <= 2\\*\\*31, got 0"),
+    ({"num_key_value_heads": 5}, r"num_kv_heads \(5\) must divide num_attention_heads \(32\)"),
+    ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer"),
+    ({"num_hidden_layers": "32"}, "num_hidden_layers must be a positive integer <= 2\\*\\*31, got '32'"),
+    ({"num_hidden_layers": 32.5}, "num_hidden_layers must be a positive integer <= 2\\*\\*31, got 32.5"),
+    ({"hidden_size": True}, "hidden_size must be a positive integer"),
+    ({"vocab_size": [128256]}, r"vocab_size must be a positive integer <= 2\*\*31, got \[128256\]"),
+    ({"num_hidden_layers": None}, "missing key 'num_hidden_layers'"),
+    ({"hidden_size": 4097}, "hidden_size 4097 is not a multiple of num_attention_heads 32; give head_dim"),
+    ({"head_dim": 0}, "head_dim must be a positive integer"),
+    ({"tie_word_embeddings": "no"}, "tie_word_embeddings must be true or false, got 'no'"),
+    ({"torch_dtype": 16}, "torch_dtype must be a string, got 16"),
+    ({"vocab_size": 2**40}, r"vocab_size must be a positive integer <= 2\*\*31"),
+    ({"hidden_size": 2**31, "head_dim": 128}, r"the shapes give .* parameters, more than 1e\+15"),
+])
+def test_hf_config_shapes_and_types_are_one_line_errors(tmp_path, change, message):
+    path = write_json(tmp_path / "config.json", dict(LLAMA_3_8B_CONFIG, **change))
+    with pytest.raises(KvsimError, match=message) as exc:
+        get_model(str(path))
+    assert str(exc.value).startswith(str(path)) and "\n" not in str(exc.value)
+
+
+def test_hf_config_null_kv_heads_means_mha_and_head_dim_given_wins(tmp_path):
+    m = get_model(str(write_json(tmp_path / "a.json", dict(LLAMA_3_8B_CONFIG, num_key_value_heads=None))))
+    assert (m.num_kv_heads, m.attention) == (32, "mha")
+    odd = dict(LLAMA_3_8B_CONFIG, hidden_size=4000, head_dim=128)  # 4000 / 32 = 125, but head_dim says 128
+    assert get_model(str(write_json(tmp_path / "b.json", odd))).head_dim == 128
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"num_layers": 2, "hidden_size": 65, "num_attention_heads": 4, "num_params": 10},
+     "hidden_size 65 is not a multiple of num_attention_heads 4; give head_dim"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 0, "num_params": 10},
+     "num_attention_heads must be a positive integer"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_kv_heads": 3, "num_params": 10},
+     r"num_kv_heads \(3\) must divide num_attention_heads \(4\)"),
+    ({"num_layers": 32.5, "hidden_size": 64, "num_attention_heads": 4, "num_params": 10},
+     "num_layers must be a positive integer <= 2\\*\\*31, got 32.5"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_params": "1e999"},
+     "num_params must be a number from 1 to 1e15, got '1e999'"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_params": float("inf")},
+     "num_params must be a number from 1 to 1e15, got inf"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_params": float("nan")},
+     "num_params must be a number from 1 to 1e15, got nan"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_params": 1e400},
+     "num_params must be a number from 1 to 1e15"),
+    ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_params": 10, 3: 4},
+     "unknown model key 3"),
+    ({"base": 5}, "base must be a model name, a path or a mapping, got 5"),
+    ({"base": "nope"}, "inline model: base: unknown model 'nope'"),
+])
+def test_bad_inline_shapes_and_numbers(data, message):
+    with pytest.raises(KvsimError, match=message) as exc:
+        get_model(data)
+    assert str(exc.value).startswith("inline model:") and "\n" not in str(exc.value)
+
+
+def test_base_override_of_head_counts_updates_the_attention_kind():
+    m = get_model({"base": "llama-2-7b", "num_kv_heads": 8})  # was mha with 32 KV heads
+    assert (m.attention, m.kv_bytes_per_token("bf16")) == ("gqa", 2 * 32 * 8 * 128 * 2)
+
+
+def test_self_referencing_and_cyclic_base_files(tmp_path):
+    me = tmp_path / "me.yaml"
+    me.write_text(f"base: {me}\nnum_layers: 3\n")
+    with pytest.raises(KvsimError, match=r"me.yaml: base models form a loop: 'me.yaml -> me.yaml'"):
+        get_model(str(me))
+    (tmp_path / "a.yaml").write_text(f"base: {tmp_path / 'b.yaml'}\n")
+    (tmp_path / "b.yaml").write_text(f"base: {tmp_path / 'a.yaml'}\n")
+    with pytest.raises(KvsimError, match=r"base models form a loop: 'a.yaml -> b.yaml -> a.yaml'"):
+        get_model(str(tmp_path / "a.yaml"))
+    loop: dict = {}
+    loop["base"] = loop
+    with pytest.raises(KvsimError, match="more than 8 nested base models"):
+        get_model(loop)
+
+
+def test_base_chains_are_bounded(tmp_path):
+    for i in range(10):
+        nxt = f"base: {tmp_path / f'c{i + 1}.yaml'}" if i < 9 else "base: llama-3-8b"
+        (tmp_path / f"c{i}.yaml").write_text(nxt + "\n")
+    assert get_model(str(tmp_path / "c3.yaml")).num_kv_heads == 8  # 7 links
+    with pytest.raises(KvsimError, match="more than 8 nested base models"):
+        get_model(str(tmp_path / "c0.yaml"))
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("latin1.yaml", b"num_layers: 2\nname: caf\xe9\n", r"latin1.yaml:2: not UTF-8 text"),
+    ("nul.yaml", b"num_layers: 2\x00\n", "binary data"),
+    ("nan.json", b'{"model_type": "llama", "hidden_size": NaN}', "NaN is not a finite number"),
+    ("inf.json", b'{"model_type": "llama", "hidden_size": 1e999}', "out of range"),
+    ("deep.json", b"[" * 1000 + b"]" * 1000, "nesting deeper than 64 levels"),
+    ("inf.yaml", b"num_layers: .inf\n", "not finite"),
+])
+def test_model_files_are_read_through_bounded_inputs(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(KvsimError, match=message) as exc:
+        get_model(str(path))
+    assert "\n" not in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_a_folder_named_like_a_model_file(tmp_path):
+    (tmp_path / "m.yaml").mkdir()
+    with pytest.raises(KvsimError, match="m.yaml: is a directory, expected a model file"):
+        get_model(str(tmp_path / "m.yaml"))
+
+
+def test_odd_names_are_quoted_in_one_line():
+    for name in ("a\nb", "x" * 5000, "nul\x00name"):
+        with pytest.raises(KvsimError) as exc:
+            get_model(name)
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400

@@ -83,3 +83,36 @@ def test_bad_arguments(kwargs, message):
 ])
 def test_format_bytes(n, text):
     assert format_bytes(n) == text
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"gpu_memory_utilization": float("nan")}, r"gpu_memory_utilization must be in \(0, 1\], got nan"),
+    ({"gpu_memory_utilization": True}, "gpu_memory_utilization must be in"),
+    ({"activation_reserve_bytes": float("nan")}, "activation reserve must be a finite number"),
+    ({"activation_reserve_bytes": float("inf")}, "activation reserve must be a finite number"),
+    ({"activation_reserve_bytes": 1e300}, r"at most 2\*\*60"),
+    ({"block_size": 2**21}, "block_size must be an integer from 1 to 1048576"),
+    ({"block_size": 16.0}, "block_size must be an integer"),
+])
+def test_non_finite_and_huge_arguments_are_one_line_errors(kwargs, message):
+    with pytest.raises(KvsimError, match=message) as exc:
+        kv_capacity(SMALL, load_hardware(HW), **kwargs)
+    assert "\n" not in str(exc.value)
+
+
+def test_the_largest_inputs_give_a_plain_block_count():
+    # the smallest KV a spec can have (1 layer, 1 head of 1 dim, int4: 1 byte per token) on the largest
+    # memory a profile may declare (2**60 bytes): a block count, no float overflow on the way
+    one = ModelSpec(name="one", num_layers=1, hidden_size=1, num_attention_heads=1, num_kv_heads=1,
+                    head_dim=1, intermediate_size=1, vocab_size=1, num_params=1, active_params=1,
+                    attention="mha", max_position_embeddings=1)
+    cap = kv_capacity(one, load_hardware(dict(HW, memory_bytes=2**60)), "int4", block_size=1,
+                      gpu_memory_utilization=1.0, activation_reserve_bytes=0)
+    assert cap.bytes_per_block == 1.0 and isinstance(cap.num_blocks, int)
+    assert cap.num_blocks == pytest.approx(2**60)  # less 2 bytes of bf16 weights, lost in the float
+    # and the largest shapes: KV bytes per block are a huge but finite float, no block fits
+    big = ModelSpec(name="big", num_layers=2**31, hidden_size=2**31, num_attention_heads=2**31,
+                    num_kv_heads=2**31, head_dim=2**31, intermediate_size=1, vocab_size=1, num_params=1,
+                    active_params=1, attention="mha", max_position_embeddings=1)
+    cap = kv_capacity(big, load_hardware(HW), "fp32", block_size=2**20, activation_reserve_bytes=0)
+    assert cap.bytes_per_block == 2 * 2.0**31 * 2.0**31 * 2.0**31 * 4 * 2**20 and cap.num_blocks == 0

@@ -9,6 +9,7 @@ from kvsim.specs.hardware import (
     list_hardware,
     load_hardware,
     parse_quantity,
+    scan_hardware,
 )
 
 NUMERIC = ("memory_bytes", "memory_gb", "hbm_bandwidth", "peak_flops", "host_link_bandwidth",
@@ -119,6 +120,68 @@ def test_profile_folder_from_env_and_errors_name_the_file(tmp_path, monkeypatch)
     assert load_hardware("mine").name == "mine"
     with pytest.raises(KvsimError, match=r"broken.yaml: missing key 'peak_flops'"):
         load_hardware("broken")
-    with pytest.raises(KvsimError, match=r"syntax.yaml: line \d+"):
+    with pytest.raises(KvsimError, match=r"syntax.yaml:\d+: expected ','"):
         load_hardware("syntax")
     assert load_hardware(str(tmp_path / "Mine.yaml")).name == "mine"
+
+
+@pytest.mark.parametrize("text", ["1e999", "inf", "nan", ".inf", float("nan"), float("inf"), 10**400,
+                                  "9" * 100, "1.2.3 GB"])
+def test_parse_quantity_rejects_non_finite_and_unreadable_numbers(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"hbm_bandwidth": "1e999"}, "hbm_bandwidth: cannot read '1e999' as a finite number"),
+    ({"hbm_bandwidth": float("nan")}, "hbm_bandwidth: cannot read nan as a finite number"),
+    ({"peak_flops": {"bf16": float("inf")}}, "peak_flops.bf16: cannot read inf"),
+    ({"hbm_bandwidth": "2e21"}, r"hbm_bandwidth '2e21' is out of range \(at most 1e\+21\)"),
+    ({"peak_flops": {"bf16": "2e6 PFLOPS"}}, "peak_flops.bf16 '2e6 PFLOPS' is out of range"),
+    ({"memory_bytes": 2**61}, "memory_bytes 2305843009213693952 is out of range"),
+    ({"memory_gb": 1e12}, "memory_gb 1000000000000.0 is out of range"),
+    ({"ssd_bytes": "2 EB"}, "ssd_bytes: cannot read '2 EB'"),
+    ({"host_dram_bytes": True}, "host_dram_bytes: cannot read True"),
+    ({"name": 5}, "name must be a string, got 5"),
+    ({"description": ["a"]}, r"description must be a string, got \['a'\]"),
+    ({"sources": {"hbm_bandwidth": 1}}, "sources: 'hbm_bandwidth' must map a field name to a string, got 1"),
+    ({"calibration": [1]}, "calibration must be a mapping"),
+    ({7: 1}, "unknown key 7"),
+])
+def test_hardware_numbers_are_finite_and_bounded_and_fields_typed(change, message):
+    with pytest.raises(KvsimError, match=message) as exc:
+        load_hardware({**MINIMAL, **change})
+    assert str(exc.value).startswith("inline hardware:") and "\n" not in str(exc.value)
+
+
+def test_bounds_admit_the_biggest_real_numbers():
+    hw = load_hardware({**MINIMAL, "hbm_bandwidth": "1000 PB/s", "memory_bytes": 2**60,
+                        "ssd_bytes": "1024 PiB"})
+    assert (hw.hbm_bandwidth, hw.memory_bytes, hw.ssd_bytes) == (1e18, 2**60, 2**60)
+
+
+def test_scan_lists_good_profiles_and_one_error_per_bad_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVSIM_HARDWARE_DIR", str(tmp_path))
+    lines = [f"{k}: {v}" for k, v in MINIMAL.items() if k != "peak_flops"] + ["peak_flops: {bf16: 1.0e+15}"]
+    (tmp_path / "good.yaml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "bad.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+    (tmp_path / "nan.yaml").write_text("\n".join(lines).replace("2 TB/s", ".nan") + "\n")
+    (tmp_path / "folder.yaml").mkdir()
+    got = {path.name: result for path, result in scan_hardware()}
+    assert list(got) == ["bad.yaml", "folder.yaml", "good.yaml", "nan.yaml"]
+    assert isinstance(got["good.yaml"], HardwareSpec) and got["good.yaml"].name == "good"
+    assert "bad.yaml:1: not UTF-8 text" in str(got["bad.yaml"])
+    assert "folder.yaml: is a directory" in str(got["folder.yaml"])
+    assert "nan.yaml:2: number '.nan' is not finite" in str(got["nan.yaml"])
+    for result in got.values():
+        assert isinstance(result, HardwareSpec) or "\n" not in str(result)
+    with pytest.raises(KvsimError, match="bad.yaml:1: not UTF-8 text"):
+        load_hardware("bad")
+    assert list_hardware() == ["bad", "folder", "good", "nan"]
+
+
+def test_odd_hardware_names_are_quoted_in_one_line():
+    for name in ("a\nb", "x" * 5000, "nul\x00name"):
+        with pytest.raises(KvsimError, match="unknown hardware") as exc:
+            load_hardware(name)
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400

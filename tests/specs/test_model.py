@@ -124,3 +124,42 @@ def test_negative_token_count_is_an_error():
 def test_estimate_dense_params_is_exact_for_llama():
     assert estimate_dense_params(32, 4096, 32, 32, 128, 11008, 32000) == 6_738_415_616
     assert estimate_dense_params(28, 3584, 28, 4, 128, 18944, 152064, qkv_bias=True) == 7_615_616_512
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"num_kv_heads": 3}, r"num_kv_heads \(3\) must divide num_attention_heads \(4\) for gqa"),
+    ({"num_kv_heads": 0}, "num_kv_heads must be a positive integer"),
+    ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer"),
+    ({"attention": "mha"}, r"mha attention needs num_kv_heads = num_attention_heads \(4\), got 2"),
+    ({"attention": "mqa"}, "mqa attention needs num_kv_heads = 1, got 2"),
+    ({"num_layers": 32.0}, r"num_layers must be a positive integer <= 2\*\*31, got 32.0"),
+    ({"num_layers": True}, "num_layers must be a positive integer"),
+    ({"num_layers": "4"}, "num_layers must be a positive integer"),
+    ({"hidden_size": 2**31 + 1}, r"hidden_size must be a positive integer <= 2\*\*31"),
+    ({"num_params": 10**16, "active_params": 10**6}, "num_params must be a positive integer <= 1e15"),
+    ({"kv_lora_rank": -1}, "kv_lora_rank must be an integer >= 0"),
+    ({"name": 7}, "name must be a string, got 7"),
+    ({"weight_dtype": None}, "weight_dtype must be a string"),
+    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings must be true or false"),
+])
+def test_shapes_and_types_are_checked(overrides, message):
+    with pytest.raises(KvsimError, match=message) as exc:
+        tiny(**overrides)
+    assert "\n" not in str(exc.value)
+
+
+def test_attention_kinds_that_fit_the_head_counts():
+    assert tiny(num_kv_heads=4, attention="mha").kv_heads_per_gpu() == 4
+    assert tiny(num_kv_heads=1, attention="mqa").kv_heads_per_gpu() == 1
+    assert tiny(num_kv_heads=4, attention="gqa").num_kv_heads == 4  # one group: still a divisor
+
+
+def test_an_odd_name_is_quoted_in_one_line():
+    with pytest.raises(KvsimError, match=r"model 'a\\nb': attention must be one of") as exc:
+        tiny(name="a\nb", attention="x")
+    assert "\n" not in str(exc.value)
+
+
+def test_linear_flops_never_negative():
+    # a hand-written spec whose active_params (1000) are fewer than its embedding (1000 x 64)
+    assert tiny(num_params=1000, active_params=1000).linear_flops_per_token() == 0.0
