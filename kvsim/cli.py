@@ -293,7 +293,7 @@ def hitrate(
     out: Path = typer.Option(Path("hitrate"), "--out", help="Folder for hitrate.csv and hitrate.png."),
 ) -> None:
     """LRU prefix-cache hit rate against cache capacity, in one pass (stack distances)."""
-    from kvsim.metrics import hitrate_report as hr
+    from kvsim.sweep import hitrate_report as hr
 
     folder = _guard(lambda: _output_folder(out, "hitrate", source))
 
