@@ -113,7 +113,7 @@ def compare(
     set_: list[str] = typer.Option([], "--set", help="Override a key in every variant (repeatable)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (every variant)."),
     out: Path = typer.Option(Path("compare_out"), "--out", help="Folder for compare.csv, .json and plots."),
-    jobs: int = typer.Option(1, "--jobs", min=1, help="Variants simulated in parallel processes."),
+    jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Variants simulated in parallel processes."),
 ) -> None:
     """Run variants of one scenario on the identical request stream; print one table, write CSV and plots."""
     from kvsim.sweep.compare import run_compare, streams_identical, table_rows, table_width, write_compare
@@ -200,12 +200,12 @@ def hardware() -> None:
 @app.command()
 def footprint(
     model: str = typer.Argument(..., help="Catalog name, model YAML or HF config.json."),
-    tokens: int = typer.Option(..., "--tokens", min=1, help="Tokens of context to size."),
+    tokens: int = typer.Option(..., "--tokens", min=1, max=10**12, help="Tokens of context to size."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, fp16, bf16, fp8, int8 or int4."),
-    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
+    tp: int = typer.Option(1, "--tp", min=1, max=1024, help="Tensor-parallel size."),
     hardware: str = typer.Option("h100-sxm", "--hardware", help="Hardware profile for the fit."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", min=0.01, max=1.0),
-    block_size: int = typer.Option(16, "--block-size", min=1),
+    block_size: int = typer.Option(16, "--block-size", min=1, max=4096),
 ) -> None:
     """KV bytes per token and for N tokens, and how many tokens of KV fit on a device after weights."""
     from kvsim.specs.catalog import get_model
@@ -283,10 +283,11 @@ def hitrate(
     capacities: str | None = typer.Option(None, "--capacities", help="Comma-separated cache sizes in "
                                           "--unit (default: 16 log-spaced points up to the working set)."),
     unit: str = typer.Option("blocks", "--unit", help="blocks, tokens or gib (GiB of KV)."),
-    block_size: int | None = typer.Option(None, "--block-size", min=1,
+    block_size: int | None = typer.Option(None, "--block-size", min=1, max=4096,
                                           help="Engine block size (default: the scenario's, else 16)."),
     sample_rate: float = typer.Option(1.0, "--sample-rate", help="SHARDS spatial sampling rate in (0, 1]."),
-    requests: int | None = typer.Option(None, "--requests", min=1, help="Use only the first N requests."),
+    requests: int | None = typer.Option(None, "--requests", min=1, max=10_000_000,
+                                        help="Use only the first N requests."),
     set_: list[str] = typer.Option([], "--set", help="Override a scenario key (repeatable)."),
     model: str | None = typer.Option(None, "--model", help="For traces: the model --unit gib sizes KV by."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="For traces with --model: KV dtype."),

@@ -35,6 +35,8 @@ def check_file(path: str | Path, what: str = "file") -> Path:
         st = p.stat()
     except FileNotFoundError:
         raise KvsimError(f"{p}: {what} not found") from None
+    except ValueError:  # an embedded NUL byte
+        raise KvsimError(f"{excerpt(str(p))}: not a valid path") from None
     except OSError as exc:
         raise KvsimError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
     if stat.S_ISDIR(st.st_mode):
@@ -150,13 +152,17 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def parse_yaml(text: str, source: str) -> Any:
     """Parse one YAML document with the bounds above; None for an empty document."""
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # the reader refuses control characters YAML does not allow
         node = loader.get_single_node()
         if node is None:
             return None
         _check_graph(node, source)
         return loader.construct_document(node)
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise KvsimError(f"{source}:{line}: character #x{exc.character:04x} is not allowed in YAML") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{mark.line + 1}" if mark is not None else ""
@@ -167,7 +173,8 @@ def parse_yaml(text: str, source: str) -> Any:
     except ValueError as exc:  # e.g. a number PyYAML cannot convert
         raise KvsimError(f"{source}: invalid YAML value ({excerpt(str(exc))})") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml(path: str | Path, what: str = "YAML file") -> Any:

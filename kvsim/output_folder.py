@@ -241,16 +241,22 @@ def _restore_sigterm(handler: Any) -> None:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the duration (delivered when it ends)."""
-    if not _in_main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Hold SIGINT and SIGTERM back for the duration, then deliver them to the handlers they had. Python
+    runs signal handlers in the main thread only, so swapping the handlers defers a signal whichever
+    thread (pyarrow's, BLAS's) the kernel hands it to; blocking it in the main thread would not."""
+    if not _in_main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
 
 
 def folder_for(out: str | Path | OutputFolder, command: str) -> OutputFolder:

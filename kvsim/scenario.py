@@ -1,4 +1,5 @@
-"""The scenario schema (pydantic), YAML loading, `--set` overrides and one-line validation errors."""
+"""The scenario schema (pydantic), YAML loading, `--set` overrides, the cross-field rules and one-line
+validation errors. Numbers and their bounds: kvsim/schema.py."""
 
 from __future__ import annotations
 
@@ -6,26 +7,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
-from kvsim.errors import KvsimError
+from kvsim import inputs
+from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
+from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict
 from kvsim.workload.config import WorkloadConfig
 
+MAX_GIB = 1e6
+"""Largest memory size in GiB (swap space, activation reserve): a PiB."""
+MAX_GPU_BLOCKS = 2**24
+"""Most KV blocks of all replicas together (each block costs the simulator 50 to 90 bytes)."""
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
-
-class Parallelism(_Strict):
+class Parallelism(Strict):
     """tensor_parallel_size: GPUs one replica's weights and KV are split across. replicas: identical
-    engine replicas behind a round-robin router."""
+    engine replicas behind a round-robin router. Each at most 1024."""
 
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    replicas: int = Field(default=1, ge=1)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
+    replicas: int = Field(default=1, ge=1, le=1024)
 
 
-class KVConfig(_Strict):
+class KVConfig(Strict):
     """KV cache: block_size tokens per block, KV dtype, the fraction of GPU memory the engine may use
     (gpu_memory_utilization, as in vLLM), CPU swap space per GPU in GiB (swap_space_gb, vLLM's name and
     unit), the activation reserve in GiB (default max(1 GiB, 5% of GPU memory)), the free-block watermark
@@ -34,10 +38,14 @@ class KVConfig(_Strict):
     block_size: int = Field(default=16, ge=1, le=4096)
     dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    swap_space_gb: float = Field(default=4.0, ge=0)
-    activation_reserve_gib: float | None = Field(default=None, ge=0)
+    swap_space_gb: float = Field(default=4.0, ge=0, le=MAX_GIB)
+    """At most 10^6 GiB."""
+    activation_reserve_gib: float | None = Field(default=None, ge=0, le=MAX_GIB)
+    """At most 10^6 GiB."""
     watermark: float = Field(default=0.01, ge=0, lt=1)
-    num_gpu_blocks_override: int | None = Field(default=None, ge=1)
+    num_gpu_blocks_override: int | None = Field(default=None, ge=1, le=MAX_GPU_BLOCKS)
+    """Pool size in blocks instead of the computed capacity; all replicas together hold at most 2^24
+    blocks."""
     check_invariants: bool = False
     sparsity: SparsityConfig = Field(default_factory=SparsityConfig)
     """Token-level KV eviction or offload (StreamingLLM, H2O, ...). See docs/sparsity.md."""
@@ -54,14 +62,15 @@ class KVConfig(_Strict):
     kvsim/kvcache/eviction.py. length: keep the blocks early in prompts longest."""
 
 
-class SchedulerConfig(_Strict):
-    """vLLM-style continuous batching limits and preemption mode."""
+class SchedulerConfig(Strict):
+    """vLLM-style continuous batching limits and preemption mode. Sequences at most 10^6, tokens at most
+    10^9."""
 
-    max_num_seqs: int = Field(default=256, ge=1)
-    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    max_num_seqs: int = Field(default=256, ge=1, le=MAX_COUNT)
+    max_num_batched_tokens: int = Field(default=8192, ge=1, le=MAX_TOKENS)
     chunked_prefill: bool = True
     preemption_mode: Literal["recompute", "swap"] = "recompute"
-    max_model_len: int | None = Field(default=None, ge=1)
+    max_model_len: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _check(self) -> SchedulerConfig:
@@ -70,24 +79,27 @@ class SchedulerConfig(_Strict):
         return self
 
 
-class CostConfig(_Strict):
+class CostConfig(Strict):
     """Which cost model advances time, and the roofline's tunables."""
 
     model: Literal["roofline", "calibrated"] = "roofline"
-    iteration_overhead_s: float = Field(default=0.003, ge=0)
+    iteration_overhead_s: float = Field(default=0.003, ge=0, le=3600)
+    """Fixed seconds per iteration, at most 3600."""
     gemm_efficiency_max: float = Field(default=0.75, gt=0, le=1)
-    gemm_efficiency_m_half: float = Field(default=64.0, gt=0)
+    gemm_efficiency_m_half: float = Field(default=64.0, gt=0, le=MAX_TOKENS)
     bandwidth_efficiency: float = Field(default=0.85, gt=0, le=1)
     attention_efficiency: float = Field(default=0.5, gt=0, le=1)
 
 
-class Simulation(_Strict):
+class Simulation(Strict):
     """seed: the one RNG seed. requests: how many requests to generate; duration_s: stop admitting
     arrivals after this simulated time (whichever limit is hit first); each in-flight request still runs."""
 
-    seed: int = Field(default=0, ge=0)
-    requests: int | None = Field(default=2000, ge=1)
-    duration_s: float | None = Field(default=None, gt=0)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    requests: int | None = Field(default=2000, ge=1, le=MAX_REQUESTS)
+    """At most 10^7: the request list is built up front."""
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    """At most 10^9 s; without `requests`, its arrivals count against the 10^7 request bound."""
 
     @model_validator(mode="after")
     def _check(self) -> Simulation:
@@ -96,10 +108,10 @@ class Simulation(_Strict):
         return self
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     """Everything one simulated run needs. Every key has a default."""
 
-    name: str = "default"
+    name: str = Field(default="default", max_length=256)
     model: str | dict[str, Any] = "llama-3-8b"
     hardware: str | dict[str, Any] = "h100-sxm"
     parallelism: Parallelism = Field(default_factory=Parallelism)
@@ -116,59 +128,136 @@ class Scenario(_Strict):
         return self._base_dir
 
 
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+_MODEL_NAMES = frozenset(c.__name__ for c in _subclasses(Strict))
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "constrained-float", "constrained-int"})
+
+
 def _format_validation_error(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-    msg = first["msg"]
+    first = err.errors(include_url=False, include_context=False, include_input=False)[0]
+    loc = ".".join(_loc_part(p) for p in first["loc"] if not _union_tag(p)) or "<root>"
+    msg = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
-    return f"{source}: {loc}: {msg}"
+    return f"{source}: {loc}: {_one_line(msg)}"
 
 
-def parse_value(text: str) -> Any:
-    """Parse a --set value as YAML (so 32 is an int, true a bool, [a, b] a list)."""
+def _union_tag(part: Any) -> bool:
+    """Whether a loc part names a member of a union field (pydantic puts 'LengthDist', 'float',
+    'function-after[...]' there) rather than a key of the user's input."""
+    if not isinstance(part, str):
+        return False
+    return part in _UNION_TAGS or "[" in part or part in _MODEL_NAMES
+
+
+def _loc_part(part: Any) -> str:
+    return _key_text(str(part), ".")
+
+
+def _key_text(text: str, special: str = "") -> str:
+    """A key as typed when short and plain, else quoted (a key, too, is user input)."""
+    plain = 0 < len(text) <= 60 and text.isprintable() and not any(
+        c.isspace() or c in special or c in ":'\"" for c in text)
+    return text if plain else excerpt(text)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
+def parse_value(text: str, source: str = "--set") -> Any:
+    """Parse a --set value as YAML (so 32 is an int, true a bool, [a, b] a list), with the bounds of
+    kvsim.inputs (finite numbers, depth, alias expansion, no duplicate keys): a value that breaks one is a
+    one-line error naming `source`. Text that is not YAML at all stays text (the schema then says what it
+    expected)."""
+    if inputs.max_nesting(text) > inputs.MAX_DEPTH:  # flow style: refused before the parser recurses
+        raise KvsimError(f"{source}: nesting deeper than {inputs.MAX_DEPTH} levels")
     try:
-        return yaml.safe_load(text)
+        return inputs.parse_yaml(text, source)
+    except KvsimError as exc:
+        if not _is_yaml(text):
+            return text
+        msg = str(exc)
+        for prefix in (f"{source}:1: ", f"{source}: "):
+            msg = msg.removeprefix(prefix)
+        raise KvsimError(f"{source}: {msg}") from None
+
+
+def _is_yaml(text: str) -> bool:
+    """Whether text is well-formed YAML (composing builds no aliases' copies, so it is linear in text)."""
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError:  # a character YAML does not allow
+        return False
+    try:
+        loader.get_single_node()
+        return True
     except yaml.YAMLError:
-        return text
+        return False
+    except RecursionError:
+        return True
+    finally:
+        loader.dispose()
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], source: str = "--set") -> dict[str, Any]:
-    """Apply `a.b.c=value` overrides to a nested dict (in place) and return it."""
+    """Apply `a.b.c=value` overrides to a nested dict (in place) and return it. Missing (or null) mappings
+    on the way are created; a list is entered by index (workload.mix.0.weight); any other value on the
+    way is an error, as is an empty part (a..b)."""
     for item in overrides:
         if "=" not in item:
-            raise KvsimError(f"{source} {item!r}: expected KEY=VALUE, e.g. kv.block_size=32")
+            raise KvsimError(f"{source} {excerpt(item)}: expected KEY=VALUE, e.g. kv.block_size=32")
         key, _, raw = item.partition("=")
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
-            raise KvsimError(f"{source} {item!r}: empty key")
-        node = data
-        for part in parts[:-1]:
-            nxt = node.get(part)
-            if not isinstance(nxt, dict):
-                nxt = {}
-                node[part] = nxt
-            node = nxt
-        node[parts[-1]] = parse_value(raw)
+        parts = key.strip().split(".")
+        if not any(parts):
+            raise KvsimError(f"{source} {excerpt(item)}: empty key")
+        if not all(parts):
+            raise KvsimError(f"{source} {excerpt(item)}: empty part in key {excerpt(key.strip())}")
+        node: Any = data
+        for i, part in enumerate(parts):
+            where = f"{source} {excerpt(item)}: {_key_text('.'.join(parts[:i + 1]))}"
+            if i == len(parts) - 1:
+                _assign(node, part, parse_value(raw, f"{source} {excerpt(item)}"), where)
+            else:
+                node = _step(node, part, where)
     return data
 
 
+def _step(node: dict | list, part: str, where: str) -> dict | list:
+    """The child `part` of node, creating a mapping when it is missing or null."""
+    if isinstance(node, list):
+        nxt = node[_index(node, part, where)]
+    else:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+    if not isinstance(nxt, (dict, list)):
+        raise KvsimError(f"{where}: is {excerpt(nxt)}, not a mapping")
+    return nxt
+
+
+def _assign(node: dict | list, part: str, value: Any, where: str) -> None:
+    if isinstance(node, list):
+        node[_index(node, part, where)] = value
+    else:
+        node[part] = value
+
+
+def _index(node: list, part: str, where: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise KvsimError(f"{where}: a list of {len(node)} items takes an index 0..{len(node) - 1}")
+    return int(part)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping, with a one-line error naming the file and line on failure."""
+    """Read a YAML mapping, with a one-line error naming the file and line on failure (bounded reading:
+    kvsim/inputs.py)."""
     p = Path(path)
-    if not p.is_file():
-        raise KvsimError(f"{p}: scenario file not found")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise KvsimError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise KvsimError(f"{p}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise KvsimError(f"{p}:{where}: {problem}") from None
+    data = inputs.parse_yaml(inputs.read_text(p, "scenario file"), str(p))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -177,10 +266,40 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def build_scenario(data: dict[str, Any], source: str = "scenario") -> Scenario:
+    """Validate a scenario dict: the schema, then the rules across sections (`cross_check`)."""
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as err:
         raise KvsimError(_format_validation_error(err, source)) from None
+    problem = cross_check(scenario)
+    if problem is not None:
+        raise KvsimError(f"{source}: {problem}")
+    return scenario
+
+
+def cross_check(sc: Scenario) -> str | None:
+    """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
+    combinations would otherwise fail only when the run starts, or stall it."""
+    kv = sc.kv
+    if kv.prefix_cache != "none" and kv.layout != "paged":
+        return f"kv.prefix_cache: '{kv.prefix_cache}' needs kv.layout: paged (got '{kv.layout}')"
+    if kv.sparsity.enabled and kv.layout != "paged":
+        return f"kv.sparsity.policy: '{kv.sparsity.policy}' needs kv.layout: paged (got '{kv.layout}')"
+    for key, wl in _workloads(sc.workload):
+        seqs = max(wl.n, wl.beam_width)
+        field = "n" if wl.n >= wl.beam_width else "beam_width"
+        if seqs > sc.scheduler.max_num_seqs:
+            return (f"{key}.{field}: {seqs} sequences per request exceed scheduler.max_num_seqs "
+                    f"({sc.scheduler.max_num_seqs}); a request's sequences are scheduled together")
+        if kv.sparsity.enabled and seqs > 1:
+            return (f"kv.sparsity.policy: '{kv.sparsity.policy}' does not model parallel sampling or beam "
+                    "search (set workload.n and workload.beam_width to 1)")
+    return None
+
+
+def _workloads(wl: WorkloadConfig) -> list[tuple[str, WorkloadConfig]]:
+    """The workload and, for kind mix, each component, with its dotted key."""
+    return [("workload", wl), *((f"workload.mix.{i}", c) for i, c in enumerate(wl.mix))]
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None,
@@ -208,9 +327,16 @@ def _resolve_paths(scenario: Scenario, base: Path) -> Scenario:
     tr = scenario.workload.trace
     if tr is not None and not Path(tr.path).is_absolute():
         cand = base / tr.path
-        if cand.exists():
+        if _exists(cand):
             tr.path = str(cand)
     return scenario
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, say: the reader reports it
+        return False
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:

@@ -192,7 +192,7 @@ SCENARIO_FILES = {
 }
 
 RUN_ERRORS = [
-    pytest.param(["bad.yaml"], "bad.yaml: line 3: ", id="bad-yaml"),
+    pytest.param(["bad.yaml"], "bad.yaml:3: ", id="bad-yaml"),
     pytest.param(["unknown.yaml"], "kv.blok_size: unknown key", id="unknown-key"),
     pytest.param(["--set", "workload.arrival.rate=-1"], "workload.arrival.rate", id="negative-rate"),
     pytest.param(["trace.yaml"], "no_such_trace.csv", id="missing-trace"),

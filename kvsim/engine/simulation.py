@@ -19,9 +19,10 @@ from kvsim.engine.router import RoundRobinRouter
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.engine.sparse_wiring import attach as attach_sparsity
 from kvsim.engine.sparse_wiring import build_scheduler as build_sparse_scheduler
+from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
 from kvsim.metrics.recorder import Recorder
-from kvsim.scenario import Scenario, scenario_dict
+from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, scenario_dict
 from kvsim.specs.catalog import get_model
 from kvsim.specs.footprint import kv_capacity
 from kvsim.specs.hardware import load_hardware
@@ -56,10 +57,34 @@ class Simulation:
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
+        self._check_settings()
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
         self.recorder = Recorder()
         self._seq_no = 0
         self._completed = 0
+
+    def _check_settings(self) -> None:
+        """One-line errors for settings that only the model and the pool size reveal. `kvsim validate` and
+        `run` both construct the Simulation, so both report them before simulating (the rules that need
+        the scenario alone are scenario.cross_check)."""
+        sc = self.sc
+        problem = cross_check(sc)  # load_scenario checked it already; a Scenario built directly did not
+        if problem is not None:
+            raise KvsimError(problem)
+        replicas = sc.parallelism.replicas
+        if self.num_blocks < 1:
+            raise KvsimError(f"kv.block_size: not one block of {sc.kv.block_size} tokens fits in the KV "
+                             f"memory of {self.hw.name} ({self.capacity.usable_bytes / GIB:.2f} GiB usable); "
+                             "lower kv.block_size or kv.dtype, or raise gpu_memory_utilization")
+        if self.num_blocks * replicas > MAX_GPU_BLOCKS:
+            raise KvsimError(f"kv: {replicas} replica(s) x {self.num_blocks:,} KV blocks exceed the "
+                             f"simulator's bound of {MAX_GPU_BLOCKS:,} blocks in all (each costs memory "
+                             "here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
+                             "parallelism.replicas")
+        capacity = self.num_blocks * sc.kv.block_size
+        if sc.kv.layout == "contiguous:max" and self.max_model_len > capacity:
+            raise KvsimError(f"kv.layout: {sc.kv.layout} reserves max_model_len ({self.max_model_len}) slots "
+                             f"per sequence, more than the KV capacity ({capacity} slots)")
 
     def _new_scheduler(self) -> Scheduler:
         sc = self.sc
@@ -73,7 +98,7 @@ class Simulation:
                                     else max(sc.scheduler.max_num_batched_tokens, self.max_model_len)),
             chunked_prefill=sc.scheduler.chunked_prefill,
             preemption_mode=sc.scheduler.preemption_mode,
-            watermark_blocks=int(sc.kv.watermark * self.num_blocks),
+            watermark_blocks=self._watermark_blocks(),
             bytes_per_block=self.bytes_per_block,
             beam_seed=sc.simulation.seed,
         )
@@ -90,13 +115,25 @@ class Simulation:
         output = min(r.output_len, self.max_model_len - r.prompt_len)
         # a sequence holds at most prompt + output - 1 slots: the last token's KV is never written
         total = r.prompt_len + max(output - 1, 0)
-        if max(r.n, r.beam_width) * -(-total // bs) > self.num_blocks:
+        seqs = max(r.n, r.beam_width)
+        blocks = seqs * -(-total // bs)
+        if blocks > self.num_blocks:
             return "request needs more KV blocks than the pool has"
+        if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self._watermark_blocks():
+            # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
+            return "request needs more KV blocks than the pool has above the watermark"
         replicas = getattr(self, "replicas", None)
         refuse = getattr(replicas[0].sched.kv, "refuse_reason", None) if replicas else None
         if refuse is not None:
             return refuse(r, output)
         return None
+
+    def _may_swap(self, seqs: int) -> bool:
+        """Whether a group of `seqs` sequences can be swapped out (multi-sequence groups always are)."""
+        return self.sc.scheduler.preemption_mode == "swap" or seqs > 1
+
+    def _watermark_blocks(self) -> int:
+        return int(self.sc.kv.watermark * self.num_blocks)
 
     def _group(self, r: Request) -> Group:
         output = min(r.output_len, self.max_model_len - r.prompt_len)

@@ -73,7 +73,7 @@ def parse_vary(items: list[str]) -> list[tuple[str, list[Any]]]:
         key = key.strip()
         if not sep or not key:
             raise KvsimError(f"--vary {item!r}: expected KEY=V1,V2,..., e.g. kv.layout=paged,contiguous:max")
-        values = [parse_value(v.strip()) for v in raw.split(",") if v.strip()]
+        values = [parse_value(v.strip(), f"--vary {key}") for v in raw.split(",") if v.strip()]
         if not values:
             raise KvsimError(f"--vary {item!r}: no values after '='")
         if any(key == k for k, _ in axes):
@@ -116,6 +116,24 @@ def run_variant(scenario: str | None, overrides: list[str], seed: int | None,
                          result.timeline[list(TIMELINE_KEEP)].copy())
 
 
+def check_variants(scenario: str | None, overrides: list[str], seed: int | None,
+                   variants: list[Variant]) -> None:
+    """What `kvsim validate` checks, for every variant, before any runs: the scenario, the model, hardware
+    and pool (by building each Simulation), and each distinct workload's request stream."""
+    from kvsim.engine.simulation import Simulation
+
+    streams: set[str] = set()
+    for v in variants:
+        try:
+            sim = Simulation(load_scenario(scenario, [*overrides, *v.overrides], seed))
+            key = json.dumps(sim.sc.workload.model_dump(mode="json"), sort_keys=True) + str(sim.sc.simulation)
+            if key not in streams:
+                streams.add(key)
+                sim.build_requests()
+        except KvsimError as exc:
+            raise KvsimError(f"variant {v.label}: {exc}") from None
+
+
 def run_compare(scenario: str | Path | None, vary: list[str], overrides: list[str] | None = None,
                 seed: int | None = None, jobs: int = 1, on_done=None) -> list[VariantResult]:
     """Run every variant of the grid (in grid order; `jobs` > 1 runs them in that many processes).
@@ -123,11 +141,7 @@ def run_compare(scenario: str | Path | None, vary: list[str], overrides: list[st
     overrides = list(overrides or [])
     variants = grid(parse_vary(vary))
     path = None if scenario is None else str(scenario)
-    for v in variants:
-        try:
-            load_scenario(path, [*overrides, *v.overrides], seed)
-        except KvsimError as exc:
-            raise KvsimError(f"variant {v.label}: {exc}") from None
+    check_variants(path, overrides, seed, variants)
     results: list[VariantResult] = []
     if jobs <= 1 or len(variants) == 1:
         for v in variants:

@@ -34,10 +34,11 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
+from kvsim.schema import MAX_REQUESTS, MAX_SEGMENTS
 from kvsim.workload.chat import zipf_weights
 from kvsim.workload.config import LengthDist, WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_values
-from kvsim.workload.links import session_starts
+from kvsim.workload.links import check_requests, check_segments, session_starts
 from kvsim.workload.request import Request
 
 AGENT_SCAFFOLD_ID_BASE = 7 << 40
@@ -84,6 +85,8 @@ class _Episodes:
         self.time = None if const else _Draws(ag.tool_time_s, rng, base_dir, real=True)
         self.const_time = float(ag.tool_time_s) if const else 0.0
         self.piece = 0
+        self.made = 0  # steps generated so far, all episodes
+        self.refs = 0  # segments their prompts list
 
     def _id(self) -> int:
         self.piece += 1
@@ -91,6 +94,14 @@ class _Episodes:
 
     def _think(self) -> float:
         return self.const_time if self.time is None else self.time.next()
+
+    def _count(self, segments: int) -> None:
+        self.made += 1
+        self.refs += segments
+        if self.made > MAX_REQUESTS:
+            check_requests(self.made, "workload.agentic.steps", MAX_REQUESTS)
+        if self.refs > MAX_SEGMENTS:
+            check_segments(self.refs, "workload.agentic.steps")
 
     def episode(self, head: list[tuple[int, int]], n_steps: int) -> list[tuple]:
         ag = self.ag
@@ -104,6 +115,7 @@ class _Episodes:
                 call = (self._id(), o)
                 idx = len(steps)
                 steps.append((tuple(hist), tokens, o, call[0], parent, think))
+                self._count(len(hist))
                 if k == n_steps - 1:
                     break
                 tool = (self._id(), self.tool.next())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvsim.errors import KvsimError
+from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.config import Arrival
 
 _CHUNK_MIN = 256
@@ -22,9 +23,11 @@ _CHUNK_MIN = 256
 def arrival_times(arrival: Arrival, rng: np.random.Generator, n_max: int | None,
                   duration_s: float | None) -> np.ndarray:
     """Open-loop arrival times (float64, non-decreasing, first at 0): at most n_max of them, none after
-    duration_s. At least one of the two limits must be set."""
+    duration_s (inf: no limit). At least one of the two limits must be set."""
     if arrival.process == "closed_loop":
         raise KvsimError("workload.arrival.process: closed_loop has no open-loop arrival times")
+    if duration_s is not None and duration_s == float("inf"):
+        duration_s = None
     if n_max is None and duration_s is None:
         raise KvsimError("simulation: set 'requests' or 'duration_s' to bound the arrivals")
     if n_max is not None and n_max <= 0:
@@ -34,11 +37,12 @@ def arrival_times(arrival: Arrival, rng: np.random.Generator, n_max: int | None,
         if duration_s is not None:
             n_dur = int(np.floor(duration_s * arrival.rate + 1e-9)) + 1
             n = n_dur if n is None else min(n, n_dur)
+        _check_count(n, arrival, duration_s)
         return np.arange(n, dtype=np.float64) / arrival.rate
     if duration_s is None:
         return _times_from_gaps(_gaps(arrival, rng, n_max - 1))
     # Draw in chunks until the arrivals pass duration_s (or n_max is reached).
-    expected = int(duration_s * arrival.rate * 1.1) + _CHUNK_MIN
+    expected = min(int(duration_s * arrival.rate * 1.1) + _CHUNK_MIN, MAX_REQUESTS)
     chunk = expected if n_max is None else min(expected, n_max)
     parts: list[np.ndarray] = []
     last, count = 0.0, 1
@@ -53,8 +57,19 @@ def arrival_times(arrival: Arrival, rng: np.random.Generator, n_max: int | None,
         last, count = float(times[-1]), count + chunk
         if last > duration_s:
             break
+        _check_count(count, arrival, duration_s)
     times = np.concatenate([np.zeros(1), *parts])
-    return times[times <= duration_s]
+    times = times[times <= duration_s]
+    _check_count(len(times), arrival, duration_s)
+    return times
+
+
+def _check_count(n: int, arrival: Arrival, duration_s: float | None) -> None:
+    """Without a request cap, the arrivals within duration_s must stay within MAX_REQUESTS."""
+    if n > MAX_REQUESTS:
+        raise KvsimError(f"simulation.duration_s: more than {MAX_REQUESTS:,} arrivals within "
+                         f"{duration_s:g} s at workload.arrival.rate {arrival.rate:g}; set "
+                         f"simulation.requests (at most {MAX_REQUESTS:,}) or a shorter duration_s")
 
 
 def _gaps(arrival: Arrival, rng: np.random.Generator, n: int) -> np.ndarray:

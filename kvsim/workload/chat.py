@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
+from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.config import ChatConfig, WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_values
-from kvsim.workload.links import session_starts
+from kvsim.workload.links import check_requests, check_segments, session_starts
 from kvsim.workload.request import Request
 
 SYSTEM_PROMPT_ID_BASE = 1 << 40
@@ -57,6 +58,11 @@ def chat_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: i
     turns = sample_lengths(chat.turns, rng, n_sessions, base_dir)
     if chat.abandon_prob > 0:
         turns = np.minimum(turns, rng.geometric(chat.abandon_prob, size=n_sessions))
+    if max_requests is not None and turns.sum() > MAX_REQUESTS:
+        # too many to generate: a session gives at most max_requests turns to the stream anyway (cut only
+        # here, so that every stream within the bound is drawn as before)
+        turns = np.minimum(turns, max_requests)
+    check_requests(int(turns.sum()), "workload.chat.turns", MAX_REQUESTS)
     session = np.repeat(np.arange(n_sessions), turns)
     n_turns = len(session)
     user_len = sample_lengths(chat.user_turn_len, rng, n_turns, base_dir)
@@ -78,6 +84,7 @@ def chat_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: i
                          "tokens")
     session, k, user_len, out_len, think, prompt = (
         a[keep] for a in (session, k, user_len, out_len, think, prompt))
+    check_segments(int((2 * k + 1).sum()), "workload.chat.turns")  # turn k lists 2k + 1 segments
     kept = np.unique(session)
     starts, sys_idx = starts[kept], sys_idx[kept]
     session = np.searchsorted(kept, session)  # surviving sessions renumbered 0.. in order

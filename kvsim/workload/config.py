@@ -1,37 +1,62 @@
-"""Pydantic schema of the `workload` section of a scenario."""
+"""Pydantic schema of the `workload` section of a scenario. Bounds: kvsim/schema.py."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from kvsim.schema import (
+    MAX_COUNT,
+    MAX_POOL,
+    MAX_RATE,
+    MAX_SECONDS,
+    MAX_SIGMA,
+    MAX_TOKENS,
+    MAX_ZIPF_S,
+    MIN_RATE,
+    Strict,
+)
 from kvsim.workload.rereads import RereadConfig
 
+MAX_TOP_K = 256
+MAX_PATH = 4096
+MAX_NAME = 1000
+MAX_MIX_COMPONENTS = 64
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+def _no_nul(path: str) -> str:
+    if "\x00" in path:
+        raise ValueError("a file path cannot hold a NUL character")
+    return path
 
 
-class LengthDist(_Strict):
+FilePath = Annotated[str, Field(max_length=MAX_PATH), AfterValidator(_no_nul)]
+"""A file path: at most 4096 characters, no NUL."""
+
+
+class LengthDist(Strict):
     """A token-length distribution.
 
     fixed: `value`. uniform: integers in [low, high]. lognormal: by `mean` and either `p50` (median) or
-    `sigma`. empirical: samples drawn with replacement from `path` (one integer per line, or a CSV `column`).
-    Every draw is clipped to [min, max].
+    `sigma`. empirical: samples drawn with replacement from `path` (one number per line, or a CSV `column`).
+    Every draw is clipped to [min, max]. Every number is at most MAX_TOKENS (10^9); sigma, given or
+    implied by mean and p50 (sqrt(2 ln(mean / p50))), at most MAX_SIGMA (10).
     """
 
     dist: Literal["fixed", "uniform", "lognormal", "empirical"] = "fixed"
-    value: int | None = Field(default=None, ge=1)
-    low: int | None = Field(default=None, ge=1)
-    high: int | None = Field(default=None, ge=1)
-    mean: float | None = Field(default=None, gt=0)
-    p50: float | None = Field(default=None, gt=0)
-    sigma: float | None = Field(default=None, gt=0)
-    path: str | None = None
-    column: str | None = None
-    min: int = Field(default=1, ge=1)
-    max: int = Field(default=1_000_000, ge=1)
+    value: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    low: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    high: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    mean: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    p50: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    sigma: float | None = Field(default=None, gt=0, le=MAX_SIGMA)
+    path: FilePath | None = None
+    column: str | None = Field(default=None, max_length=MAX_NAME)
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    max: int = Field(default=1_000_000, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _check(self) -> LengthDist:
@@ -51,6 +76,9 @@ class LengthDist(_Strict):
                 raise ValueError("lognormal needs exactly one of 'p50' or 'sigma'")
             if self.p50 is not None and self.p50 >= self.mean:
                 raise ValueError("lognormal p50 must be below mean")
+            if self.p50 is not None and 2.0 * (math.log(self.mean) - math.log(self.p50)) > MAX_SIGMA ** 2:
+                raise ValueError(f"lognormal p50 {self.p50:g} is too far below mean {self.mean:g} (the "
+                                 f"implied sigma, sqrt(2 ln(mean / p50)), must be at most {MAX_SIGMA:g})")
         if self.min > self.max:
             raise ValueError("min must be <= max")
         return self
@@ -60,69 +88,79 @@ def fixed(n: int) -> LengthDist:
     return LengthDist(dist="fixed", value=n)
 
 
-class Arrival(_Strict):
+class Arrival(Strict):
     """Arrival process. poisson: exponential gaps at `rate` req/s. gamma: gamma gaps with mean 1/rate and
     coefficient of variation `cv` (cv > 1 is burstier than Poisson). fixed: constant gap 1/rate.
     closed_loop: `users` users, each sends its next request `think_time_s` after the previous completes."""
 
     process: Literal["poisson", "gamma", "fixed", "closed_loop"] = "poisson"
-    rate: float = Field(default=16.0, gt=0)
-    cv: float = Field(default=1.0, gt=0)
-    users: int = Field(default=16, ge=1)
-    think_time_s: float = Field(default=0.0, ge=0)
+    rate: float = Field(default=16.0, ge=MIN_RATE, le=MAX_RATE)
+    """Requests per second, in [1e-6, 1e6]."""
+    cv: float = Field(default=1.0, ge=0.001, le=100)
+    """gamma: in [0.001, 100] (the gamma shape 1/cv^2 stays within [1e-4, 1e6]); for a constant gap use
+    process: fixed."""
+    users: int = Field(default=16, ge=1, le=MAX_COUNT)
+    """closed_loop: at most 10^6."""
+    think_time_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
+    """closed_loop: seconds from a completion to the user's next request, at most 10^9."""
 
 
-class ChatConfig(_Strict):
+class ChatConfig(Strict):
     """Chat sessions: a pool of shared system prompts, multi-turn sessions whose prompt carries the
     history (system prompt + every earlier user turn and answer), think time between turns."""
 
-    system_prompts: int = Field(default=4, ge=1)
+    system_prompts: int = Field(default=4, ge=1, le=MAX_POOL)
     system_prompt_len: LengthDist = Field(default_factory=lambda: fixed(512))
-    zipf_s: float = Field(default=1.0, ge=0)
+    zipf_s: float = Field(default=1.0, ge=0, le=MAX_ZIPF_S)
+    """Popularity exponent of the system prompts, in [0, 20]."""
     turns: LengthDist = Field(default_factory=lambda: LengthDist(dist="uniform", low=1, high=6))
     user_turn_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=120, p50=80, max=4096))
-    think_time_s: LengthDist | Annotated[float, Field(ge=0)] = Field(
+    think_time_s: LengthDist | Seconds = Field(
         default_factory=lambda: LengthDist(dist="uniform", low=2, high=20))
     """Seconds between an answer and the next user turn: a distribution (drawn as real numbers, not rounded),
-    or a plain number of seconds (may be 0)."""
+    or a plain number of seconds (may be 0, at most 10^9)."""
     abandon_prob: float = Field(default=0.0, ge=0, le=1)
-    max_context: int = Field(default=32768, ge=1)
+    max_context: int = Field(default=32768, ge=1, le=MAX_TOKENS)
+    """At most 10^9 tokens."""
 
     @field_validator("think_time_s", mode="before")
     @classmethod
     def _think_number(cls, value: object) -> object:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not value >= 0:
-            raise ValueError("think time must be a number >= 0 or a length distribution")
-        return value
+        return _seconds_or_dist(value, "think time")
 
 
-class TraceConfig(_Strict):
+class TraceConfig(Strict):
     """Replay of a request trace. format azure: the Azure LLM inference 2023 CSV (TIMESTAMP, ContextTokens,
     GeneratedTokens). columns: any CSV, with `columns` naming the arrival (seconds), prompt and output
     columns. mooncake: JSONL with timestamp (ms), input_length, output_length and prefix-block `hash_ids`.
     Arrival times are shifted to start at 0 and multiplied by `time_scale`; `limit` keeps the first rows."""
 
-    path: str
+    path: FilePath
     format: Literal["azure", "columns", "mooncake"] = "azure"
-    columns: dict[str, str] = Field(default_factory=dict)
-    time_scale: float = Field(default=1.0, gt=0)
+    columns: dict[str, Annotated[str, Field(max_length=MAX_NAME)]] = Field(default_factory=dict)
+    time_scale: float = Field(default=1.0, gt=0, le=1e6)
+    """At most 10^6; the scaled trace must span at most 10^9 s."""
     limit: int | None = Field(default=None, ge=1)
-    hash_block_tokens: int = Field(default=512, ge=1)
+    """Rows read (a trace holds at most 10^7 without it)."""
+    hash_block_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS)
     """mooncake: tokens per `hash_ids` entry (512 in the published Mooncake traces)."""
 
 
-class RagConfig(_Strict):
+class RagConfig(Strict):
     """Retrieval-augmented generation: each request's prompt is an instruction header, then the top_k
     retrieved passages in retrieval order, then a question unique to the request. Passages are drawn
     from a corpus by Zipf popularity. Details in docs/workloads.md."""
 
-    passages: int = Field(default=10000, ge=1)
+    passages: int = Field(default=10000, ge=1, le=MAX_POOL)
+    """Corpus size, at most 10^6 (each passage's length is drawn once per run)."""
     passage_len: LengthDist = Field(default_factory=lambda: fixed(256))
-    zipf_s: float = Field(default=1.0, ge=0)
-    top_k: int = Field(default=5, ge=1)
+    zipf_s: float = Field(default=1.0, ge=0, le=MAX_ZIPF_S)
+    """Popularity exponent of the passages, in [0, 20]."""
+    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+    """Passages per prompt, at most 256."""
     order: Literal["retrieval", "sorted"] = "retrieval"
-    instructions: int = Field(default=1, ge=1)
+    instructions: int = Field(default=1, ge=1, le=MAX_POOL)
     instruction_len: LengthDist = Field(default_factory=lambda: fixed(300))
     question_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=60, p50=40, max=1024))
@@ -134,35 +172,48 @@ class RagConfig(_Strict):
         return self
 
 
-class AgenticConfig(_Strict):
+class AgenticConfig(Strict):
     """Agent episodes: a shared scaffold of tool descriptions and a task, then steps whose prompts re-send
     the whole episode so far (each step's tool call, i.e. its output, and the tool's output appended);
     a step may fork the episode into branches with different tool outputs. Details in docs/workloads.md."""
 
-    scaffolds: int = Field(default=2, ge=1)
+    scaffolds: int = Field(default=2, ge=1, le=MAX_POOL)
     scaffold_len: LengthDist = Field(default_factory=lambda: fixed(3000))
-    zipf_s: float = Field(default=1.0, ge=0)
+    zipf_s: float = Field(default=1.0, ge=0, le=MAX_ZIPF_S)
+    """Popularity exponent of the scaffolds, in [0, 20]."""
     task_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=200, p50=120, max=4096))
     steps: LengthDist = Field(default_factory=lambda: LengthDist(dist="uniform", low=2, high=10))
     tool_output_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=400, p50=200, max=8192))
-    tool_time_s: LengthDist | Annotated[float, Field(ge=0)] = Field(
+    tool_time_s: LengthDist | Seconds = Field(
         default_factory=lambda: LengthDist(dist="uniform", low=1, high=3))
-    """Seconds from a step's answer to the next step (the tool runs): a distribution or a number."""
+    """Seconds from a step's answer to the next step (the tool runs): a distribution or a number (at most
+    10^9)."""
     fork_prob: float = Field(default=0.05, ge=0, le=1)
-    max_branches: int = Field(default=4, ge=1)
-    max_context: int = Field(default=32768, ge=1)
+    max_branches: int = Field(default=4, ge=1, le=MAX_COUNT)
+    """At most 10^6."""
+    max_context: int = Field(default=32768, ge=1, le=MAX_TOKENS)
+    """At most 10^9 tokens."""
 
     @field_validator("tool_time_s", mode="before")
     @classmethod
     def _tool_time_number(cls, value: object) -> object:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not value >= 0:
-            raise ValueError("tool time must be a number >= 0 or a length distribution")
-        return value
+        return _seconds_or_dist(value, "tool time")
 
 
-class WorkloadConfig(_Strict):
+def _seconds_or_dist(value: object, what: str) -> object:
+    """A plain number of seconds must be a finite number in [0, MAX_SECONDS] (checked here, so the error
+    names the rule instead of both union members)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number of seconds or a length distribution, got a boolean")
+    if isinstance(value, (int, float)) and not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{what} must be a number of seconds in [0, {MAX_SECONDS:g}] or a length "
+                         "distribution")
+    return value
+
+
+class WorkloadConfig(Strict):
     """Which generator makes the request stream, and its parameters."""
 
     kind: Literal["synthetic", "chat", "trace", "rag", "agentic", "mix"] = "synthetic"
@@ -171,17 +222,19 @@ class WorkloadConfig(_Strict):
         default_factory=lambda: LengthDist(dist="lognormal", mean=600, p50=400, max=8192))
     output_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=250, p50=180, max=2048))
-    n: int = Field(default=1, ge=1)
-    beam_width: int = Field(default=1, ge=1)
-    """Beam search width: w > 1 runs each request as w beams that share KV blocks (needs n: 1)."""
+    n: int = Field(default=1, ge=1, le=MAX_COUNT)
+    """Parallel samples per request (at most scheduler.max_num_seqs: they run in one batch)."""
+    beam_width: int = Field(default=1, ge=1, le=MAX_COUNT)
+    """Beam search width: w > 1 runs each request as w beams that share KV blocks (needs n: 1; at most
+    scheduler.max_num_seqs)."""
     chat: ChatConfig = Field(default_factory=ChatConfig)
     trace: TraceConfig | None = None
     rag: RagConfig = Field(default_factory=RagConfig)
     agentic: AgenticConfig = Field(default_factory=AgenticConfig)
     rereads: RereadConfig = Field(default_factory=RereadConfig)
     """Re-reads of earlier prompt content during decode, for token-level sparsity (docs/sparsity.md)."""
-    mix: list[MixComponent] = Field(default_factory=list)
-    """kind mix: the component workloads and their weights (shares of the arrival rate)."""
+    mix: list[MixComponent] = Field(default_factory=list, max_length=MAX_MIX_COMPONENTS)
+    """kind mix: the component workloads and their weights (shares of the arrival rate); at most 64."""
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
@@ -198,7 +251,8 @@ class MixComponent(WorkloadConfig):
     """One workload of a `kind: mix`: any non-mix workload plus its weight. Components take the mix's
     arrival process with the rate scaled by weight / sum of weights, so they must not set `arrival`."""
 
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, ge=1e-6, le=1e6)
+    """In [1e-6, 1e6]."""
 
     @model_validator(mode="after")
     def _component(self) -> MixComponent:

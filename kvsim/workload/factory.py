@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
+from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.agentic import agentic_requests
 from kvsim.workload.chat import chat_requests
 from kvsim.workload.config import WorkloadConfig
@@ -35,11 +36,14 @@ def build_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     have rids increasing with arrival_s. A follow-up (after >= 0) comes after the request it waits for,
     carries that request's arrival_s as a placeholder, and is released think_s after it completes.
     max_requests caps the total count, follow-ups included (the first requests in list order are kept);
-    duration_s drops open-loop arrivals after it but keeps follow-ups of sessions that started in time.
+    duration_s drops open-loop arrivals after it but keeps follow-ups of sessions that started in time
+    (infinite: no time limit). max_requests is at most MAX_REQUESTS.
     Relative file paths resolve against base_dir, else the working directory.
     """
     if max_requests is None and duration_s is None:
         raise KvsimError("simulation: set 'requests' or 'duration_s'")
+    if max_requests is not None and max_requests > MAX_REQUESTS:  # callers that skip the schema
+        raise KvsimError(f"requests: {max_requests:,} is more than the {MAX_REQUESTS:,} one run may generate")
     generator = _GENERATORS.get(cfg.kind)
     if generator is None:
         raise KvsimError(f"workload.kind: unknown kind '{cfg.kind}' (known: {', '.join(_GENERATORS)})")

@@ -10,13 +10,18 @@ when the bounds cut into the distribution.
 from __future__ import annotations
 
 import csv
+import functools
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
+from kvsim.inputs import check_file
+from kvsim.schema import MAX_REQUESTS, MAX_TOKENS
 from kvsim.workload.config import LengthDist
+from kvsim.workload.textfile import find_column, text_lines
 
 
 def sample_values(dist: LengthDist, rng: np.random.Generator, n: int,
@@ -61,40 +66,66 @@ def _resolve(path: str, base_dir: str | Path | None) -> Path:
 
 def load_empirical(path: str, column: str | None = None, base_dir: str | Path | None = None) -> np.ndarray:
     """The numbers of an empirical length file: one number per line (blank lines and lines starting with
-    '#' skipped), or, with `column`, that column of a CSV file with a header row."""
-    p = _resolve(path, base_dir)
-    if not p.is_file():
-        raise KvsimError(f"{p}: empirical length file not found")
-    values: list[float] = []
-    with p.open(newline="") as fh:
-        if column is None:
-            for line_no, line in enumerate(fh, start=1):
-                text = line.strip()
-                if text and not text.startswith("#"):
-                    values.append(_number(text, p, line_no))
-        else:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            if header is None or column not in [h.strip() for h in header]:
-                have = ", ".join(h.strip() for h in header or [])
-                raise KvsimError(f"{p}:1: no column '{column}' (header: {have})")
-            idx = [h.strip() for h in header].index(column)
-            for row in reader:
-                if not row:
-                    continue
-                if idx >= len(row):
-                    raise KvsimError(f"{p}:{reader.line_num}: row has no '{column}' field")
-                values.append(_number(row[idx].strip(), p, reader.line_num))
+    '#' skipped), or, with `column`, that column of a CSV file with a header row. Each is a finite number
+    from 0 to MAX_TOKENS; the file is read with the bounds of kvsim/workload/textfile.py and holds at most
+    MAX_REQUESTS values."""
+    p = check_file(_resolve(path, base_dir), "length file")
+    st = p.stat()
+    return _load(str(p), column, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, column: str | None, version: tuple[int, ...]) -> np.ndarray:
+    """Cached per file version: a generator drawing in chunks (agentic) asks for the file many times."""
+    p = Path(path)
+    lines = text_lines(p, "length file")
+    values = _column_values(p, lines, column) if column is not None else _line_values(p, lines)
     if not values:
         raise KvsimError(f"{p}: empirical length file holds no values")
-    return np.asarray(values, dtype=np.float64)
+    out = np.asarray(values, dtype=np.float64)
+    out.flags.writeable = False
+    return out
+
+
+def _line_values(path: Path, lines: Iterator[tuple[int, str]]) -> list[float]:
+    values: list[float] = []
+    for line_no, line in lines:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            values.append(_number(text, path, line_no))
+            _check_count(values, path, line_no)
+    return values
+
+
+def _column_values(path: Path, lines: Iterator[tuple[int, str]], column: str) -> list[float]:
+    values: list[float] = []
+    reader = csv.reader(text for _, text in lines)
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        idx = find_column(header, column, path)
+        for row in reader:
+            if not row:
+                continue
+            if idx >= len(row):
+                raise KvsimError(f"{path}:{reader.line_num}: row has no {excerpt(column)} field")
+            values.append(_number(row[idx].strip(), path, reader.line_num))
+            _check_count(values, path, reader.line_num)
+    except csv.Error as exc:
+        raise KvsimError(f"{path}:{reader.line_num}: bad CSV ({excerpt(str(exc), 60)})") from None
+    return values
+
+
+def _check_count(values: list[float], path: Path, line_no: int) -> None:
+    if len(values) > MAX_REQUESTS:
+        raise KvsimError(f"{path}:{line_no}: more than {MAX_REQUESTS:,} values")
 
 
 def _number(text: str, path: Path, line_no: int) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise KvsimError(f"{path}:{line_no}: bad value {text!r} (expected a non-negative number)") from None
-    if not math.isfinite(value) or value < 0:
-        raise KvsimError(f"{path}:{line_no}: bad value {text!r} (expected a non-negative number)")
+        value = math.nan
+    if not 0 <= value <= MAX_TOKENS:
+        raise KvsimError(f"{path}:{line_no}: bad value {excerpt(text)} (expected a number from 0 to "
+                         f"{MAX_TOKENS:,})")
     return value

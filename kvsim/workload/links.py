@@ -1,11 +1,32 @@
-"""Arrival times and follow-up links shared by generators that make one request per arrival."""
+"""Arrival times and follow-up links shared by generators that make one request per arrival, and the
+bounds on the size of a generated stream."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from kvsim.errors import KvsimError
+from kvsim.schema import MAX_REQUESTS, MAX_SEGMENTS
 from kvsim.workload.arrivals import arrival_times, closed_loop_counts, require_request_cap
 from kvsim.workload.config import Arrival
+
+
+def check_requests(count: int, key: str, limit: int | None = None) -> None:
+    """A one-line error, naming the scenario key to lower, when a generator would make more than `limit`
+    (default MAX_REQUESTS) requests, turns or steps before cutting the stream to simulation.requests."""
+    limit = MAX_REQUESTS if limit is None else limit
+    if count > limit:
+        raise KvsimError(f"{key}: the workload draws {count:,} requests, more than the {limit:,} one run may "
+                         "generate; lower it, simulation.requests or simulation.duration_s")
+
+
+def check_segments(count: int, key: str) -> None:
+    """A one-line error when the prompts of a stream would list more than MAX_SEGMENTS segments in all
+    (memory grows with it)."""
+    if count > MAX_SEGMENTS:
+        raise KvsimError(f"{key}: the prompts would list {count:,} segments in all, more than the "
+                         f"{MAX_SEGMENTS:,} one run may hold; lower it, simulation.requests or "
+                         "simulation.duration_s")
 
 
 def independent_stream(arrival: Arrival, rng: np.random.Generator, max_requests: int | None,

@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.errors import KvsimError
+from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.config import WorkloadConfig
+from kvsim.workload.links import check_requests
 from kvsim.workload.request import Request
 
 COMPONENT_ID_SHIFT = 52
@@ -41,6 +43,7 @@ def mix_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: in
         sub = comp.model_copy(update={"arrival": arrival})
         for r in build_requests(sub, sub_rng, max_requests, duration_s, base_dir):
             rows.append((r.arrival_s, c, r.rid, r))
+        check_requests(len(rows), f"workload.mix.{c}", 2 * MAX_REQUESTS)  # all components before the cut
     rows.sort(key=lambda row: row[:3])
     if max_requests is not None:
         rows = rows[:max_requests]

@@ -13,19 +13,20 @@ request stream is exactly that of the generator.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from kvsim.schema import MAX_COUNT, MAX_TOKENS, Strict
 
 
-class RereadConfig(BaseModel):
+class RereadConfig(Strict):
     """How many re-reads a request makes and which prompt segments it may re-read."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    mean: float = Field(default=0.0, ge=0)
-    min_tokens: int = Field(default=32, ge=1)
-    skip_first: int = Field(default=1, ge=0)
-    skip_last: int = Field(default=1, ge=0)
-    sources: list[str] = Field(default_factory=list)
+    mean: float = Field(default=0.0, ge=0, le=1000)
+    """Mean re-reads per request, at most 1000 (a request re-reads each segment at most once)."""
+    min_tokens: int = Field(default=32, ge=1, le=MAX_TOKENS)
+    skip_first: int = Field(default=1, ge=0, le=MAX_COUNT)
+    skip_last: int = Field(default=1, ge=0, le=MAX_COUNT)
+    sources: list[str] = Field(default_factory=list, max_length=64)
 
 
 def annotate_rereads(requests: list, cfg: RereadConfig, rng: np.random.Generator) -> list:

@@ -14,22 +14,34 @@ The first `limit` rows are read; arrivals are shifted so the earliest is 0, mult
 and sorted (stable). Rows arriving after duration_s are dropped and max_requests keeps the first ones.
 Zero prompt or output lengths are raised to 1. `workload.arrival` is not used: the trace has its own times.
 Content of azure and columns rows is unique to each request (segments = ()).
+
+Every field is checked and a bad one is an error naming the line: token counts are integers from 0 to
+MAX_TOKENS (an integral float such as 12.0 counts; true, NaN, inf, 1e19, -2 and 5.5 do not), times are
+finite, and the trace spans at most MAX_SECONDS once scaled. Lines are read with the bounds of
+kvsim/workload/textfile.py (UTF-8, at most 1 MiB each); a trace holds at most MAX_REQUESTS rows (read
+fewer with `limit`).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
+from kvsim.schema import MAX_REQUESTS, MAX_SECONDS, MAX_SEGMENTS, MAX_TOKENS
 from kvsim.workload.config import TraceConfig, WorkloadConfig
 from kvsim.workload.request import Request
+from kvsim.workload.textfile import column_text, find_column, text_lines
 
 MOONCAKE_ID_BASE = 3 << 40
+MOONCAKE_MAX_HASH_ID = 1 << 40
+"""Hash ids lie in [0, 2^40), so that their content ids stay in the Mooncake band."""
+MAX_MOONCAKE_MS = 1e18
 AZURE_COLUMNS = {"arrival": "TIMESTAMP", "prompt": "ContextTokens", "output": "GeneratedTokens"}
 
 
@@ -38,10 +50,8 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     """The trace's requests, rids in arrival order (see the module docstring). rng is unused."""
     tcfg = cfg.trace
     path = Path(tcfg.path)
-    if not path.is_absolute() and base_dir is not None and (Path(base_dir) / path).is_file():
+    if not path.is_absolute() and base_dir is not None and _is_file(Path(base_dir) / path):
         path = Path(base_dir) / path  # else already resolved (load_scenario) or relative to the cwd
-    if not path.is_file():
-        raise KvsimError(f"{path}: trace file not found")
     if tcfg.format == "mooncake":
         arrival, prompt, output, segments = _read_mooncake(path, tcfg)
     else:
@@ -50,8 +60,7 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
         segments = None
     if not len(arrival):
         raise KvsimError(f"{path}: trace holds no requests")
-    times = np.asarray(arrival, dtype=np.float64)
-    times = (times - times.min()) * tcfg.time_scale
+    times = _scaled(np.asarray(arrival, dtype=np.float64), tcfg.time_scale, path)
     order = np.argsort(times, kind="stable")
     if duration_s is not None:
         order = order[times[order] <= duration_s]
@@ -65,6 +74,24 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
             for rid, (t, p, o, sg) in enumerate(rows)]
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, say: text_lines reports it
+        return False
+
+
+def _scaled(times: np.ndarray, time_scale: float, path: Path) -> np.ndarray:
+    """Times shifted to start at 0 and scaled; the span must stay within MAX_SECONDS."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        times = (times - times.min()) * time_scale
+    span = float(times.max())
+    if not span <= MAX_SECONDS:
+        raise KvsimError(f"{path}: the trace spans {span:g} s (times x workload.trace.time_scale), more "
+                         f"than {MAX_SECONDS:g} s")
+    return times
+
+
 def _column_names(tcfg: TraceConfig) -> dict[str, str]:
     for key in AZURE_COLUMNS:
         if key not in tcfg.columns:
@@ -72,7 +99,7 @@ def _column_names(tcfg: TraceConfig) -> dict[str, str]:
                              "to CSV column names)")
     extra = sorted(set(tcfg.columns) - set(AZURE_COLUMNS))
     if extra:
-        raise KvsimError(f"workload.trace.columns: unknown key '{extra[0]}' "
+        raise KvsimError(f"workload.trace.columns: unknown key {excerpt(extra[0])} "
                          "(expected arrival, prompt, output)")
     return {key: tcfg.columns[key] for key in AZURE_COLUMNS}
 
@@ -81,14 +108,13 @@ def _read_csv(path: Path, names: dict[str, str],
               limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     texts: tuple[list[str], list[str], list[str]] = ([], [], [])
     lines: list[int] = []
-    with path.open(newline="") as fh:
-        reader = csv.reader(fh)
-        header = [h.strip() for h in next(reader, [])]
-        idx = []
-        for key in ("arrival", "prompt", "output"):
-            if names[key] not in header:
-                raise KvsimError(f"{path}:1: no column '{names[key]}' (header: {', '.join(header)})")
-            idx.append(header.index(names[key]))
+    reader = csv.reader(text for _, text in text_lines(path, "trace file"))
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise KvsimError(f"{path}: empty trace file (expected a header row)")
+        header = [h.strip() for h in header]
+        idx = [find_column(header, names[key], path) for key in ("arrival", "prompt", "output")]
         width = max(idx) + 1
         for row in reader:
             if not row:
@@ -101,14 +127,19 @@ def _read_csv(path: Path, names: dict[str, str],
             lines.append(reader.line_num)
             if limit is not None and len(lines) >= limit:
                 break
+            if len(lines) > MAX_REQUESTS:
+                raise KvsimError(f"{path}:{reader.line_num}: more than {MAX_REQUESTS:,} rows; read fewer "
+                                 "with workload.trace.limit")
+    except csv.Error as exc:
+        raise KvsimError(f"{path}:{reader.line_num}: bad CSV ({excerpt(str(exc), 60)})") from None
     return (_times(texts[0], lines, path, names["arrival"]),
             _counts(texts[1], lines, path, names["prompt"]),
             _counts(texts[2], lines, path, names["output"]))
 
 
 def _times(texts: list[str], lines: list[int], path: Path, column: str) -> np.ndarray:
-    """Vectorised parse (all plain seconds, or all timestamps); on failure a row-by-row pass names the
-    first bad line."""
+    """Vectorised parse (all plain seconds, or all timestamps); else row by row, which names the first
+    bad line."""
     try:
         values = np.array(texts, dtype=np.float64)
         if np.isfinite(values).all():
@@ -118,38 +149,40 @@ def _times(texts: list[str], lines: list[int], path: Path, column: str) -> np.nd
             stamps = np.array(texts, dtype="datetime64[ns]")
             if len(stamps) and not np.isnat(stamps).any():
                 return (stamps - stamps.min()).astype(np.int64) / 1e9
-        except ValueError:
+        except (ValueError, OverflowError):
             pass
     days: dict[str | None, int] = {}
-    for text, line in zip(texts, lines, strict=True):
-        _time(text.strip(), days, path, line, column)
-    raise KvsimError(f"{path}: {column}: mixes plain seconds and timestamps")
+    values = np.array([_time(text.strip(), days, path, line, column)
+                       for text, line in zip(texts, lines, strict=True)])
+    if days and any(":" not in text for text in texts):
+        raise KvsimError(f"{path}: {column_text(column)}: mixes plain seconds and timestamps")
+    return values
 
 
 def _counts(texts: list[str], lines: list[int], path: Path, column: str) -> np.ndarray:
     try:
         values = np.array(texts, dtype=np.float64)
-        if (values >= 0).all() and (values == np.floor(values)).all():
+        if ((values >= 0) & (values <= MAX_TOKENS) & (values == np.floor(values))).all():
             return values.astype(np.int64)
     except ValueError:
         pass
-    for text, line in zip(texts, lines, strict=True):
-        _count(text.strip(), path, line, column)
-    raise AssertionError("unreachable: a count failed the vectorised check but not the row check")
+    return np.array([_count(text.strip(), path, line, column)
+                     for text, line in zip(texts, lines, strict=True)], dtype=np.int64)
 
 
 def _time(text: str, days: dict[str | None, int], path: Path, line: int, column: str) -> float:
     """Seconds: a plain number, or a 'YYYY-MM-DD HH:MM:SS[.fraction]' timestamp counted from the first
     date seen (days maps date text to its offset in days, and None to the first date's ordinal)."""
+    bad = (f"{path}:{line}: {column_text(column)}: bad time {excerpt(text)} (expected a finite number of "
+           "seconds or 'YYYY-MM-DD HH:MM:SS.fff')")
     if ":" not in text:
         try:
             value = float(text)
-            if not np.isfinite(value):
-                raise ValueError
-            return value
         except ValueError:
-            raise KvsimError(f"{path}:{line}: {column}: bad time {text!r} (expected seconds or "
-                             "'YYYY-MM-DD HH:MM:SS.fff')") from None
+            raise KvsimError(bad) from None
+        if not math.isfinite(value):
+            raise KvsimError(bad)
+        return value
     try:
         day_text, _, clock = text.replace("T", " ").partition(" ")
         day = days.get(day_text)
@@ -163,18 +196,17 @@ def _time(text: str, days: dict[str | None, int], path: Path, line: int, column:
             raise ValueError
         return day * 86400 + int(h) * 3600 + int(m) * 60 + seconds
     except ValueError:
-        raise KvsimError(f"{path}:{line}: {column}: bad time {text!r} (expected seconds or "
-                         "'YYYY-MM-DD HH:MM:SS.fff')") from None
+        raise KvsimError(bad) from None
 
 
 def _count(text: str, path: Path, line: int, column: str) -> int:
     try:
         value = float(text)
-        if not value >= 0 or value != int(value):
-            raise ValueError
-    except (ValueError, OverflowError):
-        raise KvsimError(f"{path}:{line}: {column}: bad token count {text!r} (expected an integer >= 0)") \
-            from None
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_TOKENS or value != int(value):
+        raise KvsimError(f"{path}:{line}: {column_text(column)}: bad token count {excerpt(text)} "
+                         f"(expected an integer from 0 to {MAX_TOKENS:,})")
     return int(value)
 
 
@@ -185,35 +217,69 @@ def _read_mooncake(path: Path, tcfg: TraceConfig) -> tuple[list[float], list[int
     output: list[int] = []
     segments: list[tuple[tuple[int, int], ...]] = []
     block = tcfg.hash_block_tokens
-    with path.open() as fh:
-        for line, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                rec = json.loads(text)
-                ts, n_in, n_out, hashes = (rec["timestamp"], rec["input_length"], rec["output_length"],
-                                           rec.get("hash_ids", []))
-            except json.JSONDecodeError as exc:
-                raise KvsimError(f"{path}:{line}: bad JSON ({exc.msg})") from None
-            except (KeyError, TypeError) as exc:
-                raise KvsimError(f"{path}:{line}: missing key {exc}") from None
-            for key, value in (("input_length", n_in), ("output_length", n_out)):
-                if not isinstance(value, int) or value < 0:
-                    raise KvsimError(f"{path}:{line}: {key}: bad token count {value!r}")
-            if not isinstance(ts, (int, float)):
-                raise KvsimError(f"{path}:{line}: timestamp: bad time {ts!r} (expected milliseconds)")
-            if not isinstance(hashes, list) or not all(isinstance(h, int) for h in hashes):
-                raise KvsimError(f"{path}:{line}: hash_ids: expected a list of integers")
-            if len(hashes) != -(-n_in // block):
-                raise KvsimError(f"{path}:{line}: {len(hashes)} hash_ids for input_length {n_in} "
-                                 f"(expected ceil({n_in}/{block}) = {-(-n_in // block)})")
-            arrival.append(ts / 1000.0)
-            prompt.append(n_in)
-            output.append(n_out)
-            segs = [(MOONCAKE_ID_BASE + h, block) for h in hashes]
-            if segs:
-                segs[-1] = (segs[-1][0], n_in - block * (len(segs) - 1))
-            segments.append(tuple(segs))
-            if tcfg.limit is not None and len(arrival) >= tcfg.limit:
-                break
+    total_ids = 0
+    for line, text in text_lines(path, "trace file"):
+        if not text.strip():
+            continue
+        rec = _json_record(text, path, line)
+        ts = _milliseconds(rec["timestamp"], path, line)
+        n_in = _json_count(rec, "input_length", path, line)
+        n_out = _json_count(rec, "output_length", path, line)
+        hashes = _hash_ids(rec.get("hash_ids", []), path, line)
+        if len(hashes) != -(-n_in // block):
+            raise KvsimError(f"{path}:{line}: {len(hashes)} hash_ids for input_length {n_in} "
+                             f"(expected ceil({n_in}/{block}) = {-(-n_in // block)})")
+        total_ids += len(hashes)
+        if len(arrival) >= MAX_REQUESTS or total_ids > MAX_SEGMENTS:
+            raise KvsimError(f"{path}:{line}: more than {MAX_REQUESTS:,} rows or {MAX_SEGMENTS:,} hash_ids; "
+                             "read fewer with workload.trace.limit")
+        arrival.append(ts / 1000.0)
+        prompt.append(n_in)
+        output.append(n_out)
+        segs = [(MOONCAKE_ID_BASE + h, block) for h in hashes]
+        if segs:
+            segs[-1] = (segs[-1][0], n_in - block * (len(segs) - 1))
+        segments.append(tuple(segs))
+        if tcfg.limit is not None and len(arrival) >= tcfg.limit:
+            break
     return arrival, prompt, output, segments
+
+
+def _json_record(text: str, path: Path, line: int) -> dict:
+    """One JSONL line as a mapping holding the three required keys."""
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KvsimError(f"{path}:{line}: bad JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # an over-long integer, deep nesting
+        raise KvsimError(f"{path}:{line}: bad JSON ({excerpt(str(exc), 60)})") from None
+    if not isinstance(rec, dict):
+        raise KvsimError(f"{path}:{line}: expected a JSON object, got {type(rec).__name__}")
+    for key in ("timestamp", "input_length", "output_length"):
+        if key not in rec:
+            raise KvsimError(f"{path}:{line}: missing key '{key}'")
+    return rec
+
+
+def _milliseconds(ts: object, path: Path, line: int) -> float:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not abs(ts) <= MAX_MOONCAKE_MS:
+        raise KvsimError(f"{path}:{line}: timestamp: bad time {excerpt(ts)} (expected a finite number of "
+                         f"milliseconds, at most {MAX_MOONCAKE_MS:g} in size)")
+    return float(ts)
+
+
+def _json_count(rec: dict, key: str, path: Path, line: int) -> int:
+    value = rec[key]
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TOKENS
+            or value != int(value)):
+        raise KvsimError(f"{path}:{line}: {key}: bad token count {excerpt(value)} (expected an integer "
+                         f"from 0 to {MAX_TOKENS:,})")
+    return int(value)
+
+
+def _hash_ids(hashes: object, path: Path, line: int) -> list[int]:
+    if not isinstance(hashes, list) or not all(type(h) is int for h in hashes):
+        raise KvsimError(f"{path}:{line}: hash_ids: expected a list of integers")
+    if hashes and not (0 <= min(hashes) and max(hashes) < MOONCAKE_MAX_HASH_ID):
+        raise KvsimError(f"{path}:{line}: hash_ids: ids must lie in [0, 2^40)")
+    return hashes

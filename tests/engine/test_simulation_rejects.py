@@ -1,10 +1,14 @@
-"""Requests the engine refuses: the bound is prompt + output - 1 slots, and a refused turn does not end
-its session."""
+"""Requests the engine refuses: the bound is prompt + output - 1 slots (and, for a group that can be swapped
+out, the pool above the watermark), and a refused turn does not end its session. Settings that need the
+model and pool size to check fail when the Simulation is built (what `kvsim validate` does)."""
 
 from __future__ import annotations
 
+import pytest
+
 from kvsim.engine.simulation import Simulation
-from kvsim.scenario import load_scenario
+from kvsim.errors import KvsimError
+from kvsim.scenario import Scenario, load_scenario
 
 
 def sim(*overrides: str) -> Simulation:
@@ -42,3 +46,67 @@ def test_without_chunked_prefill_the_budget_covers_max_model_len():
     r = s.run().requests
     assert (r["rejected"] == 0).all() and r["finish_s"].notna().all()
     assert int(r["preemptions"].sum()) > 0
+
+
+def error_of(*overrides: str) -> str:
+    with pytest.raises(KvsimError) as info:
+        sim(*overrides)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_a_group_that_could_not_swap_back_past_the_watermark_is_refused():
+    # 10 blocks, watermark 0.5 keeps 5 free when swapping in: a swapped group of b blocks returns only when
+    # b + 1 <= 10 - 5. Prompt 16 + output 64 needs 16 + 63 = 79 slots = 5 blocks: refused; output 48
+    # needs 63 slots = 4 blocks: admitted.
+    pool = ("kv.num_gpu_blocks_override=10", "kv.block_size=16", "kv.watermark=0.5", "simulation.requests=1",
+            "scheduler.preemption_mode=swap", "workload.prompt_len={dist: fixed, value: 16}")
+    refused = sim(*pool, "workload.output_len={dist: fixed, value: 64}")
+    assert refused.reject_reason(refused.build_requests()[0]) == \
+        "request needs more KV blocks than the pool has above the watermark"
+    assert int(refused.run().requests["rejected"].iloc[0]) == 1
+    ok = sim(*pool, "workload.output_len={dist: fixed, value: 48}")
+    assert int(ok.run().requests["rejected"].iloc[0]) == 0
+    # recompute never swaps a single sequence: the watermark does not refuse it
+    recompute = sim(*pool, "workload.output_len={dist: fixed, value: 64}",
+                    "scheduler.preemption_mode=recompute")
+    assert int(recompute.run().requests["rejected"].iloc[0]) == 0
+
+
+def test_watermark_on_a_tiny_pool_does_not_stall():
+    # once stalled with "internal error: the scheduler stalled": two-sample groups swap even in
+    # recompute mode, and a group needing more than the pool above the watermark never came back
+    r = sim("kv.num_gpu_blocks_override=16", "kv.watermark=0.7", "scheduler.max_num_seqs=4", "workload.n=2",
+            "workload.prompt_len={dist: uniform, low: 1, high: 32}", "workload.arrival.rate=100",
+            "workload.output_len={dist: uniform, low: 1, high: 150}", "simulation.requests=30").run().requests
+    assert len(r) == 30 and r["rejected"].sum() > 0 and r.loc[r["rejected"] == 0, "finish_s"].notna().all()
+
+
+def test_contiguous_max_larger_than_the_pool_fails_at_construction():
+    # what `kvsim validate` builds: the error comes before any request is simulated
+    assert error_of("kv.layout=contiguous:max", "kv.num_gpu_blocks_override=10") == (
+        "kv.layout: contiguous:max reserves max_model_len (8192) slots per sequence, more than the KV "
+        "capacity (160 slots)")
+
+
+def test_pool_size_is_bounded():
+    assert error_of("kv.num_gpu_blocks_override=2000000", "parallelism.replicas=10") == (
+        "kv: 10 replica(s) x 2,000,000 KV blocks exceed the simulator's bound of 16,777,216 blocks in all "
+        "(each costs memory here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
+        "parallelism.replicas")
+    with pytest.raises(KvsimError, match="num_gpu_blocks_override: Input should be less than or equal to "
+                                         "16777216"):
+        sim("kv.num_gpu_blocks_override=20000000")
+
+
+def test_no_block_fits():
+    base = sim()
+    reserve = base.capacity.activation_reserve_bytes + base.capacity.usable_bytes - 1000  # 1000 bytes left
+    msg = error_of(f"kv.activation_reserve_gib={reserve / 2**30!r}")
+    assert msg.startswith("kv.block_size: not one block of 16 tokens fits in the KV memory of ")
+
+
+def test_a_scenario_built_without_load_scenario_gets_the_same_cross_checks():
+    sc = Scenario.model_validate({"workload": {"n": 300}})
+    with pytest.raises(KvsimError, match=r"^workload\.n: 300 sequences per request exceed"):
+        Simulation(sc)

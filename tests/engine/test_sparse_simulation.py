@@ -71,11 +71,10 @@ def test_runs_are_deterministic():
 
 
 def test_unsupported_combinations_are_one_line_errors():
-    contiguous = load_scenario(None, ["kv.sparsity.policy=h2o", "kv.layout=contiguous:max"])
     with pytest.raises(KvsimError, match="needs kv.layout: paged"):
-        Simulation(contiguous)._new_scheduler()
+        load_scenario(None, ["kv.sparsity.policy=h2o", "kv.layout=contiguous:max"])
     with pytest.raises(KvsimError, match="parallel sampling"):
-        Simulation(load_scenario(None, ["kv.sparsity.policy=h2o", "workload.n=2"]))._new_scheduler()
+        load_scenario(None, ["kv.sparsity.policy=h2o", "workload.n=2"])
     with pytest.raises(KvsimError, match="kv.sparsity.policy"):
         load_scenario(None, ["kv.sparsity.policy=bogus"])
 

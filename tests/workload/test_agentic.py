@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from kvsim.errors import KvsimError
+from kvsim.workload import agentic as agentic_module
+from kvsim.workload import links
 from kvsim.workload.agentic import AGENT_SCAFFOLD_ID_BASE, AGENT_TASK_ID_BASE
 from kvsim.workload.config import WorkloadConfig
 from kvsim.workload.factory import build_requests
@@ -70,3 +72,23 @@ def test_request_cap_and_determinism():
     assert len(a) == 57 and a == build_requests(cfg, np.random.default_rng(5), 57)
     assert all(r.after < r.rid for r in a)
     assert [r.rid for r in a] == list(range(57))
+
+
+def test_an_episode_too_long_to_hold_is_an_error_not_a_hang(monkeypatch):
+    # steps of 1 + 1 tokens under a 10^9-token context would run ~5e8 steps, each re-sending the episode
+    monkeypatch.setattr(agentic_module, "MAX_SEGMENTS", 10_000)
+    monkeypatch.setattr(links, "MAX_SEGMENTS", 10_000)
+    cfg = agentic(steps={"dist": "fixed", "value": 10**8}, max_context=10**9,
+                  tool_output_len={"dist": "fixed", "value": 1})
+    # step k lists 2 + 2k segments: the sum passes 10,000 at the 100th step (2 + 4 + ... + 200 = 10,100)
+    with pytest.raises(KvsimError, match=r"^workload\.agentic\.steps: the prompts would list 10,100 "
+                                         r"segments"):
+        build_requests(cfg, np.random.default_rng(0), 10)
+
+
+def test_too_many_steps_is_an_error(monkeypatch):
+    monkeypatch.setattr(agentic_module, "MAX_REQUESTS", 50)
+    cfg = agentic(steps={"dist": "fixed", "value": 60}, max_context=10**6)
+    with pytest.raises(KvsimError, match=r"^workload\.agentic\.steps: the workload draws 51 requests, more "
+                                         r"than the 50 one run may generate"):
+        build_requests(cfg, np.random.default_rng(0), 10)

@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from kvsim.errors import KvsimError
+from kvsim.workload import arrivals
 from kvsim.workload.arrivals import arrival_times, closed_loop_counts, require_request_cap
 from kvsim.workload.config import Arrival
 
@@ -80,3 +82,29 @@ def test_closed_loop_counts_split_evenly():
     assert closed_loop_counts(10, 4).tolist() == [3, 3, 2, 2]
     assert closed_loop_counts(2, 4).tolist() == [1, 1, 0, 0]
     assert closed_loop_counts(8, 4).tolist() == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("process", ["poisson", "gamma", "fixed"])
+def test_arrivals_within_a_duration_are_bounded(process, monkeypatch):
+    monkeypatch.setattr(arrivals, "MAX_REQUESTS", 1000)
+    arrival = Arrival(process=process, rate=10.0)
+    assert len(arrival_times(arrival, np.random.default_rng(0), None, 50.0)) < 1000  # about 500
+    with pytest.raises(KvsimError, match=r"^simulation\.duration_s: more than 1,000 arrivals within 200 s at "
+                                         r"workload\.arrival\.rate 10; set simulation\.requests"):
+        arrival_times(arrival, np.random.default_rng(0), None, 200.0)  # about 2000
+    assert len(arrival_times(arrival, np.random.default_rng(0), 100, 200.0)) == 100  # a cap: fine
+
+
+@pytest.mark.parametrize(("cv", "needle"), [
+    (float("inf"), "finite number"), (1e300, "less than or equal to 100"),
+    (1e-300, "greater than or equal to 0.001"), (True, "boolean")])
+def test_gamma_cv_is_bounded(cv, needle):
+    """cv = inf once divided by zero (shape 1/cv^2 = 0); tiny cv made the shape overflow."""
+    with pytest.raises(ValidationError, match=needle):
+        Arrival(process="gamma", cv=cv)
+
+
+def test_extreme_cv_still_draws_finite_gaps():
+    for cv in (0.001, 100.0):
+        times = arrival_times(Arrival(process="gamma", rate=1.0, cv=cv), np.random.default_rng(0), 1000, None)
+        assert np.isfinite(times).all() and (np.diff(times) >= 0).all()

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from kvsim.errors import KvsimError
+from kvsim.workload import chat as chat_module
+from kvsim.workload import links
 from kvsim.workload.chat import SYSTEM_PROMPT_ID_BASE, TURN_ID_BASE, chat_requests, zipf_weights
 from kvsim.workload.config import WorkloadConfig
 
@@ -151,3 +153,30 @@ def test_twenty_thousand_requests_fast():
     reqs = chat_requests(WorkloadConfig(kind="chat"), np.random.default_rng(0), 20_000, None)
     assert len(reqs) == 20_000
     assert time.perf_counter() - start < 1.0
+
+
+def test_sessions_longer_than_the_request_cap_are_cut_before_they_are_built(monkeypatch):
+    """Ten sessions of 10^8 turns once allocated 10^9-element arrays; past MAX_REQUESTS turns, each
+    session is cut to the request cap first (it cannot give the stream more)."""
+    monkeypatch.setattr(chat_module, "MAX_REQUESTS", 1000)
+    cfg = _cfg(turns={"dist": "fixed", "value": 10**8}, user_turn_len={"dist": "fixed", "value": 1},
+               max_context=10**9)
+    reqs = _gen(cfg, 10)
+    assert len(reqs) == 10 and all(r.session == 0 for r in reqs)
+
+
+def test_too_many_turns_without_a_cap_is_an_error(monkeypatch):
+    monkeypatch.setattr(chat_module, "MAX_REQUESTS", 1000)
+    cfg = _cfg(turns={"dist": "fixed", "value": 500})
+    with pytest.raises(KvsimError, match=r"^workload\.chat\.turns: the workload draws \d+,\d{3} requests, "
+                                         r"more than the 1,000 one run may generate"):
+        _gen(cfg, None, duration=10.0)  # rate 2: about 20 sessions of 500 turns
+
+
+def test_quadratic_history_is_bounded(monkeypatch):
+    monkeypatch.setattr(links, "MAX_SEGMENTS", 1000)
+    cfg = _cfg(turns={"dist": "fixed", "value": 40}, user_turn_len={"dist": "fixed", "value": 1},
+               system_prompt_len={"dist": "fixed", "value": 1})
+    # turn k lists 2k + 1 segments: one session of 40 turns lists 1 + 3 + ... + 79 = 1600
+    with pytest.raises(KvsimError, match=r"^workload\.chat\.turns: the prompts would list 1,600 segments"):
+        _gen(cfg, 40)

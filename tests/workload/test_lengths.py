@@ -85,3 +85,41 @@ def test_empirical_errors(tmp_path):
     empty.write_text("\n# nothing\n")
     with pytest.raises(KvsimError, match="no values"):
         sample_lengths(LengthDist(dist="empirical", path=str(empty)), _rng(), 3)
+
+
+@pytest.mark.parametrize("value", ["inf", "1e19", "true", "nan", "-1", "1" * 400])
+def test_empirical_values_are_finite_and_bounded(tmp_path, value):
+    path = tmp_path / "v.txt"
+    path.write_text(f"10\n{value}\n")
+    with pytest.raises(KvsimError) as info:
+        sample_lengths(LengthDist(dist="empirical", path=str(path)), _rng(), 3)
+    assert str(info.value).startswith(f"{path}:2: bad value ")
+    assert str(info.value).endswith("(expected a number from 0 to 1,000,000,000)")
+
+
+@pytest.mark.parametrize(("content", "column", "expected"), [
+    (b"10\n1\xe9\n", None, "{path}:2: not UTF-8 text (byte 2 of the line)"),
+    (b"root:x:0:0:root:/root:/bin/bash\n", "x",
+     "{path}:1: no column 'x' (1 field(s), none like a column name)"),
+    (b'x\n"' + b"9" * 200_000 + b'"\n', "x", "{path}:2: bad CSV ('field larger than field limit (131072)')"),
+])
+def test_empirical_files_that_are_no_length_file(tmp_path, content, column, expected):
+    path = tmp_path / "v.txt"
+    path.write_bytes(content)
+    with pytest.raises(KvsimError) as info:
+        sample_lengths(LengthDist(dist="empirical", path=str(path), column=column), _rng(), 3)
+    assert str(info.value) == expected.format(path=path)
+
+
+def test_empirical_directory(tmp_path):
+    with pytest.raises(KvsimError, match="is a directory, expected a length file"):
+        sample_lengths(LengthDist(dist="empirical", path=str(tmp_path)), _rng(), 3)
+
+
+def test_empirical_file_is_read_once_per_version(tmp_path):
+    path = tmp_path / "v.txt"
+    path.write_text("10\n")
+    dist = LengthDist(dist="empirical", path=str(path))
+    assert sample_lengths(dist, _rng(), 3).tolist() == [10, 10, 10]
+    path.write_text("200\n300\n")  # another size: a new version
+    assert set(sample_lengths(dist, _rng(), 50).tolist()) == {200, 300}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from kvsim.errors import KvsimError
+from kvsim.workload import trace as trace_module
 from kvsim.workload.config import WorkloadConfig
 from kvsim.workload.trace import MOONCAKE_ID_BASE, trace_requests
 
@@ -127,3 +128,116 @@ def test_mooncake_custom_block_and_timestamps(tmp_path):
     assert [(r.arrival_s, r.prompt_len, r.output_len) for r in reqs] == [(0.0, 1, 4), (0.5, 250, 1)]
     assert reqs[0].segments == ()
     assert [n for _, n in reqs[1].segments] == [100, 100, 50]
+
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+COLUMNS = {"format": "columns", "columns": {"arrival": "t", "prompt": "p", "output": "o"}}
+
+
+def _error(path, **trace) -> str:
+    with pytest.raises(KvsimError) as info:
+        _read(path=str(path), **trace)
+    msg = str(info.value)
+    assert "\n" not in msg
+    return msg
+
+
+@pytest.mark.parametrize("count", ["inf", "1e19", "true", "nan", "-2", "5.5", "", "1" * 400])
+def test_bad_token_counts_name_the_line(tmp_path, count):
+    """inf and 1e19 once became 1 token (int64 overflow, then raised to 1)."""
+    path = tmp_path / "t.csv"
+    path.write_text(AZURE_HEADER + f"2023-11-16 18:15:46.68,10,2\n2023-11-16 18:15:47.68,{count},2\n")
+    assert _error(path).startswith(f"{path}:3: ContextTokens: bad token count ")
+
+
+def test_integral_float_token_counts_are_integers(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("t,p,o\n0,12.0,3\n1,1_000,4\n")  # the second row takes the row-by-row parse
+    assert [(r.prompt_len, r.output_len) for r in _read(path=str(path), **COLUMNS)] == [(12, 3), (1000, 4)]
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"", "{path}: empty trace file (expected a header row)"),
+    (AZURE_HEADER.encode() + b"2023-11-16 18:15:46.68,1\xe9,2\n",
+     "{path}:2: not UTF-8 text (byte 25 of the line)"),
+    (AZURE_HEADER.encode() + b'"' + b"x" * 200_000 + b'",1,2\n',
+     "{path}:2: bad CSV ('field larger than field limit (131072)')"),
+    (AZURE_HEADER.encode() + b"x" * 1_100_000, "{path}:2: line longer than 1 MiB"),
+    (b"root:x:0:0:root:/root:/bin/bash\n",
+     "{path}:1: no column 'TIMESTAMP' (1 field(s), none like a column name)"),
+    (b"\x7fELF\x00\x00", "{path}:1: binary data (NUL byte), expected text"),
+])
+def test_files_that_are_no_trace(tmp_path, content, expected):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    assert _error(path) == expected.format(path=path)
+
+
+def test_a_directory_is_no_trace(tmp_path):
+    assert _error(tmp_path) == f"{tmp_path}: is a directory, expected a trace file"
+
+
+def test_header_of_another_table_is_quoted_short(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("when,in,out," + ",".join(f"c{i}" for i in range(50)) + "\n1,2,3\n")
+    assert _error(path) == f"{path}:1: no column 'TIMESTAMP' (header: 'when, in, out, c0, c1, c2, c3, c4')"
+
+
+def test_times_are_finite_and_span_at_most_1e9_seconds(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("t,p,o\n0,5,5\nnan,5,5\n")
+    assert _error(path, **COLUMNS) == (f"{path}:3: t: bad time 'nan' (expected a finite number of seconds or "
+                                       "'YYYY-MM-DD HH:MM:SS.fff')")
+    path.write_text("t,p,o\n0,5,5\n1e300,5,5\n")
+    assert _error(path, **COLUMNS) == (f"{path}: the trace spans 1e+300 s (times x "
+                                       "workload.trace.time_scale), more than 1e+09 s")
+    path.write_text("t,p,o\n0,5,5\n1000,5,5\n")
+    assert _read(path=str(path), time_scale=1e6, **COLUMNS)[-1].arrival_s == 1e9
+
+
+MOONCAKE_LINE = '{{"timestamp": {ts}, "input_length": {n}, "output_length": 5, "hash_ids": {ids}}}\n'
+
+
+@pytest.mark.parametrize(("ts", "n", "ids", "expected"), [
+    ("NaN", "10", "[1]", "timestamp: bad time nan (expected a finite number of milliseconds"),
+    ("Infinity", "10", "[1]", "timestamp: bad time inf (expected a finite number of milliseconds"),
+    ("1" + "0" * 400, "10", "[1]", "timestamp: bad time 1000000000000000000000000000000000000000…"),
+    ("true", "10", "[1]", "timestamp: bad time True"),
+    ("0", "true", "[1]", "input_length: bad token count True (expected an integer from 0 to 1,000,000,000)"),
+    ("0", "1e19", "[1]", "input_length: bad token count 1e+19"),
+    ("0", "-1", "[]", "input_length: bad token count -1"),
+    ("0", "10.5", "[1]", "input_length: bad token count 10.5"),
+    ("0", "10", "[true]", "hash_ids: expected a list of integers"),
+    ("0", "10", "[1099511627776]", "hash_ids: ids must lie in [0, 2^40)"),
+])
+def test_mooncake_fields_are_checked(tmp_path, ts, n, ids, expected):
+    """A NaN timestamp once made every arrival NaN and the run exit 0."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(MOONCAKE_LINE.format(ts=0, n=10, ids="[1]") + MOONCAKE_LINE.format(ts=ts, n=n, ids=ids))
+    assert _error(path, format="mooncake").startswith(f"{path}:2: {expected}")
+
+
+def test_mooncake_integral_float_length_is_an_integer(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(MOONCAKE_LINE.format(ts=1.5, n=10.0, ids="[7]"))
+    (r,) = _read(path=str(path), format="mooncake")
+    assert (r.prompt_len, r.segments) == (10, ((MOONCAKE_ID_BASE + 7, 10),))
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("[1, 2]", "expected a JSON object, got list"),
+    ("[" * 100_000 + "]" * 100_000, "bad JSON ("),
+    ('{"timestamp": 0, "input_length": ' + "1" * 5000 + ', "output_length": 1}', "bad JSON ("),
+])
+def test_mooncake_lines_that_are_no_record(tmp_path, line, expected):
+    path = tmp_path / "m.jsonl"
+    path.write_text(line + "\n")
+    assert _error(path, format="mooncake").startswith(f"{path}:1: {expected}")
+
+
+def test_row_count_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_module, "MAX_REQUESTS", 3)
+    path = tmp_path / "t.csv"
+    path.write_text("t,p,o\n" + "".join(f"{i},5,5\n" for i in range(5)))
+    assert _error(path, **COLUMNS) == f"{path}:5: more than 3 rows; read fewer with workload.trace.limit"
+    assert len(_read(path=str(path), limit=3, **COLUMNS)) == 3

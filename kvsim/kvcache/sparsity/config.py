@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from kvsim.schema import MAX_TOKENS, Strict
 
 POLICY_NAMES: tuple[str, ...] = (
     "none", "streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen")
 DEFAULT_BUDGET_TOKENS = 2048
+MIN_TAU, MAX_TAU = 0.01, 1e6
+MAX_ALPHA = 16.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class AttentionConfig(_Strict):
+class AttentionConfig(Strict):
     """Parameters of the per-sequence attention model (kvsim/kvcache/sparsity/attention.py).
 
     A decode query's attention over its context is split into four parts: `sink_tokens` sink tokens at
@@ -28,23 +28,24 @@ class AttentionConfig(_Strict):
     `background_last`, tau falls geometrically from `recent_tau` to `recent_tau_last` and alpha rises
     linearly from `heavy_alpha` to `heavy_alpha_last`; the non-background mass splits as
     sink_share : recent_share : heavy_share. A re-read moves `reread_mass` of the attention onto the
-    re-read segment for `reread_span` decode steps.
+    re-read segment for `reread_span` decode steps. tau lies in [0.01, 10^6] tokens (beyond, e^(-1/tau)
+    rounds to 1 and the recency kernel cannot be normalised) and alpha in (0, 16].
     """
 
     layer_groups: int = Field(default=4, ge=1, le=128)
-    sink_tokens: int = Field(default=4, ge=0)
+    sink_tokens: int = Field(default=4, ge=0, le=MAX_TOKENS)
     sink_share: float = Field(default=0.3, ge=0, le=1)
     recent_share: float = Field(default=0.35, ge=0, le=1)
     heavy_share: float = Field(default=0.35, ge=0, le=1)
-    recent_tau: float = Field(default=128.0, gt=0)
-    recent_tau_last: float = Field(default=16.0, gt=0)
+    recent_tau: float = Field(default=128.0, ge=MIN_TAU, le=MAX_TAU)
+    recent_tau_last: float = Field(default=16.0, ge=MIN_TAU, le=MAX_TAU)
     heavy_fraction: float = Field(default=0.05, gt=0, le=1)
-    heavy_alpha: float = Field(default=1.0, gt=0)
-    heavy_alpha_last: float = Field(default=1.6, gt=0)
+    heavy_alpha: float = Field(default=1.0, gt=0, le=MAX_ALPHA)
+    heavy_alpha_last: float = Field(default=1.6, gt=0, le=MAX_ALPHA)
     background_first: float = Field(default=0.3, ge=0, lt=1)
     background_last: float = Field(default=0.05, ge=0, lt=1)
     reread_mass: float = Field(default=0.6, ge=0, le=1)
-    reread_span: int = Field(default=32, ge=1)
+    reread_span: int = Field(default=32, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _check(self) -> AttentionConfig:
@@ -54,7 +55,7 @@ class AttentionConfig(_Strict):
         return self
 
 
-class SparsityConfig(_Strict):
+class SparsityConfig(Strict):
     """Token-level KV eviction or offload.
 
     policy: none, streaming, h2o, snapkv, scissorhands, pyramidkv or infinigen. The KV budget is
@@ -65,16 +66,16 @@ class SparsityConfig(_Strict):
     """
 
     policy: Literal["none", "streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen"] = "none"
-    budget_tokens: int | None = Field(default=None, ge=1)
+    budget_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     budget_fraction: float | None = Field(default=None, gt=0, le=1)
-    min_tokens: int = Field(default=64, ge=1)
+    min_tokens: int = Field(default=64, ge=1, le=MAX_TOKENS)
     recent_fraction: float = Field(default=0.5, ge=0, le=1)
     """Share of the budget kept as the recent window (h2o, scissorhands, infinigen)."""
-    observation_window: int = Field(default=32, ge=1)
+    observation_window: int = Field(default=32, ge=1, le=MAX_TOKENS)
     """snapkv / pyramidkv: prompt tokens at the end of the prompt whose attention selects what to keep."""
-    pyramid_beta: float = Field(default=20.0, ge=1)
+    pyramid_beta: float = Field(default=20.0, ge=1, le=1e6)
     """pyramidkv: beyond the observation window (kept in every layer group), the last group keeps R / beta
-    and the first 2 R - R / beta of the remaining budget R, linearly in between (mean R)."""
+    and the first 2 R - R / beta of the remaining budget R, linearly in between (mean R). At most 10^6."""
     drop_fraction: float = Field(default=0.1, gt=0, lt=1)
     """scissorhands: share of the budget dropped at once when the cache reaches the budget."""
     reclaim: Literal["compact", "block"] = "compact"
