@@ -6,6 +6,7 @@ import os
 import resource
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import typer
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvsim import __version__
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation.")
@@ -65,14 +66,14 @@ def run(
         "kvsim_version": __version__,
     }
     _guard(lambda: write_outputs(folder, summary, result.requests, result.timeline, run_info))
-    table = Table(title=f"kvsim: {sc.name}", show_header=True)
+    table = Table(title=f"kvsim: {printable(sc.name)}", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary_table_rows(summary):
         table.add_row(key, value)
     console.print(table)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
-                  f"simulated requests per wall-second); outputs in {out}/")
+                  f"simulated requests per wall-second); outputs in {printable(out)}/")
 
 
 def _output_folder(out: Path, command: str, scenario: Path | None, sc=None):
@@ -119,21 +120,22 @@ def compare(
     from kvsim.sweep.compare import run_compare, streams_identical, table_rows, table_width, write_compare
 
     def done(r) -> None:
-        err_console.print(f"done: {r.variant.label}", markup=False, highlight=False)
+        err_console.print(f"done: {printable(r.variant.label)}")
 
     folder = _guard(lambda: _output_folder(out, "compare", scenario))
     results = _guard(lambda: run_compare(scenario, vary, set_, seed, jobs, on_done=done))
     header, rows = table_rows(results)
-    table = Table(title=f"kvsim compare: {scenario}", show_header=True)
+    table = Table(title=f"kvsim compare: {printable(scenario)}", show_header=True)
     for i, col in enumerate(header):
         table.add_column(col, justify="left" if i == 0 else "right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(printable(cell) for cell in row))
     # wide enough for every cell: one row per variant, never truncated
-    Console(width=max(console.width, table_width(header, rows))).print(table)
+    Console(width=max(console.width, table_width(header, rows)), markup=False, emoji=False,
+            highlight=False).print(table)
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
     files = _guard(lambda: write_compare(folder, results))
-    console.print(f"request streams: {same}; wrote {', '.join(files)} to {out}/")
+    console.print(f"request streams: {same}; wrote {', '.join(files)} to {printable(out)}/")
 
 
 @app.command()
@@ -150,7 +152,7 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."
 
     sim, n_requests = _guard(check)
     sc = sim.sc
-    console.print(f"{scenario}: ok — {sim.model.name} on {sim.hw.name} "
+    console.print(f"{printable(scenario)}: ok — {printable(sim.model.name)} on {printable(sim.hw.name)} "
                   f"(tp={sc.parallelism.tensor_parallel_size}), {sim.num_blocks} KV blocks of "
                   f"{sc.kv.block_size} tokens = {sim.num_blocks * sc.kv.block_size} tokens per replica; "
                   f"{n_requests} requests")
@@ -187,7 +189,7 @@ def hardware() -> None:
             broken.append(str(hw))
             continue
         bf16 = hw.peak_flops.get("bf16") or hw.peak_flops.get("fp16") or hw.peak_flops.get("fp32", 0)
-        table.add_row(path.stem.lower(), hw.name, format_bytes(hw.memory_bytes),
+        table.add_row(printable(path.stem.lower()), printable(hw.name), format_bytes(hw.memory_bytes),
                       f"{hw.hbm_bandwidth / 1e9:.0f} GB/s", f"{bf16 / 1e12:.0f} TFLOP/s",
                       f"{hw.host_link_bandwidth / 1e9:.0f} GB/s")
     console.print(table)
@@ -222,13 +224,13 @@ def footprint(
 
     m, hw, cap = _guard(compute)
     per_tok = m.kv_bytes_per_token(kv_dtype, tp)
-    table = Table(title=f"{m.name}, KV {kv_dtype}, tp={tp}", show_header=False)
+    table = Table(title=f"{printable(m.name)}, KV {kv_dtype}, tp={tp}", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("KV bytes per token (per GPU)", f"{per_tok:,.0f} B ({format_bytes(per_tok)})")
     table.add_row(f"KV for {tokens:,} tokens (per GPU)", format_bytes(m.kv_bytes(tokens, kv_dtype, tp)))
     table.add_row("weights per GPU", format_bytes(cap.weight_bytes))
-    table.add_row(f"KV capacity on {hw.name}",
+    table.add_row(f"KV capacity on {printable(hw.name)}",
                   f"{cap.tokens:,} tokens ({cap.num_blocks:,} blocks of {block_size})")
     table.add_row(f"sequences of {tokens:,} tokens that fit", f"{cap.tokens // tokens:,}")
     console.print(table)
@@ -273,7 +275,8 @@ def calibrate(
 
     code = _guard(lambda: calibrate_main(profile, device, model, grid, budget_s, kernel, fit_only, check,
                                          tolerance, seed, out, measurements, install, force,
-                                         log=console.print, threads=threads, nice=nice))
+                                         log=lambda m: console.print(printable(m)), threads=threads,
+                                         nice=nice))
     raise typer.Exit(code=code or 0)
 
 
@@ -311,7 +314,7 @@ def hitrate(
             hr.plot_curve(tmp / "hitrate.png", rows, stream, data)
 
     _guard(write)
-    table = Table(title=f"LRU prefix hit rate: {stream.label} (block size {stream.block_size})")
+    table = Table(title=f"LRU prefix hit rate: {printable(stream.label)} (block size {stream.block_size})")
     for col in ("capacity (blocks)", "tokens", "GiB", "hit rate (blocks)", "hit rate (tokens)"):
         table.add_column(col, justify="right")
     for r in rows:
@@ -324,7 +327,7 @@ def hitrate(
     console.print(f"{len(stream.requests):,} requests, {data.prompt_tokens:,} prompt tokens, "
                   f"{data.distinct_blocks:,} distinct blocks; infinite-cache hit rate "
                   f"{100 * (inf or 0):.1f}%" + ("; * = one replica's KV pool" if stream.pool_blocks else "")
-                  + f"; written {out}/hitrate.csv, {out}/hitrate.png")
+                  + f"; written {printable(out)}/hitrate.csv, {printable(out)}/hitrate.png")
 
 
 @app.command()
@@ -349,9 +352,11 @@ def version() -> None:
 def main() -> None:
     """Console entry point. Every failure is one line on stderr: usage errors (bad flags, bad option
     values) and KvsimErrors exit 2, SIGINT 130, SIGTERM 143; anything else is a kvsim bug, reported as
-    one `internal error` line with exit 3 (KVSIM_DEBUG=1 shows the traceback)."""
+    one `internal error` line with exit 3. KVSIM_DEBUG=1 shows its traceback, and Python warnings."""
     from kvsim import output_folder
 
+    if not os.environ.get("KVSIM_DEBUG"):  # library warnings are not kvsim output; the fuzz suite sees them
+        warnings.simplefilter("ignore")
     output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary output folders are removed
     try:
         rc = app(standalone_mode=False, prog_name="kvsim")
@@ -381,7 +386,7 @@ def main() -> None:
 
 def _say(line: str) -> None:
     """Print one line to stderr: whitespace (newlines included) collapsed, no markup."""
-    err_console.print(" ".join(line.split()), soft_wrap=True)
+    err_console.print(printable(" ".join(line.split())), soft_wrap=True)
 
 
 def _internal_error(exc: BaseException) -> str:

@@ -20,3 +20,12 @@ def excerpt(value: Any, limit: int = 40) -> str:
         quoted = repr(cut[:limit])
         return quoted[:-1] + "…" + quoted[-1] if len(cut) > limit else quoted
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def printable(text: Any) -> str:
+    """text with every control or format character (ESC, BEL, DEL, C1, bidi overrides...) written as a
+    Python escape, so a name or path echoed to a terminal cannot move the cursor, recolour or hide text."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)

@@ -207,7 +207,7 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         return _positive(data[key], key, source, MAX_RATE)
 
     return HardwareSpec(
-        name=_text(data.get("name"), "name", source) or "custom",
+        name=_name(_text(data.get("name"), "name", source), source) or "custom",
         memory_bytes=memory,
         hbm_bandwidth=rate("hbm_bandwidth"),
         peak_flops=peak,
@@ -229,6 +229,17 @@ def _text(value: Any, key: str, source: str) -> str:
         return ""
     if not isinstance(value, str):
         raise KvsimError(f"{source}: {key} must be a string, got {excerpt(value)}")
+    return value
+
+
+MAX_NAME_CHARS = 256
+
+
+def _name(value: str, source: str) -> str:
+    """A profile name: at most MAX_NAME_CHARS characters, no control characters (it is echoed)."""
+    if len(value) > MAX_NAME_CHARS or not value.isprintable():
+        raise KvsimError(f"{source}: name must be at most {MAX_NAME_CHARS} printable characters, got "
+                         f"{excerpt(value)}")
     return value
 
 

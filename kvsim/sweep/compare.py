@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from kvsim.errors import KvsimError
 from kvsim.output_folder import OutputFolder, folder_for
@@ -45,7 +46,8 @@ class Variant:
 
     @property
     def overrides(self) -> list[str]:
-        return [f"{k}={_text(v)}" for k, v in self.values]
+        """--set items that give each key its value as parsed (a quoted '123' stays a string)."""
+        return [f"{k}={_yaml(v)}" for k, v in self.values]
 
 
 @dataclass(slots=True)
@@ -57,6 +59,11 @@ class VariantResult:
     summary: dict[str, Any]
     stream: str
     timeline: pd.DataFrame
+
+
+def _yaml(v: Any) -> str:
+    """v as one line of YAML that parse_value reads back as v."""
+    return yaml.safe_dump(v, default_flow_style=True, width=2**31).removesuffix("\n...\n").strip()
 
 
 def _text(v: Any) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from kvsim.errors import KvsimError, excerpt
+from kvsim.errors import KvsimError, excerpt, printable
 from kvsim.metrics.hitrate import HitCurveData, request_order, stack_distances
 from kvsim.workload.request import Request
 
@@ -141,6 +141,6 @@ def plot_curve(path: Path, rows: list[dict[str, Any]], stream: Stream, data: Hit
     ax.set_xlabel("LRU cache capacity (GiB of KV)" if gib else "LRU cache capacity (tokens)")
     ax.set_ylabel("prefix hit rate (tokens)")
     sampled = f", sampled {data.sample_rate:g}" if data.sample_rate < 1 else ""
-    ax.set_title(f"{stream.label}: block size {stream.block_size}{sampled}")
+    ax.set_title(f"{printable(stream.label)}: block size {stream.block_size}{sampled}")
     ax.grid(True, alpha=0.3)
     fig.savefig(path, dpi=100, format="png", metadata={"Software": None})

@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from datetime import date
 from pathlib import Path
 
@@ -146,10 +147,12 @@ def _times(texts: list[str], lines: list[int], path: Path, column: str) -> np.nd
             return values
     except ValueError:
         try:
-            stamps = np.array(texts, dtype="datetime64[ns]")
+            with warnings.catch_warnings():  # numpy warns (e.g. of time zones) where it half-reads a stamp
+                warnings.simplefilter("error")
+                stamps = np.array(texts, dtype="datetime64[ns]")
             if len(stamps) and not np.isnat(stamps).any():
                 return (stamps - stamps.min()).astype(np.int64) / 1e9
-        except (ValueError, OverflowError):
+        except (ValueError, OverflowError, Warning):
             pass
     days: dict[str | None, int] = {}
     values = np.array([_time(text.strip(), days, path, line, column)

@@ -143,6 +143,8 @@ def test_parse_quantity_rejects_non_finite_and_unreadable_numbers(text):
     ({"ssd_bytes": "2 EB"}, "ssd_bytes: cannot read '2 EB'"),
     ({"host_dram_bytes": True}, "host_dram_bytes: cannot read True"),
     ({"name": 5}, "name must be a string, got 5"),
+    ({"name": "x" * 257}, "name must be at most 256 printable characters, got 'xxxx"),
+    ({"name": "a\x1b[31mred"}, r"name must be at most 256 printable characters, got 'a\\x1b\[31mred'"),
     ({"description": ["a"]}, r"description must be a string, got \['a'\]"),
     ({"sources": {"hbm_bandwidth": 1}}, "sources: 'hbm_bandwidth' must map a field name to a string, got 1"),
     ({"calibration": [1]}, "calibration must be a mapping"),

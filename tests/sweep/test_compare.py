@@ -151,3 +151,13 @@ def test_cli_compare_checks_its_output_folder_before_simulating(scenario, tmp_pa
                                        "--out", str(out)])
         assert res.exit_code == 2 and message in res.output
     assert (mine / "compare.csv").read_text() == "the user's table\n" and notes.read_text() == "mine"
+
+
+@pytest.mark.parametrize("value", ["123", "[red]", ":smile:", ":thumbs_up: ok", "[/]", "a\x1bb", True, 16,
+                                   0.5, "contiguous:max", [1, 2]])
+def test_variant_overrides_give_back_the_parsed_value(value):
+    from kvsim.scenario import parse_value
+    from kvsim.sweep.compare import Variant
+
+    (item,) = Variant((("name", value),)).overrides
+    assert parse_value(item.partition("=")[2]) == value
