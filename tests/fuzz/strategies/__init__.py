@@ -1,0 +1,61 @@
+"""Hypothesis strategies that build fuzz cases (`harness.Case`) for the kvsim CLI.
+
+Each public `*_cases()` strategy yields complete cases: the files to create, the argument list and what
+the outcome must be (`expect`: "pass", "fail" or "any"). Categories:
+
+    valid        small valid scenarios (<= 30 requests, catalog or tiny models): must run
+    broken       a valid scenario with one to three schema mutations written into the YAML file
+    override     the same mutations given as `--set KEY=VALUE` instead
+    cross        cross-field nonsense (n above max_num_seqs, prefix cache on a contiguous layout, ...)
+    yaml         YAML-level abuse: alias bombs, deep nesting, duplicate keys, bad bytes, wrong shapes
+    trace        Azure CSV and Mooncake JSONL traces with bad fields or bad structure
+    model        inline model specs, model YAML files and Hugging Face config.json files with bad shapes
+    hardware     inline hardware mappings and hardware profile folders with bad numbers or files
+    cli          argument lists for every subcommand, bad flags and values
+    out          --out targets that are files, the working folder, its parent, user folders, and earlier
+                 output folders the user added to or changed
+    markup       rich markup and emoji codes in names, file names and --vary values: printed verbatim
+
+Valid scenarios are kept tiny so a run takes well under a second; expensive commands (compare, run with
+plots) are drawn less often than cheap ones (validate, errors).
+
+The strategies live in one module per kind of input:
+
+    common        building blocks: catalog names, `Raw` YAML scalars, to_yaml, set_path, run_argv, the
+                  base and tiny scenarios every module starts from
+    scenarios     valid scenarios (workloads, sparsity, ...): `valid`, and the base of `broken`/`override`
+    mutations     schema mutations written into the file (`broken`) or given by --set (`override`)
+    cross         cross-field nonsense (`cross`)
+    yaml_abuse    YAML-level abuse (`yaml`)
+    traces        Azure CSV, Mooncake JSONL and column traces (`trace`)
+    models        model specs, model YAML files, Hugging Face config.json (`model`)
+    hardware      inline hardware mappings and hardware profile folders (`hardware`)
+    cli_args      argument lists for every subcommand (`cli`)
+    out_folders   --out targets and earlier output folders (`out`)
+    markup        rich markup and emoji codes in what kvsim echoes (`markup`)
+"""
+
+from __future__ import annotations
+
+from cases import Case
+from hypothesis import strategies as st
+
+from .cli_args import cli_cases
+from .cross import cross_cases
+from .hardware import hardware_cases
+from .markup import markup_cases
+from .models import model_cases
+from .mutations import broken_cases, override_cases
+from .out_folders import out_cases
+from .scenarios import valid_cases
+from .traces import trace_cases
+from .yaml_abuse import yaml_cases
+
+# ---------------------------------------------------------------------------------------------------
+
+CATEGORIES: dict[str, st.SearchStrategy[Case]] = {
+    "valid": valid_cases(), "broken": broken_cases(), "override": override_cases(), "cross": cross_cases(),
+    "yaml": yaml_cases(), "trace": trace_cases(), "model": model_cases(), "hardware": hardware_cases(),
+    "cli": cli_cases(), "out": out_cases(), "markup": markup_cases(),
+}
+"""Every case strategy by category name (report.py draws from each)."""
