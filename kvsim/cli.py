@@ -18,9 +18,16 @@ from kvsim.errors import KvsimError, printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation.")
-# Values users wrote (names, paths, keys) are echoed: never read them as rich markup or emoji codes.
-console = Console(markup=False, emoji=False, highlight=False)
-err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
+def _plain_console(**options) -> Console:
+    """A console that prints text literally: values users wrote (names, paths, keys) are echoed, so they
+    are never read as rich markup or emoji codes."""
+    return Console(markup=False, emoji=False, highlight=False, **options)
+
+
+console = _plain_console()
+err_console = _plain_console(stderr=True)
 
 
 def _fail(msg: str) -> None:
@@ -131,8 +138,7 @@ def compare(
     for row in rows:
         table.add_row(*(printable(cell) for cell in row))
     # wide enough for every cell: one row per variant, never truncated
-    Console(width=max(console.width, table_width(header, rows)), markup=False, emoji=False,
-            highlight=False).print(table)
+    _plain_console(width=max(console.width, table_width(header, rows))).print(table)
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
     files = _guard(lambda: write_compare(folder, results))
     console.print(f"request streams: {same}; wrote {', '.join(files)} to {printable(out)}/")
