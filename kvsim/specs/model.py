@@ -8,6 +8,7 @@ from typing import Any
 
 from kvsim.errors import KvsimError, excerpt
 from kvsim.specs.dtypes import DTYPE_BYTES, dtype_bytes, normalize_dtype
+from kvsim.specs.layers import LayerGroup
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
 
@@ -154,6 +155,23 @@ class ModelSpec:
             _check_tp(tp)
             return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
         return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * b
+
+    def layer_groups(self, kv_dtype: str = "bf16", tp: int = 1) -> tuple[LayerGroup, ...]:
+        """The model's KV as layer groups (kvsim/specs/layers.py), in GROUP_KINDS order, bytes per GPU under
+        tensor parallelism: MLA models one `mla` group; others a `full` group and, when
+        sliding_window_layers > 0, a `sliding` group (window sliding_window) of that many layers."""
+        per_layer = self.kv_bytes_per_token(kv_dtype, tp) / self.num_layers
+        if self.attention == "mla":
+            return (LayerGroup("mla", tuple(range(self.num_layers)), per_layer * self.num_layers),)
+        windowed = self.sliding_window_layers
+        groups = []
+        if windowed < self.num_layers:
+            full = tuple(range(windowed, self.num_layers))
+            groups.append(LayerGroup("full", full, per_layer * len(full)))
+        if windowed:
+            groups.append(LayerGroup("sliding", tuple(range(windowed)), per_layer * windowed,
+                                     window=self.sliding_window))
+        return tuple(groups)
 
     def kv_bytes(self, num_tokens: int, kv_dtype: str, tp: int = 1) -> float:
         """Exact KV bytes on one GPU for one sequence of num_tokens tokens: sliding-window layers hold
