@@ -160,23 +160,27 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."
     sc = sim.sc
     console.print(f"{printable(scenario)}: ok — {printable(sim.model.name)} on {printable(sim.hw.name)} "
                   f"(tp={sc.parallelism.tensor_parallel_size}), {sim.num_blocks} KV blocks of "
-                  f"{sc.kv.block_size} tokens = {sim.num_blocks * sc.kv.block_size} tokens per replica; "
+                  f"{sim.block_size} tokens = {sim.num_blocks * sim.block_size} tokens per replica; "
                   f"{n_requests} requests")
 
 
 @app.command()
 def models() -> None:
-    """List built-in model architectures and their KV bytes per token."""
+    """List built-in model architectures: their layer groups and KV bytes per token."""
     from kvsim.specs.catalog import get_model, list_models
     from kvsim.specs.footprint import format_bytes
+    from kvsim.specs.footprint_report import groups_summary
 
     table = Table(show_header=True)
-    for col in ("model", "attention", "layers", "kv heads", "head dim", "params", "KV/token (bf16)"):
-        table.add_column(col)
+    table.add_column("model", no_wrap=True)
+    table.add_column("layers")
+    table.add_column("layer groups", overflow="fold")
+    for col in ("params", "KV/token (bf16)"):
+        table.add_column(col, no_wrap=True)
     for name in list_models():
         m = get_model(name)
-        table.add_row(name, m.attention, str(m.num_layers), str(m.num_kv_heads), str(m.head_dim),
-                      f"{m.num_params / 1e9:.1f}B", format_bytes(m.kv_bytes_per_token("bf16")))
+        table.add_row(name, str(m.num_layers), groups_summary(m, short=True), f"{m.num_params / 1e9:.1f}B",
+                      format_bytes(m.kv_bytes_per_token("bf16")))
     console.print(table)
 
 
@@ -209,36 +213,36 @@ def hardware() -> None:
 def footprint(
     model: str = typer.Argument(..., help="Catalog name, model YAML or HF config.json."),
     tokens: int = typer.Option(..., "--tokens", min=1, max=10**12, help="Tokens of context to size."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, fp16, bf16, fp8, int8 or int4."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="auto, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2,"
+                                 " int8, int4, nvfp4, or a mapping such as '{bits: 3.5, group_size: 128,"
+                                 " scale_bits: 16}' or '{rope: bf16, rest: fp8}'."),
     tp: int = typer.Option(1, "--tp", min=1, max=1024, help="Tensor-parallel size."),
     hardware: str = typer.Option("h100-sxm", "--hardware", help="Hardware profile for the fit."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", min=0.01, max=1.0),
     block_size: int = typer.Option(16, "--block-size", min=1, max=4096),
 ) -> None:
-    """KV bytes per token and for N tokens, and how many tokens of KV fit on a device after weights."""
+    """KV bytes per token and for N tokens (per layer group and in total), the page plan, and how many
+    sequences fit on a device after the weights (rows, also when the weights do not fit at this TP)."""
+    from kvsim.scenario import parse_value
     from kvsim.specs.catalog import get_model
-    from kvsim.specs.dtypes import dtype_bytes
-    from kvsim.specs.footprint import format_bytes, kv_capacity
+    from kvsim.specs.footprint_report import footprint_rows
     from kvsim.specs.hardware import load_hardware
+    from kvsim.specs.kv_precision import kv_precision
 
     def compute():
-        dtype_bytes(kv_dtype)
+        dtype = parse_value(kv_dtype, "--kv-dtype") if kv_dtype.lstrip().startswith("{") else kv_dtype
         m = get_model(model)
+        precision = kv_precision(dtype, m.weight_dtype)
         hw = load_hardware(hardware)
-        cap = kv_capacity(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size)
-        return m, hw, cap
+        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens)
+        return m, hw, precision, rows
 
-    m, hw, cap = _guard(compute)
-    per_tok = m.kv_bytes_per_token(kv_dtype, tp)
-    table = Table(title=f"{printable(m.name)}, KV {kv_dtype}, tp={tp}", show_header=False)
+    m, hw, precision, rows = _guard(compute)
+    table = Table(title=f"{printable(m.name)}, KV {printable(precision.name)}, tp={tp}", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
-    table.add_row("KV bytes per token (per GPU)", f"{per_tok:,.0f} B ({format_bytes(per_tok)})")
-    table.add_row(f"KV for {tokens:,} tokens (per GPU)", format_bytes(m.kv_bytes(tokens, kv_dtype, tp)))
-    table.add_row("weights per GPU", format_bytes(cap.weight_bytes))
-    table.add_row(f"KV capacity on {printable(hw.name)}",
-                  f"{cap.tokens:,} tokens ({cap.num_blocks:,} blocks of {block_size})")
-    table.add_row(f"sequences of {tokens:,} tokens that fit", f"{cap.tokens // tokens:,}")
+    for what, value in rows:
+        table.add_row(printable(what), printable(value))
     console.print(table)
 
 

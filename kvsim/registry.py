@@ -1,13 +1,16 @@
-"""Every pluggable choice a scenario can name, gathered from the registries (for `kvsim policies`)."""
+"""Every pluggable choice a scenario can name, each list written once: here (name -> one-line
+description) or, where the names key the implementations, in the room that holds them (eviction key
+functions in kvsim/kvcache/eviction.py, sparsity policies in kvsim/kvcache/sparsity/). The scenario
+schema (kvsim/scenario.py) builds its choice fields from these; `kvsim policies` lists them.
+
+Imports only the kvcache registries, never the schema or the engine, so the schema can import it.
+"""
 
 from __future__ import annotations
-
-from typing import get_args
 
 from kvsim.kvcache.eviction import EVICTION_POLICIES
 from kvsim.kvcache.sparsity.policies import POLICIES as SPARSITY_POLICIES
 from kvsim.kvcache.sparsity.policies import policy_names
-from kvsim.scenario import CostConfig, KVConfig, SchedulerConfig
 
 LAYOUTS = {
     "paged": "PagedAttention blocks; a block is allocated when the last one fills",
@@ -37,10 +40,6 @@ def _first_line(doc: str | None) -> str:
 def all_policies() -> list[tuple[str, str, str]]:
     """(scenario key, name, one-line description) for every registered choice, in a stable order."""
     rows: list[tuple[str, str, str]] = []
-    _check("kv.layout", LAYOUTS, KVConfig, "layout")
-    _check("kv.prefix_cache", PREFIX_CACHES, KVConfig, "prefix_cache")
-    _check("scheduler.preemption_mode", PREEMPTION, SchedulerConfig, "preemption_mode")
-    _check("cost.model", COST_MODELS, CostConfig, "model")
     rows += [("kv.layout", k, v) for k, v in LAYOUTS.items()]
     rows += [("kv.prefix_cache", k, v) for k, v in PREFIX_CACHES.items()]
     rows += [("kv.eviction", k, _first_line(fn.__doc__)) for k, fn in EVICTION_POLICIES.items()]
@@ -48,10 +47,3 @@ def all_policies() -> list[tuple[str, str, str]]:
     rows += [("scheduler.preemption_mode", k, v) for k, v in PREEMPTION.items()]
     rows += [("cost.model", k, v) for k, v in COST_MODELS.items()]
     return rows
-
-
-def _check(key: str, names: dict[str, str], model, field: str) -> None:
-    """The descriptions above must name exactly the schema's choices."""
-    allowed = set(get_args(model.model_fields[field].annotation))
-    if allowed != set(names):
-        raise RuntimeError(f"registry for {key} out of date: schema {sorted(allowed)} vs {sorted(names)}")

@@ -4,21 +4,31 @@ validation errors. Numbers and their bounds: kvsim/schema.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, model_validator
 
 from kvsim import inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
+from kvsim.registry import COST_MODELS, EVICTION_POLICIES, LAYOUTS, PREEMPTION, PREFIX_CACHES
 from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict
+from kvsim.specs.kv_precision import schema_kv_dtype
 from kvsim.workload.config import WorkloadConfig
 
 MAX_GIB = 1e6
 """Largest memory size in GiB (swap space, activation reserve): a PiB."""
 MAX_GPU_BLOCKS = 2**24
 """Most KV blocks of all replicas together (each block costs the simulator 50 to 90 bytes)."""
+
+# Choice fields take the names of the registries (kvsim/registry.py), in their order: a bad name is
+# pydantic's one-line "Input should be 'a', 'b' or 'c'".
+Layout = Literal[tuple(LAYOUTS)]
+PrefixCache = Literal[tuple(PREFIX_CACHES)]
+Eviction = Literal[tuple(EVICTION_POLICIES)]
+Preemption = Literal[tuple(PREEMPTION)]
+CostModelName = Literal[tuple(COST_MODELS)]
 
 
 class Parallelism(Strict):
@@ -36,7 +46,10 @@ class KVConfig(Strict):
     for admission, and the runtime invariant check mode."""
 
     block_size: int = Field(default=16, ge=1, le=4096)
-    dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
+    dtype: Annotated[str | dict[str, Any], BeforeValidator(schema_kv_dtype)] = "bf16"
+    """KV precision (kvsim/specs/kv_precision.py, docs/specs.md): vLLM's kv_cache_dtype names (auto, fp8,
+    fp8_e4m3, fp8_e5m2), fp32, fp16, bf16, int8, int4, nvfp4; a quantized format {bits, group_size,
+    scale_bits}; or per-part {rope: ..., rest: ...}. Stored in canonical form."""
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     swap_space_gb: float = Field(default=4.0, ge=0, le=MAX_GIB)
     """At most 10^6 GiB."""
@@ -49,15 +62,15 @@ class KVConfig(Strict):
     check_invariants: bool = False
     sparsity: SparsityConfig = Field(default_factory=SparsityConfig)
     """Token-level KV eviction or offload (StreamingLLM, H2O, ...). See docs/sparsity.md."""
-    layout: Literal["paged", "contiguous:max", "contiguous:pow2", "contiguous:oracle"] = "paged"
+    layout: Layout = "paged"
     """paged (PagedAttention blocks) or a contiguous per-sequence reservation: max_model_len (max), prompt
     + next power of two of the output (pow2), prompt + output (oracle). See docs/layouts.md."""
     placement: Literal["first_fit", "best_fit"] = "first_fit"
     """Where a contiguous layout puts a new region: the lowest-addressed or the smallest hole that fits."""
-    prefix_cache: Literal["none", "hash", "radix"] = "none"
+    prefix_cache: PrefixCache = "none"
     """Prefix caching (paged layout): none, hash (vLLM automatic prefix caching: chained block hashes) or
     radix (SGLang RadixAttention: radix tree, leaf eviction). See docs/prefix_cache.md."""
-    eviction: Literal["lru", "lfu", "fifo", "length"] = "lru"
+    eviction: Eviction = "lru"
     """Which cached, unreferenced block (radix: leaf) goes first when the pool runs out; the registry is
     kvsim/kvcache/eviction.py. length: keep the blocks early in prompts longest."""
 
@@ -69,7 +82,7 @@ class SchedulerConfig(Strict):
     max_num_seqs: int = Field(default=256, ge=1, le=MAX_COUNT)
     max_num_batched_tokens: int = Field(default=8192, ge=1, le=MAX_TOKENS)
     chunked_prefill: bool = True
-    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    preemption_mode: Preemption = "recompute"
     max_model_len: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
@@ -82,7 +95,7 @@ class SchedulerConfig(Strict):
 class CostConfig(Strict):
     """Which cost model advances time, and the roofline's tunables."""
 
-    model: Literal["roofline", "calibrated"] = "roofline"
+    model: CostModelName = "roofline"
     iteration_overhead_s: float = Field(default=0.003, ge=0, le=3600)
     """Fixed seconds per iteration, at most 3600."""
     gemm_efficiency_max: float = Field(default=0.75, gt=0, le=1)

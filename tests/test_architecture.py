@@ -35,18 +35,19 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.specs": {E, IN},
     "kvsim.workload": {E, IN, SC},
     "kvsim.kvcache.sparsity": {E, IN, SC},
-    "kvsim.kvcache": {E, IN, SC, "kvsim.workload.request"},
+    "kvsim.kvcache": {E, IN, SC, "kvsim.specs", "kvsim.workload.request"},
     "kvsim.cost": {E, IN, "kvsim.specs"},
-    # the scenario schema gathers the config models of the rooms below it
-    "kvsim.scenario": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache.sparsity.config"},
+    # the scenario schema gathers the config models of the rooms below it, and its choices from the registry
+    "kvsim.scenario": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache.sparsity.config",
+                       "kvsim.registry"},
     # metrics: recorder, summary, report, plots, hit-rate model; never the engine
     "kvsim.metrics": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache",
                       "kvsim.kvcache.sparsity"},
     # the engine wires everything below it; of metrics only the recorder
     "kvsim.engine": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                      "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder"},
-    "kvsim.registry": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
-                       "kvsim.cost", "kvsim.scenario", "kvsim.engine"},
+    # the lists of choices, below the schema: only the kvcache registries (eviction, sparsity policies)
+    "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity"},
     "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                     "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost

@@ -6,10 +6,12 @@ from typing import get_args
 
 from typer.testing import CliRunner
 
+from kvsim import registry
 from kvsim.cli import app
-from kvsim.kvcache.sparsity.config import SparsityConfig
+from kvsim.kvcache.sparsity.config import POLICY_NAMES, SparsityConfig
+from kvsim.kvcache.sparsity.policies import policy_names
 from kvsim.registry import all_policies
-from kvsim.scenario import KVConfig
+from kvsim.scenario import CostConfig, KVConfig, SchedulerConfig
 
 
 def test_every_schema_choice_is_listed_with_a_description():
@@ -24,6 +26,20 @@ def test_every_schema_choice_is_listed_with_a_description():
         by_key["kv.sparsity.policy"])
     assert SparsityConfig().policy in by_key["kv.sparsity.policy"]
     assert len(rows) == len({(k, n) for k, n, _ in rows})
+
+
+def test_the_schema_choices_are_the_registry_lists_in_order():
+    """Each list is written once: the schema's Literal fields are built from the registry."""
+    def choices(model, field):
+        return list(get_args(model.model_fields[field].annotation))
+
+    assert choices(KVConfig, "layout") == list(registry.LAYOUTS)
+    assert choices(KVConfig, "prefix_cache") == list(registry.PREFIX_CACHES)
+    assert choices(KVConfig, "eviction") == list(registry.EVICTION_POLICIES)
+    assert choices(SchedulerConfig, "preemption_mode") == list(registry.PREEMPTION)
+    assert choices(CostConfig, "model") == list(registry.COST_MODELS)
+    assert choices(SparsityConfig, "policy") == list(POLICY_NAMES)
+    assert set(policy_names()) == set(POLICY_NAMES)  # every name has its registered class
 
 
 def test_policies_command_prints_the_table():

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kvsim import registry
 from kvsim.errors import KvsimError
+from kvsim.kvcache.sparsity.config import POLICY_NAMES
 from kvsim.scenario import Scenario, apply_overrides, build_scenario, load_scenario, parse_value
 
 
@@ -356,8 +358,23 @@ def test_huge_override_is_quoted_short():
 
 def test_validation_error_of_a_huge_value_stays_short():
     msg = error_of(None, ["kv.dtype=" + "y" * 1_000_000])
-    assert msg == ("default scenario: kv.dtype: Input should be 'fp32', 'fp16', 'bf16', 'fp8', 'int8' or "
-                   "'int4'")
+    assert msg == ("default scenario: kv.dtype: Input should be 'auto', 'fp32', 'fp16', 'bf16', 'fp8',"
+                   " 'fp8_e4m3', 'fp8_e5m2', 'int8', 'int4' or 'nvfp4', or a mapping {bits, group_size,"
+                   " scale_bits} or {rope, rest}")
+
+
+def _choices(names) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+@pytest.mark.parametrize(("key", "names"), [
+    ("kv.layout", registry.LAYOUTS), ("kv.prefix_cache", registry.PREFIX_CACHES),
+    ("kv.eviction", registry.EVICTION_POLICIES), ("scheduler.preemption_mode", registry.PREEMPTION),
+    ("cost.model", registry.COST_MODELS), ("kv.sparsity.policy", POLICY_NAMES),
+])
+def test_a_bad_choice_is_one_line_listing_the_registry(key, names):
+    assert error_of(None, [f"{key}=bogus"]) == f"default scenario: {key}: Input should be {_choices(names)}"
 
 
 def test_union_members_are_left_out_of_the_key():

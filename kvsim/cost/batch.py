@@ -20,6 +20,10 @@ class Batch:
     recall_bytes: KV recalled from host memory by an offload policy (kv.sparsity); the iteration waits.
     offload_bytes: KV written to host memory by an offload policy.
     kv_copy_bytes: KV bytes copied on device when token-level eviction compacts a sequence.
+    decode_window_tokens: for each window cap of the KV manager (`kv.windows`: sliding-window layers'
+        window - 1), the sum over decode sequences of min(context, cap).
+    prefill_window_pairs: for each window cap, the (query, key) pairs the prefill chunks attend within a
+        window of cap + 1 keys (the pairs of prefill_attn_pairs a sliding layer computes).
     """
 
     num_seqs: int = 0
@@ -35,6 +39,8 @@ class Batch:
     recall_bytes: float = 0.0
     offload_bytes: float = 0.0
     kv_copy_bytes: float = 0.0
+    decode_window_tokens: tuple[int, ...] = ()
+    prefill_window_pairs: tuple[float, ...] = ()
 
     @property
     def num_tokens(self) -> int:

@@ -152,10 +152,10 @@ class CalibratedCost:
         self.kv_heads = model.kv_heads_per_gpu(tp)
         self.q_heads = model.num_attention_heads / tp
         self.gemm_calls = 4 * model.num_layers + 1
-        self.weight_bytes = model.weight_bytes(tp)
+        self.weight_bytes = model.weight_stream_bytes(tp)
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype, tp)
         self.bytes_per_block = bytes_per_block
-        fits = usable_fits(cal, hw.name, model.weight_dtype, kv_dtype)
+        fits = usable_fits(cal, hw.name, model.weight_dtype, model.kv_precision(kv_dtype).kernel_dtype)
         self.p: dict[str, dict[str, float]] = {t: params for t, (_, _, params, _) in fits.items()}
         self.used: dict[str, str] = {t: "roofline" for t in TERMS}
         for term, (kernel, measured, _, mape) in fits.items():
@@ -179,19 +179,25 @@ class CalibratedCost:
         if not b.decode_seqs:
             return 0.0
         p = self.p.get("decode_attention")
+        attn = self.rl.attn
         if p is None:
-            return b.decode_context_tokens * self.kv_bytes_per_token / self.rl.bw
+            return attn.decode_bytes(b) / self.rl.bw
         per_layer = (p["fixed_s"] + p["per_seq_head_s"] * b.decode_seqs * self.kv_heads
                      + p["per_block_head_s"] * b.decode_blocks * self.kv_heads)
-        ctx = b.decode_context_tokens
-        return (self.layers * per_layer + p["per_kv_byte_s"] * ctx * self.kv_bytes_per_token
-                + p["per_flop_s"] * ctx * self.rl.attn_flops_per_pair)
+        if not attn.grouped:
+            ctx = b.decode_context_tokens
+            return (self.layers * per_layer + p["per_kv_byte_s"] * ctx * self.kv_bytes_per_token
+                    + p["per_flop_s"] * ctx * self.rl.attn_flops_per_pair)
+        # layer groups: the per-call terms for the layers that attend, bytes and FLOPs as they read
+        read = attn.decode_bytes(b)
+        return (attn.attention_layers * per_layer + p["per_kv_byte_s"] * read
+                + p["per_flop_s"] * read / self.kv_bytes_per_token * self.rl.attn_flops_per_pair)
 
     def prefill_time(self, b: Batch) -> float:
         if not b.prefill_tokens:
             return 0.0
         p = self.p.get("prefill_attention")
-        flops = self.rl.attn_flops_per_pair * b.prefill_attn_pairs
+        flops = self.rl.attn.prefill_flops(b)
         if p is None:
             return flops / (self.rl.flops * self.rl.e_attn)
         per_layer = (p["fixed_s"] + p["per_seq_s"] * b.prefill_seqs

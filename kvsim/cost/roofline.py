@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvsim.cost.attention import AttentionWork
 from kvsim.cost.batch import Batch
 from kvsim.errors import KvsimError
 from kvsim.specs.hardware import HardwareSpec
@@ -17,11 +18,14 @@ ALLREDUCE_LATENCY_S = 8e-6
 class RooflineCost:
     """Iteration time = overhead + linear + prefill attention + decode attention + all-reduce + copies.
 
-    - linear layers: max(W / (B * e_bw), 2 * P_active * T / (F * e_gemm(T))), with W the weight bytes per
-      GPU, B the HBM bandwidth, T the tokens in the batch, F the peak FLOP/s at the weight dtype and
-      e_gemm(T) = e_max * T / (T + m_half) (small GEMMs reach a small share of peak).
-    - prefill attention: attention FLOPs per (query, key) pair x pairs / (F * e_attn).
-    - decode attention: KV bytes read (context tokens x KV bytes per token per GPU) / (B * e_bw).
+    - linear layers: max(W / (B * e_bw), 2 * P_active * T / (F * e_gemm(T))), with W the weight bytes one
+      step streams per GPU (ModelSpec.weight_stream_bytes: all weights but an untied input-embedding table,
+      which is only looked up), B the HBM bandwidth, T the tokens in the batch, F the peak FLOP/s at the
+      weight dtype and e_gemm(T) = e_max * T / (T + m_half) (small GEMMs reach a small share of peak).
+    - prefill attention: attention FLOPs / (F * e_attn), and decode attention: KV bytes read / (B * e_bw),
+      each summed over the model's layer groups (kvsim/cost/attention.py: sliding layers attend only their
+      window, state layers read their state); for a model of full attention alone, FLOPs per (query, key)
+      pair x pairs and context tokens x KV bytes per token per GPU.
     - tensor-parallel all-reduce (tp > 1): 2 per layer over T x hidden x 2 bytes, ring algorithm:
       2 (tp - 1) / tp x bytes / interconnect bandwidth + a fixed latency per call.
     - swap traffic over the host link, copy-on-write copies (read + write) at HBM bandwidth.
@@ -44,10 +48,11 @@ class RooflineCost:
                         bandwidth_efficiency=bandwidth_efficiency, attention_efficiency=attention_efficiency)
         self.tp = tp
         self.overhead = iteration_overhead_s
-        self.weight_bytes = model.weight_bytes(tp)
+        self.weight_bytes = model.weight_stream_bytes(tp)  # the input-embedding table is only looked up
         self.linear_flops_per_token = model.linear_flops_per_token() / tp
         self.attn_flops_per_pair = model.attention_flops_per_pair(tp)
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype, tp)
+        self.attn = AttentionWork(model, kv_dtype, tp)
         self.bytes_per_block = bytes_per_block
         self.bw = hw.hbm_bandwidth * bandwidth_efficiency
         self.flops = hw.flops(model.weight_dtype)
@@ -82,10 +87,11 @@ class RooflineCost:
     def step_time(self, batch: Batch) -> float:
         tokens = batch.prefill_tokens + batch.decode_seqs
         t = self.overhead + self.linear_time(tokens) + self.allreduce_time(tokens)
-        if batch.prefill_attn_pairs:
-            t += self.attn_flops_per_pair * batch.prefill_attn_pairs / (self.flops * self.e_attn)
-        if batch.decode_context_tokens:
-            t += batch.decode_context_tokens * self.kv_bytes_per_token / self.bw
+        flops = self.attn.prefill_flops(batch)
+        if flops:
+            t += flops / (self.flops * self.e_attn)
+        if batch.decode_seqs:
+            t += self.attn.decode_bytes(batch) / self.bw
         if batch.swap_in_bytes or batch.swap_out_bytes:
             t += (batch.swap_in_bytes + batch.swap_out_bytes) / self.host_bw
         if batch.copy_blocks:

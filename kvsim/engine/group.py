@@ -42,3 +42,5 @@ class Group:
     cached_tokens: int = 0
     seq_blocks: int = 0
     replica: int = 0
+    past_windows: int = 0
+    """Decode only: bit i set once its context has reached the KV manager's window cap i."""

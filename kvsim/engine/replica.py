@@ -10,19 +10,18 @@ from kvsim.cost.base import CostModel
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
 from kvsim.kvcache.breakdown import breakdown_row, check_breakdown
-from kvsim.metrics.recorder import Recorder
-
-
-def cached_blocks(kv) -> int:
-    """Blocks the KV manager keeps only for prefix reuse (0 for managers without a prefix cache)."""
-    return getattr(kv, "cached_blocks", 0)
+from kvsim.metrics.recorder import IterationRow, Recorder
 
 
 class Replica:
-    """Runs iterations while it has work; sleeps on an event until a request arrives otherwise."""
+    """Runs iterations while it has work; sleeps on an event until a request arrives otherwise.
+
+    `extra_columns`, when given, returns the values of the recorder's registered extra timeline columns
+    for the iteration just scheduled (idle rows take the group's default)."""
 
     def __init__(self, index: int, env: simpy.Environment, scheduler: Scheduler, cost: CostModel,
-                 recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False) -> None:
+                 recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
+                 extra_columns: Callable[[], tuple] | None = None) -> None:
         self.index = index
         self.env = env
         self.sched = scheduler
@@ -30,6 +29,7 @@ class Replica:
         self.rec = recorder
         self.on_finish = on_finish
         self.check = check
+        self.extra_columns = extra_columns
         self._wakeup: simpy.Event | None = None
         self.process = env.process(self.run())
 
@@ -43,7 +43,9 @@ class Replica:
         env = self.env
         sched = self.sched
         kv = sched.kv
-        rec = self.rec
+        record = self.rec.iteration
+        extra = self.extra_columns
+        index = self.index
         step_time = self.cost.step_time
         while True:
             if not sched.has_work():
@@ -58,12 +60,19 @@ class Replica:
                 raise RuntimeError("replica has work but scheduled nothing")
             dt = step_time(batch)
             states = sched.token_states()
-            rec.iteration((
-                self.index, sched.it, now, dt, len(sched.running), batch.num_seqs, batch.prefill_seqs,
-                batch.prefill_tokens, batch.decode_seqs, len(sched.waiting), len(sched.swapped),
-                kv.used_blocks, states, cached_blocks(kv), sched.preempted_now, batch.copy_blocks,
-                *breakdown_row(sched, states),
-            ))
+            reservation, internal, external, free, unshared = breakdown_row(sched, states)
+            row = IterationRow(
+                replica=index, iteration=sched.it, t_s=now, dt_s=dt, running_reqs=len(sched.running),
+                num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
+                prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
+                waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
+                kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.preempted_now,
+                cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
+                kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
+            if extra is None:
+                record(row)
+            else:
+                record(row, extra())
             if self.check:
                 self.check_invariants()
             yield env.timeout(dt)
@@ -75,8 +84,8 @@ class Replica:
         iteration's state does not hold through the idle gap."""
         kv = self.sched.kv
         states = self.sched.token_states()
-        self.rec.iteration((self.index, -1, now, 0.0, 0, 0, 0, 0, 0, 0, 0, kv.used_blocks,
-                            states, cached_blocks(kv), 0, 0, *breakdown_row(self.sched, states)))
+        self.rec.iteration(IterationRow.idle(self.index, now, kv.used_blocks, states, kv.cached_blocks,
+                                             breakdown_row(self.sched, states)))
 
     def check_invariants(self) -> None:
         """Runtime check mode: allocator and accounting invariants after scheduling."""

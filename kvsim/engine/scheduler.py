@@ -13,6 +13,7 @@ from kvsim.engine.beam import BeamSearch
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
+from kvsim.kvcache.view import ContextSums
 
 
 @dataclass(slots=True, frozen=True)
@@ -63,6 +64,12 @@ class Scheduler:
         self._scheduled_prefills: list[Group] = []
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
+        self.windows: tuple[int, ...] = kv.windows
+        # per window cap: decode sequences below it (count, sum of base) and past it (count)
+        self._below_n = [0] * len(self.windows)
+        self._below_base = [0] * len(self.windows)
+        self._past_n = [0] * len(self.windows)
+        self._cross_heap: list[tuple[int, int, int, Group, int]] = []
 
     # ----------------------------------------------------------------- queries
     def has_work(self) -> bool:
@@ -72,8 +79,21 @@ class Scheduler:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence)."""
         return self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held
 
+    def context_sums(self) -> ContextSums:
+        """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
+        if not self.windows:
+            return ContextSums(self.token_slots(), (), self.running_seqs)
+        it = self.it
+        windowed = [b + n * it + p * cap for b, n, p, cap in
+                    zip(self._below_base, self._below_n, self._past_n, self.windows, strict=True)]
+        for g in self.prefilling:
+            held = g.computed + g.chunk
+            for i, cap in enumerate(self.windows):
+                windowed[i] += min(held, cap)
+        return ContextSums(self.token_slots(), tuple(windowed), self.running_seqs)
+
     def token_states(self) -> int:
-        return self.token_slots() - self.kv.shared_dup_tokens
+        return self.kv.token_states(self.context_sums())
 
     def add(self, g: Group) -> None:
         g.state = WAITING
@@ -110,12 +130,67 @@ class Scheduler:
         self.dec_blocks += g.seq_blocks
         self._push(self._finish_heap, g.output - g.gen_base, g)
         self._schedule_next_alloc(g)
+        if self.windows:
+            self._join_windows(g, it_done + 1)
 
     def _leave_decode(self, g: Group) -> None:
         self.dec_seqs -= g.n
         self.dec_base_sum -= g.n * g.base
         self.dec_blocks -= g.seq_blocks
         g.epoch += 1
+        if self.windows:
+            self._leave_windows(g)
+
+    # ----------------------------------------------------------------- window caps (sliding layers)
+    def _join_windows(self, g: Group, it_next: int) -> None:
+        """g decodes from iteration it_next with context base + it: below or past each window cap."""
+        g.past_windows = 0
+        for i, cap in enumerate(self.windows):
+            if g.base + it_next >= cap:
+                g.past_windows |= 1 << i
+                self._past_n[i] += g.n
+            else:
+                self._below_n[i] += g.n
+                self._below_base[i] += g.n * g.base
+                self._push_no += 1
+                heapq.heappush(self._cross_heap, (cap - g.base, self._push_no, g.epoch, g, i))
+
+    def _leave_windows(self, g: Group) -> None:
+        for i in range(len(self.windows)):
+            if g.past_windows >> i & 1:
+                self._past_n[i] -= g.n
+            else:
+                self._below_n[i] -= g.n
+                self._below_base[i] -= g.n * g.base
+        g.past_windows = 0
+
+    def _cross_windows(self, it: int) -> None:
+        """Move the decode sequences whose context reaches a window cap at iteration it past it."""
+        heap = self._cross_heap
+        while heap and heap[0][0] <= it:
+            _, _, epoch, g, i = heapq.heappop(heap)
+            if epoch != g.epoch or g.state != RUNNING or g.past_windows >> i & 1:
+                continue
+            g.past_windows |= 1 << i
+            self._below_n[i] -= g.n
+            self._below_base[i] -= g.n * g.base
+            self._past_n[i] += g.n
+
+    def _window_figures(self, prefills: list[Group]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Batch.decode_window_tokens and prefill_window_pairs for this iteration."""
+        it = self.it
+        decode = tuple(b + n * it + p * cap for b, n, p, cap in
+                       zip(self._below_base, self._below_n, self._past_n, self.windows, strict=True))
+        pairs = []
+        for cap in self.windows:
+            w = cap + 1
+            total = 0.0
+            for g in prefills:
+                c, p = g.chunk, g.computed
+                inside = max(0, min(c, w - p))  # queries that still see every earlier key
+                total += inside * p + inside * (inside + 1) / 2 + (c - inside) * w
+            pairs.append(total)
+        return decode, tuple(pairs)
 
     def _decode_hook(self, it: int) -> None:
         """Runs after this iteration's decode allocations; a no-op here. Token-level sparsity
@@ -193,6 +268,8 @@ class Scheduler:
         copies_before = kv.cow_copies
         self._scheduled_prefills = []
         self._budget = lim.max_num_batched_tokens
+        if self.windows:
+            self._cross_windows(it)
 
         heap = self._alloc_heap
         grow = kv.grow_one_block
@@ -201,9 +278,10 @@ class Scheduler:
             if epoch != g.epoch or g.state != RUNNING:
                 continue
             if g.n == 1 and grow(g.seqs[0], g.base + it):
-                # fast path: a single sequence crossing a block boundary took one block
-                g.seq_blocks += 1
-                self.dec_blocks += 1
+                # fast path: a single sequence crossing a block boundary took its block(s)
+                delta = kv.last_grow_delta
+                g.seq_blocks += delta
+                self.dec_blocks += delta
                 self._push(heap, it + self.bs, g)
                 continue
             if g.req.beam_width > 1:
@@ -245,6 +323,7 @@ class Scheduler:
             p_tokens += c
             pairs += c * g.computed + c * (c + 1) / 2
         bpb = lim.bytes_per_block
+        windows = self._window_figures(prefills) if self.windows else ((), ())
         return Batch(
             num_seqs=len(prefills) + self.dec_seqs,
             prefill_seqs=len(prefills),
@@ -256,6 +335,8 @@ class Scheduler:
             swap_in_bytes=swap_in_blocks * bpb,
             swap_out_bytes=self._swap_out_blocks * bpb,
             copy_blocks=kv.cow_copies - copies_before,
+            decode_window_tokens=windows[0],
+            prefill_window_pairs=windows[1],
         )
 
     def _start_chunk(self, g: Group, chunk: int) -> None:
@@ -292,6 +373,8 @@ class Scheduler:
             self._budget -= g.n
             self._push(self._finish_heap, g.output - g.gen_base, g)
             self._schedule_next_alloc(g)
+            if self.windows:
+                self._join_windows(g, it)
         return moved
 
     def _admit(self, now: float) -> None:
@@ -302,7 +385,7 @@ class Scheduler:
             if self.running_seqs + g.n > lim.max_num_seqs:
                 break
             seq = g.seqs[0]
-            cached = kv.admit(seq, g.req, g.prompt, g.output)
+            cached = kv.admit(seq, g.req, g.prompt, g.output).tokens
             remaining = g.prompt - cached
             chunk = min(remaining, self._budget)
             need = kv.blocks_needed(seq, cached + chunk)

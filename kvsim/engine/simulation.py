@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,15 +12,14 @@ import simpy
 
 from kvsim import __version__
 from kvsim.cost.factory import build_cost_model
+from kvsim.engine import sparse_wiring
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.router import RoundRobinRouter
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
-from kvsim.engine.sparse_wiring import attach as attach_sparsity
-from kvsim.engine.sparse_wiring import build_scheduler as build_sparse_scheduler
 from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
-from kvsim.metrics.recorder import Recorder
+from kvsim.metrics.recorder import Recorder, RequestRow
 from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, scenario_dict
 from kvsim.specs.catalog import get_model
 from kvsim.specs.footprint import kv_capacity
@@ -56,10 +54,17 @@ class Simulation:
                                     kvc.block_size, reserve)
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
+        self.plan = self.capacity.plan
+        self.block_size = self.capacity.block_size
+        """Tokens per block (page): kv.block_size, raised by the page plan for state or compressed layers."""
         self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
         self._check_settings()
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
         self.recorder = Recorder()
+        self.replicas: list[Replica] = []  # built by run()
+        self.sparse = scenario.kv.sparsity.enabled
+        if self.sparse:
+            sparse_wiring.register_columns(self.recorder)
         self._seq_no = 0
         self._completed = 0
 
@@ -81,15 +86,41 @@ class Simulation:
                              f"simulator's bound of {MAX_GPU_BLOCKS:,} blocks in all (each costs memory "
                              "here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
                              "parallelism.replicas")
-        capacity = self.num_blocks * sc.kv.block_size
+        self._check_layer_groups()
+        capacity = self.num_blocks * self.block_size
         if sc.kv.layout == "contiguous:max" and self.max_model_len > capacity:
             raise KvsimError(f"kv.layout: {sc.kv.layout} reserves max_model_len ({self.max_model_len}) slots "
                              f"per sequence, more than the KV capacity ({capacity} slots)")
 
+    def _check_layer_groups(self) -> None:
+        """What a model with several cache groups (or a sliding, state or compressed one) is not modelled
+        with: one-line errors naming the key."""
+        plan, sc = self.plan, self.sc
+        if plan is None or plan.single:
+            return
+        kinds = sorted({g.kind for g in plan.groups})
+        what = f"{self.model.name} keeps KV in {'/'.join(kinds)} layer groups"
+        if sc.kv.layout != "paged":
+            raise KvsimError(f"kv.layout: {what}; contiguous layouts model one group of full attention "
+                             "(use kv.layout: paged)")
+        if sc.kv.sparsity.enabled:
+            raise KvsimError(f"kv.sparsity.policy: {what}; token-level policies are modelled for full or "
+                             "MLA attention only (set kv.sparsity.policy: none)")
+        if sc.kv.prefix_cache == "radix":
+            raise KvsimError(f"kv.prefix_cache: {what}; the radix cache is not modelled across layer groups "
+                             "(use kv.prefix_cache: hash, vLLM's hybrid prefix caching)")
+        states = any(g.kind == "state" for g in plan.groups)
+        if states and sc.kv.prefix_cache != "none":
+            raise KvsimError(f"kv.prefix_cache: {what}; recurrent states are not cached at block "
+                             "checkpoints, so no prefix could hit (set kv.prefix_cache: none)")
+        if states and (sc.workload.n > 1 or sc.workload.beam_width > 1):
+            raise KvsimError(f"workload.n: {what}; parallel sampling and beam search fork recurrent states, "
+                             "which is not modelled (set workload.n and workload.beam_width to 1)")
+
     def _new_scheduler(self) -> Scheduler:
         sc = self.sc
         swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
-        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len)
+        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan)
         limits = SchedulerLimits(
             max_num_seqs=sc.scheduler.max_num_seqs,
             # without chunked prefill a whole prompt (after a recompute: prompt + generated) must fit one
@@ -102,31 +133,39 @@ class Simulation:
             bytes_per_block=self.bytes_per_block,
             beam_seed=sc.simulation.seed,
         )
-        if sc.kv.sparsity.enabled:  # token-level eviction / offload (kvsim/kvcache/sparsity)
-            return build_sparse_scheduler(limits, kv, sc, self.capacity.kv_bytes_per_token,
-                                          self.hw.host_link_bandwidth)
+        if self.sparse:  # token-level eviction / offload (kvsim/kvcache/sparsity)
+            return sparse_wiring.build_scheduler(limits, kv, sc, self.capacity.kv_bytes_per_token,
+                                                 self.hw.host_link_bandwidth)
         return Scheduler(limits, kv)
 
     def reject_reason(self, r: Request) -> str | None:
         """Why the engine would refuse r outright (as vLLM refuses over-long prompts), or None."""
         if r.prompt_len >= self.max_model_len:
             return "prompt longer than max_model_len"
-        bs = self.sc.kv.block_size
         output = min(r.output_len, self.max_model_len - r.prompt_len)
         # a sequence holds at most prompt + output - 1 slots: the last token's KV is never written
         total = r.prompt_len + max(output - 1, 0)
         seqs = max(r.n, r.beam_width)
-        blocks = seqs * -(-total // bs)
+        blocks = seqs * self._pages_for(total, r.prompt_len)
         if blocks > self.num_blocks:
             return "request needs more KV blocks than the pool has"
         if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self._watermark_blocks():
             # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
             return "request needs more KV blocks than the pool has above the watermark"
-        replicas = getattr(self, "replicas", None)
-        refuse = getattr(replicas[0].sched.kv, "refuse_reason", None) if replicas else None
+        refuse = getattr(self.replicas[0].sched.kv, "refuse_reason", None) if self.replicas else None
         if refuse is not None:
             return refuse(r, output)
         return None
+
+    def _pages_for(self, total: int, prompt: int) -> int:
+        """Most pages one sequence of the request holds at once: total tokens' worth (the page plan's count:
+        sliding groups their window), or what its prefill holds, a chunk and the window before it in a
+        sliding group (as vLLM allocates a chunk before trimming)."""
+        if self.plan is None or self.plan.single:
+            return -(-total // self.block_size)
+        sched = self.sc.scheduler
+        chunk = sched.max_num_batched_tokens if sched.chunked_prefill else prompt
+        return max(self.plan.pages(total), self.plan.pages_during_prefill(prompt, chunk))
 
     def _may_swap(self, seqs: int) -> bool:
         """Whether a group of `seqs` sequences can be swapped out (multi-sequence groups always are)."""
@@ -155,11 +194,12 @@ class Simulation:
         self.total_requests = len(requests)
         env = simpy.Environment()
         self.env = env
-        replicas = [
-            Replica(i, env, self._new_scheduler(), self.cost, self.recorder, self._on_finish,
-                    check=sc.kv.check_invariants)
-            for i in range(sc.parallelism.replicas)
-        ]
+        replicas = []
+        for i in range(sc.parallelism.replicas):
+            sched = self._new_scheduler()
+            extra = sched.timeline_values if self.sparse else None
+            replicas.append(Replica(i, env, sched, self.cost, self.recorder, self._on_finish,
+                                    check=sc.kv.check_invariants, extra_columns=extra))
         self.replicas = replicas
         self.router = RoundRobinRouter(len(replicas))
         self._followups: dict[int, list[Request]] = {}
@@ -170,10 +210,9 @@ class Simulation:
         env.process(self._arrivals([r for r in requests if r.after < 0]))
         env.run()
         meta = self._meta()
-        requests, timeline = self.recorder.requests_frame(), self.recorder.timeline_frame()
-        if sc.kv.sparsity.enabled:
-            requests, timeline, meta = attach_sparsity(replicas, requests, timeline, meta)
-        return SimResult(requests, timeline, meta)
+        if self.sparse:
+            meta["sparsity"] = sparse_wiring.run_totals([r.sched for r in replicas])
+        return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
 
     def _arrivals(self, open_loop: list[Request]):
         env = self.env
@@ -213,13 +252,17 @@ class Simulation:
             self._release(child, g.replica, g.finish_s + child.think_s)
 
     def _record(self, r: Request, replica: int, g: Group | None) -> None:
-        nan = math.nan
         if g is None:
-            row = (r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n, nan, nan, nan, 0, 0, 1)
+            row = RequestRow.refused(r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n)
         else:
-            row = (r.rid, replica, r.arrival_s, r.prompt_len, g.output, r.n, g.first_scheduled_s,
-                   g.first_token_s, g.finish_s, g.preemptions, g.cached_tokens, 0)
-        self.recorder.request(row)
+            row = RequestRow(rid=r.rid, replica=replica, arrival_s=r.arrival_s, prompt_len=r.prompt_len,
+                             output_len=g.output, n=r.n, first_scheduled_s=g.first_scheduled_s,
+                             first_token_s=g.first_token_s, finish_s=g.finish_s, preemptions=g.preemptions,
+                             cached_tokens=g.cached_tokens, rejected=0)
+        if self.sparse:
+            self.recorder.request(row, sparse_wiring.request_values(self.replicas[replica].sched, r.rid))
+        else:
+            self.recorder.request(row)
         self._completed += 1
         if self.progress is not None:
             self.progress(self._completed, self.total_requests)
@@ -228,7 +271,7 @@ class Simulation:
         cap = self.capacity
         return {
             "capacity_blocks": self.num_blocks,
-            "block_size": self.sc.kv.block_size,
+            "block_size": self.block_size,
             "kv_bytes_per_token": cap.kv_bytes_per_token,
             "bytes_per_block": cap.bytes_per_block,
             "weight_bytes_per_gpu": cap.weight_bytes,

@@ -8,13 +8,13 @@ iteration, unlike the base scheduler's O(changes); with policy none the base sch
 
 Offload policies write what they drop to host memory and, when a re-read (Request.rereads) lands on
 offloaded KV, recall it over the host link inside the iteration. Charges (offload writes, recalls,
-compaction copies) go into the iteration's Batch; per-iteration and per-request figures are kept here
-and attached to the run's frames by kvsim/engine/sparse_wiring.py.
+compaction copies) go into the iteration's Batch; the per-iteration figures (`timeline_values()`) and
+per-request figures (`stats`) kept here are recorded with each timeline and request row (the columns are
+registered by kvsim/engine/sparse_wiring.py).
 """
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import replace
 
 from kvsim.engine.group import Group
@@ -26,7 +26,6 @@ from kvsim.kvcache.sparsity.keep import kept_in_range
 from kvsim.kvcache.sparsity.paging import compaction_copies, footprint_blocks, hole_slots
 from kvsim.kvcache.sparsity.policies import build_policy
 from kvsim.kvcache.sparsity.tracker import (
-    TIMELINE_COLUMNS,
     RequestStats,
     SeqState,
     next_reread,
@@ -66,7 +65,7 @@ class SparseScheduler(Scheduler):
         self._offload_tok = 0
         self._recall_tok = 0.0
         self.totals = {"copy_tokens": 0.0, "offload_tokens": 0, "recall_tokens": 0.0}
-        self.cols = {k: array(t) for k, t in TIMELINE_COLUMNS.items()}
+        self._timeline_values: tuple = ()
 
     # ----------------------------------------------------------------- policy targets
     def _target(self, prompt_kv: int, length: int):
@@ -248,6 +247,10 @@ class SparseScheduler(Scheduler):
         return swap_in_sparse(self)
 
     # ----------------------------------------------------------------- one iteration
+    def timeline_values(self) -> tuple:
+        """This iteration's values of the sparsity timeline columns (tracker.TIMELINE_COLUMNS order)."""
+        return self._timeline_values
+
     def schedule(self, now: float):
         batch = super().schedule(now)
         if batch is None:
@@ -260,11 +263,10 @@ class SparseScheduler(Scheduler):
         kv = self.kv
         prefill_blocks = sum(kv.num_blocks_of(g.seqs[0]) for g in self.prefilling if kv.has(g.seqs[0]))
         table_blocks = self.dec_blocks + prefill_blocks
-        row = (it, self.full_base_sum + self.dec_seqs * it + self.prefill_tokens_held,
-               self.full_blocks_sum + prefill_blocks, table_blocks, self.holes_sum, self.host_tokens,
-               rec_b, off_b, copy_b)
-        for col, v in zip(self.cols.values(), row, strict=True):
-            col.append(v)
+        self._timeline_values = (
+            self.full_base_sum + self.dec_seqs * it + self.prefill_tokens_held,
+            self.full_blocks_sum + prefill_blocks, table_blocks, self.holes_sum, self.host_tokens,
+            rec_b, off_b, copy_b)
         t = self.totals
         t["copy_tokens"] += self._copy_tok
         t["offload_tokens"] += self._offload_tok

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kvsim.errors import KvsimError
 from kvsim.kvcache.address_space import AddressSpace
+from kvsim.kvcache.view import NO_HIT, Hit
 
 POLICIES: tuple[str, ...] = ("max", "pow2", "oracle")
 
@@ -118,10 +119,21 @@ class ContiguousKVManager:
         return None
 
     # ----------------------------------------------------------------- KVManager
-    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
-        """Learn the request's final length; nothing is cached, so 0 tokens are served from cache."""
+    windows: tuple[int, ...] = ()
+    """Window caps for ContextSums.windowed: none."""
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
+        """Learn the request's final length; nothing is cached, so no tokens are served from cache."""
         self.pending[seq] = self.request_reservation(req, output_tokens)
+        return NO_HIT
+
+    def peek_hit(self, req, prompt_tokens: int) -> int:
+        """Nothing is cached."""
         return 0
+
+    def token_states(self, sums) -> int:
+        """Slots holding real KV: every sequence's tokens (regions share nothing)."""
+        return sums.tokens
 
     def has(self, seq: int) -> bool:
         return seq in self.regions

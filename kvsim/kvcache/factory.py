@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from kvsim.errors import KvsimError
 from kvsim.kvcache.contiguous import build_contiguous
+from kvsim.kvcache.coordinator import KVCoordinator
 from kvsim.kvcache.interface import KVManager
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
 from kvsim.kvcache.radix import RadixKVManager
+from kvsim.specs.pages import PagePlan
 
 
-def build_kv_manager(kv_cfg, num_blocks: int, swap_capacity_blocks: int, max_model_len: int) -> KVManager:
-    """kv_cfg is the scenario's KVConfig. One manager per replica."""
-    layout = getattr(kv_cfg, "layout", "paged")
-    prefix = getattr(kv_cfg, "prefix_cache", "none")
-    if layout.startswith("contiguous:"):
-        if prefix != "none":
-            raise KvsimError(f"kv.prefix_cache: '{prefix}' needs kv.layout: paged (got '{layout}')")
+def build_kv_manager(kv_cfg, num_blocks: int, swap_capacity_blocks: int, max_model_len: int,
+                     plan: PagePlan | None = None) -> KVManager:
+    """kv_cfg is the scenario's KVConfig, its rules across keys already checked (a prefix cache or
+    sparsity needs kv.layout: paged: kvsim/scenario.py cross_check; what layer groups do not combine
+    with: kvsim/engine/simulation.py). A page plan of one full or MLA group (or none) gets the classic
+    managers; any other plan the KVCoordinator over its cache groups. One manager per replica."""
+    prefix = kv_cfg.prefix_cache
+    if plan is not None and not plan.single:
+        return KVCoordinator(plan, num_blocks, swap_capacity_blocks, prefix, kv_cfg.eviction)
+    if kv_cfg.layout.startswith("contiguous:"):
         return build_contiguous(kv_cfg, num_blocks, max_model_len)
     if prefix == "hash":
         return PrefixHashKVManager(num_blocks, kv_cfg.block_size, swap_capacity_blocks, kv_cfg.eviction)

@@ -15,6 +15,10 @@ class KVManager(Protocol):
     block_size: int
     shared_dup_tokens: int
     cow_copies: int
+    windows: tuple[int, ...]
+    """Window caps (sliding layers' window - 1) the scheduler sums ContextSums.windowed over; () if none."""
+    last_grow_delta: int
+    """Blocks the last successful grow_one_block added (1 for a one-group manager)."""
 
     @property
     def num_blocks(self) -> int: ...

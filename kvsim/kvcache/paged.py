@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 
 
 class PagedKVManager:
@@ -32,6 +33,11 @@ class PagedKVManager:
         self.swap_used_blocks = 0
         self.host_refcount: dict[int, int] = {}
         self._next_host_id = 0
+
+    windows: tuple[int, ...] = ()
+    """Window caps for ContextSums.windowed: none (every layer keeps every token)."""
+    last_grow_delta: int = 1
+    """Blocks the last successful grow_one_block added: always one here."""
 
     @property
     def num_blocks(self) -> int:
@@ -113,9 +119,21 @@ class PagedKVManager:
         self.ntok[seq] = num_tokens
         return True
 
-    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """No prefix cache here: nothing is served from cache."""
+        return NO_HIT
+
+    def peek_hit(self, req, prompt_tokens: int) -> int:
+        """Prompt tokens admit would find cached, without changing anything: none here."""
         return 0
+
+    def token_states(self, sums: ContextSums) -> int:
+        """Slots holding real KV: every sequence's tokens, a slot shared by several tables counted once."""
+        return sums.tokens - self.shared_dup_tokens
+
+    def blocks_for(self, num_tokens: int) -> int:
+        """Blocks one sequence of num_tokens tokens holds."""
+        return -(-num_tokens // self.block_size)
 
     def has(self, seq: int) -> bool:
         return seq in self.tables

@@ -19,6 +19,7 @@ from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.eviction import EvictionQueue
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.view import Hit
 
 
 class HashCachePool(BlockPool):
@@ -129,7 +130,17 @@ class PrefixHashKVManager(PagedKVManager):
     def evictions(self) -> int:
         return self.pool.evictions
 
-    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
+    def peek_hit(self, req, prompt_tokens: int) -> int:
+        """Tokens of the longest cached run of prompt blocks, without changing anything."""
+        limit = (prompt_tokens - 1) // self.block_size
+        keys = self._memo.get(req).upto(limit)
+        by_key = self.pool.by_key
+        n = 0
+        while n < min(limit, len(keys)) and keys[n] in by_key:
+            n += 1
+        return n * self.block_size
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """Map the longest cached run of prompt blocks into seq's (new) table; return its tokens."""
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
         bs = self.block_size
@@ -158,7 +169,7 @@ class PrefixHashKVManager(PagedKVManager):
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs
         self.seqcache[seq] = _SeqCache(content, prompt_tokens, len(table), len(table), True)
-        return len(table) * bs
+        return Hit.gpu(len(table) * bs)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         if not PagedKVManager.allocate(self, seq, num_tokens):

@@ -19,6 +19,7 @@ from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.radix_tree import RadixNode, RadixTree, common_length
+from kvsim.kvcache.view import Hit
 
 
 class RadixPool(BlockPool):
@@ -105,7 +106,12 @@ class RadixKVManager(PagedKVManager):
     def evictions(self) -> int:
         return self.pool.evictions
 
-    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
+    def peek_hit(self, req, prompt_tokens: int) -> int:
+        """Tokens of the longest cached prefix path, without changing anything."""
+        limit = (prompt_tokens - 1) // self.block_size
+        return self.tree.match_length(self._memo.get(req).upto(limit), limit) * self.block_size
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
         bs = self.block_size
         content = self._memo.get(req)
@@ -120,7 +126,7 @@ class RadixKVManager(PagedKVManager):
         self.tables[seq] = blocks
         self.ntok[seq] = len(blocks) * bs
         self.paths[seq] = _SeqPath(content, prompt_tokens, node, len(blocks), True)
-        return len(blocks) * bs
+        return Hit.gpu(len(blocks) * bs)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         if not PagedKVManager.allocate(self, seq, num_tokens):

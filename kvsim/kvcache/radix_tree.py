@@ -65,6 +65,22 @@ class RadixTree:
                 break
         return node, blocks
 
+    def match_length(self, pages: list, n: int) -> int:
+        """Pages of pages[:n] the tree holds as a path from the root (match without splitting)."""
+        node = self.root
+        i = 0
+        n = min(n, len(pages))
+        while i < n:
+            child = node.children.get(pages[i])
+            if child is None:
+                break
+            j = common_length(child.keys, pages, i, n)
+            i += j
+            if j < len(child.keys):
+                break
+            node = child
+        return i
+
     def split(self, node: RadixNode, j: int) -> RadixNode:
         """Cut node after its j-th page; return the new node holding the first j pages (node keeps the
         rest and becomes its only child)."""

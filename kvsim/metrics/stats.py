@@ -30,6 +30,13 @@ def plain(x: Any) -> Any:
     return x
 
 
+def whole(x: Any) -> Any:
+    """plain(x), with a float that holds a whole number written as an int (byte counts: 2097152, not
+    2097152.0, whatever arithmetic produced them); fractional values (3.5-bit KV) stay floats."""
+    x = plain(x)
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
 def _clean_pairs(values: Iterable[float], weights: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
     v = np.asarray(values, dtype=np.float64).ravel()
     w = np.asarray(weights, dtype=np.float64).ravel()

@@ -12,7 +12,7 @@ from kvsim.kvcache.breakdown import SUMMARY_KEYS
 from kvsim.metrics.breakdown import breakdown_means, sharing_saving
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
-from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile
+from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile, whole
 
 META_COPIES: tuple[str, ...] = ("scenario", "kvsim_version", "model", "hardware", "cost_model")
 
@@ -149,15 +149,15 @@ def _concurrency_section(timeline: pd.DataFrame) -> dict[str, Any]:
 def _kv_section(timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
     blocks = plain(meta.get("capacity_blocks"))
     block_size = plain(meta.get("block_size"))
-    bytes_per_block = plain(meta.get("bytes_per_block"))
+    bytes_per_block = whole(meta.get("bytes_per_block"))
     cap_tokens = blocks * block_size if blocks is not None and block_size is not None else None
     out: dict[str, Any] = {
         "capacity_blocks": blocks,
         "block_size": block_size,
         "capacity_tokens": cap_tokens,
-        "bytes_per_token": plain(meta.get("kv_bytes_per_token")),
+        "bytes_per_token": whole(meta.get("kv_bytes_per_token")),
         "bytes_per_block": bytes_per_block,
-        "capacity_bytes": blocks * bytes_per_block if blocks is not None and bytes_per_block else None,
+        "capacity_bytes": whole(blocks * bytes_per_block) if blocks is not None and bytes_per_block else None,
     }
     ratios = ("utilization_mean", "utilization_max", "used_blocks_mean", "used_blocks_max",
               "cached_blocks_mean", "internal_fragmentation_mean")

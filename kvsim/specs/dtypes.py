@@ -1,4 +1,6 @@
-"""Bytes per element of the numeric formats kvsim knows (weights, KV cache, peak FLOP/s keys)."""
+"""Bytes per element of the numeric formats kvsim knows for weights (and peak FLOP/s keys). KV cache
+formats (vLLM's kv_cache_dtype names, nvfp4, fractional-bit and per-part formats) are in
+kvsim/specs/kv_precision.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ DTYPE_BYTES: dict[str, float] = {
     "fp8": 1,
     "int8": 1,
     "int4": 0.5,
+    "mxfp4": 0.53125,
 }
+"""mxfp4 (OCP microscaling FP4, as gpt-oss and DeepSeek-V4 store their MoE experts): 4-bit E2M1 values
+plus one 8-bit E8M0 scale per 32 values = 4.25 bits."""
 
 # Names found in Hugging Face config.json `torch_dtype` / `dtype`, mapped to ours.
 _ALIASES: dict[str, str] = {
@@ -25,6 +30,7 @@ _ALIASES: dict[str, str] = {
     "float8_e5m2": "fp8",
     "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
+    "fp4": "mxfp4",
 }
 
 

@@ -1,14 +1,18 @@
-"""How many KV blocks fit on one GPU, the way vLLM sizes its cache at start-up:
-memory * gpu_memory_utilization - weights - activation reserve, divided into blocks."""
+"""How many KV pages fit on one GPU, the way vLLM sizes its cache at start-up:
+memory * gpu_memory_utilization - weights - activation reserve, divided into pages of the model's page
+plan (kvsim/specs/pages.py: one page size for every layer group; for a model of one full-attention or
+MLA group a page is the classic block of block_size tokens of every layer)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kvsim.errors import KvsimError
 from kvsim.specs.hardware import MAX_BYTES, HardwareSpec
 from kvsim.specs.model import ModelSpec
+from kvsim.specs.pages import PagePlan, plan_pages
 
 GiB = 2**30
 MAX_BLOCK_SIZE = 2**20
@@ -17,11 +21,18 @@ MAX_BLOCK_SIZE = 2**20
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """KV capacity of one GPU (one tensor-parallel rank; every rank holds the same number of blocks).
+    """KV capacity of one GPU (one tensor-parallel rank; every rank holds the same number of pages).
 
     budget_bytes = memory_bytes * gpu_memory_utilization; usable_bytes = budget - weight_bytes -
-    activation_reserve_bytes; num_blocks = floor(usable / bytes_per_block); tokens = num_blocks *
-    block_size (token slots in the pool, shared by all sequences).
+    activation_reserve_bytes; num_pages = floor(usable / page_bytes) pages of the page plan `plan`
+    (`page_bytes` = plan.page_bytes, each spanning `tokens_per_page` = plan.block_size tokens of a
+    token-paged group; the plan raises the requested block size for state and compressed layers).
+    The pool is shared by every layer group; `plan.pages(context)` says how many one sequence holds.
+
+    The older names stay, equal to these: block_size = tokens_per_page, bytes_per_block = page_bytes,
+    num_blocks = num_pages, tokens = num_pages * tokens_per_page (token slots when every page held
+    tokens of one group). For a model of one full-attention or MLA group (or one sliding group) a page is
+    the classic block: page_bytes = kv_bytes_per_token * block_size.
     """
 
     kv_bytes_per_token: float
@@ -33,9 +44,28 @@ class Capacity:
     usable_bytes: float
     num_blocks: int
     tokens: int
+    plan: PagePlan | None = None
+
+    @property
+    def num_pages(self) -> int:
+        return self.num_blocks
+
+    @property
+    def page_bytes(self) -> float:
+        return self.bytes_per_block
+
+    @property
+    def tokens_per_page(self) -> int:
+        return self.block_size
+
+    def sequences(self, context: int) -> int:
+        """Sequences of `context` tokens whose pages fit in the pool at once (each holding
+        plan.pages(context) pages, its last token's KV written)."""
+        per = self.plan.pages(context) if self.plan is not None else -(-context // self.block_size)
+        return self.num_blocks // per if per else 0
 
     def describe(self) -> str:
-        """One human line: blocks, tokens and where the memory went."""
+        """One human line: pages, tokens and where the memory went."""
         return (f"{self.num_blocks:,} blocks x {self.block_size} = {self.tokens:,} tokens "
                 f"({format_bytes(self.kv_bytes_per_token)}/token; budget {format_bytes(self.budget_bytes)}"
                 f" = weights {format_bytes(self.weight_bytes)} + reserve "
@@ -49,14 +79,26 @@ def default_activation_reserve(hw: HardwareSpec) -> float:
     return max(float(GiB), 0.05 * hw.memory_bytes)
 
 
-def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: str = "bf16", tp: int = 1,
+def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: int = 1,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
                 activation_reserve_bytes: float | None = None) -> Capacity:
-    """KV blocks and tokens one GPU can hold for `model` sharded over `tp` GPUs of type `hw`.
-    KvsimError when the sharding is impossible, the weights (plus reserve) do not fit, or an input is
-    out of range: gpu_memory_utilization in (0, 1], 1 <= block_size <= MAX_BLOCK_SIZE, a finite
-    reserve in [0, MAX_BYTES]. With those bounds (and the ModelSpec / HardwareSpec ones) every
-    quantity here is a finite float, so the block count is a plain int."""
+    """KV pages and tokens one GPU can hold for `model` sharded over `tp` GPUs of type `hw`; kv_dtype is a
+    name, a mapping or a KVPrecision (kvsim/specs/kv_precision.py). KvsimError when the sharding is
+    impossible, the weights (plus reserve) do not fit, or an input is out of range:
+    gpu_memory_utilization in (0, 1], 1 <= block_size <= MAX_BLOCK_SIZE, a finite reserve in
+    [0, MAX_BYTES]. With those bounds (and the ModelSpec / HardwareSpec ones) every quantity here is a
+    finite float, so the page count is a plain int."""
+    cap = capacity_or_reason(model, hw, kv_dtype, tp, gpu_memory_utilization, block_size,
+                             activation_reserve_bytes)
+    if isinstance(cap, str):
+        raise KvsimError(cap)
+    return cap
+
+
+def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int,
+                       gpu_memory_utilization: float, block_size: int,
+                       activation_reserve_bytes: float | None) -> Capacity | str:
+    """kv_capacity, or the one-line message of why the weights leave no room (bad inputs still raise)."""
     model.validate_tp(tp)
     if not _is_number(gpu_memory_utilization) or not 0 < gpu_memory_utilization <= 1:
         raise KvsimError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
@@ -70,25 +112,24 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: str = "bf16", tp: 
     if not _is_number(hw.memory_bytes) or not 0 < hw.memory_bytes <= MAX_BYTES:
         raise KvsimError(f"hardware {hw.name}: memory_bytes must be in (0, 2**60], got {hw.memory_bytes!r}")
     per_token = model.kv_bytes_per_token(kv_dtype, tp)
-    per_block = per_token * block_size
+    plan = plan_pages(model.layer_groups(kv_dtype, tp), block_size)
     budget = hw.memory_bytes * gpu_memory_utilization
     weights = model.weight_bytes(tp)
     reserve = default_activation_reserve(hw) if activation_reserve_bytes is None else activation_reserve_bytes
     usable = budget - weights - reserve
     if weights > budget:
-        raise KvsimError(
-            f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) exceed the {budget / 1e9:.1f} GB"
-            f" budget of {hw.name} (memory x gpu_memory_utilization {gpu_memory_utilization:g}) at"
-            f" tensor_parallel_size {tp}; {_suggest(model, hw, budget, reserve, tp)}")
+        return (f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) exceed the {budget / 1e9:.1f} GB"
+                f" budget of {hw.name} (memory x gpu_memory_utilization {gpu_memory_utilization:g}) at"
+                f" tensor_parallel_size {tp}; {_suggest(model, hw, budget, reserve, tp)}")
     if usable <= 0:
-        raise KvsimError(
-            f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) plus the activation reserve"
-            f" ({reserve / 1e9:.1f} GB) leave no room for KV in the {budget / 1e9:.1f} GB budget of"
-            f" {hw.name} at tensor_parallel_size {tp}; {_suggest(model, hw, budget, reserve, tp)}")
-    num_blocks = max(0, math.floor(usable / per_block))  # both finite and > 0 here
-    return Capacity(kv_bytes_per_token=per_token, block_size=block_size, bytes_per_block=per_block,
+        return (f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) plus the activation reserve"
+                f" ({reserve / 1e9:.1f} GB) leave no room for KV in the {budget / 1e9:.1f} GB budget of"
+                f" {hw.name} at tensor_parallel_size {tp}; {_suggest(model, hw, budget, reserve, tp)}")
+    page = plan.page_bytes
+    num_pages = max(0, math.floor(usable / page)) if page > 0 else 0  # both finite and > 0 here
+    return Capacity(kv_bytes_per_token=per_token, block_size=plan.block_size, bytes_per_block=page,
                     budget_bytes=budget, weight_bytes=weights, activation_reserve_bytes=reserve,
-                    usable_bytes=usable, num_blocks=num_blocks, tokens=num_blocks * block_size)
+                    usable_bytes=usable, num_blocks=num_pages, tokens=num_pages * plan.block_size, plan=plan)
 
 
 def _is_number(value: object) -> bool:

@@ -5,7 +5,8 @@ One `LayerGroup` per kind of KV rule (and per per-layer size):
 - `full`: MHA / GQA / MQA attention; every token's K and V in every layer of the group.
 - `mla`: multi-head latent attention (DeepSeek-V2/V3); one latent per token and layer.
 - `sliding`: sliding-window attention; a layer attends to the last `window` tokens (plus `sink_tokens`
-  first tokens, where the model keeps sinks as KV), so only those need to stay resident.
+  first tokens, where the model keeps sinks as KV), so only those need to stay resident. gpt-oss's
+  attention sinks are learned per-head logits, not tokens: they need no KV (sink_tokens 0).
 - `state`: a recurrent layer (Mamba, linear attention): a constant-size state per sequence,
   `state_bytes`, whatever the context length.
 - `compressed`: DeepSeek-V4-style compressed attention: the context is kept as entries, each standing for
@@ -18,6 +19,7 @@ Byte figures are for one GPU under tensor parallelism and for all the group's la
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GROUP_KINDS = ("full", "mla", "sliding", "state", "compressed")
@@ -27,25 +29,39 @@ GROUP_KINDS = ("full", "mla", "sliding", "state", "compressed")
 @dataclass(frozen=True, slots=True)
 class CompressedPart:
     """One kind of compressed entry of a `compressed` group: an entry stands for `tokens_per_entry`
-    consecutive tokens and takes `bytes_per_entry` bytes over all the group's layers (one GPU)."""
+    consecutive tokens and takes `bytes_per_entry` bytes over all the group's layers (one GPU) that keep
+    this part. topk: at most this many entries of the part are read per layer and decode step (DeepSeek-V4
+    CSA: the indexer's top-k selection, `index_topk`); 0 means every entry is read (HCA, the indexer keys)."""
 
     name: str
     tokens_per_entry: int
     bytes_per_entry: float
+    topk: int = 0
+
+    def entries(self, context: int) -> int:
+        """Complete entries of a `context`-token sequence (the tail not yet compressible is in the state)."""
+        return context // self.tokens_per_entry
+
+    def read_entries(self, context: int) -> int:
+        """Entries one decode step reads (per layer keeping the part): all, or at most topk."""
+        n = self.entries(context)
+        return min(n, self.topk) if self.topk else n
 
 
 @dataclass(frozen=True, slots=True)
 class LayerGroup:
     """The layers of one model that keep KV by the same rule and with the same per-layer size.
 
-    kind: one of GROUP_KINDS. layers: their indices in the model (0-based). bytes_per_token: KV bytes one
-    token adds over all the group's layers (full, mla, sliding; 0 for state). state_bytes: fixed bytes per
-    sequence over all the layers (state; compressed: its state cache). window / sink_tokens: sliding only.
-    parts: compressed only.
+    kind: one of GROUP_KINDS. layers: their indices in the model (0-based; a tuple, or a range for a
+    contiguous run). bytes_per_token: KV bytes one token adds over all the group's layers (full, mla,
+    sliding; 0 for state and compressed). state_bytes: fixed bytes per sequence over all the layers (state:
+    the recurrent + conv state; compressed: its state cache, the uncompressed window and the tail not yet
+    compressible). window: sliding (the tokens attended), or compressed (the uncompressed window its state
+    cache holds, informational); sink_tokens: sliding only. parts: compressed only.
     """
 
     kind: str
-    layers: tuple[int, ...]
+    layers: Sequence[int]
     bytes_per_token: float = 0.0
     state_bytes: float = 0.0
     window: int | None = None
@@ -57,8 +73,10 @@ class LayerGroup:
             raise ValueError(f"layer group kind must be one of {', '.join(GROUP_KINDS)}, got {self.kind!r}")
         if not self.layers:
             raise ValueError("a layer group holds at least one layer")
-        if (self.kind == "sliding") != (self.window is not None):
-            raise ValueError("a window is given exactly for sliding groups")
+        if self.kind == "sliding" and self.window is None:
+            raise ValueError("a sliding group needs a window")
+        if self.window is not None and self.kind not in ("sliding", "compressed"):
+            raise ValueError("a window is given only for sliding (and compressed) groups")
         if (self.kind == "compressed") != bool(self.parts):
             raise ValueError("compressed parts are given exactly for compressed groups")
 
@@ -93,11 +111,25 @@ class LayerGroup:
     def kv_bytes(self, context: int) -> float:
         """Exact bytes this group holds for one sequence of `context` tokens."""
         if self.kind == "compressed":
-            entries = sum((context // p.tokens_per_entry) * p.bytes_per_entry for p in self.parts)
+            entries = sum(p.entries(context) * p.bytes_per_entry for p in self.parts)
             return entries + self.state_bytes
         return self.resident_tokens(context) * self.bytes_per_token + self.state_bytes
 
     def read_bytes(self, context: int) -> float:
-        """KV bytes one decode step of a `context`-token sequence reads in this group (every resident
-        entry once: full attention over the context, the window, the state, every compressed entry)."""
+        """KV bytes one decode step of a `context`-token sequence reads in this group: every resident token
+        once (full attention: the context; sliding: the window), the whole state, and of a compressed group
+        every entry of each part, or its topk entries per layer, plus the state cache."""
+        if self.kind == "compressed":
+            return sum(p.read_entries(context) * p.bytes_per_entry for p in self.parts) + self.state_bytes
         return self.kv_bytes(context)
+
+
+def window_caps(groups) -> tuple[int, ...]:
+    """The distinct token caps of the layer groups' reads, ascending: a sliding (or a compressed group's
+    uncompressed) window - 1 (the earlier tokens the next token attends to) and, for a compressed part
+    read through a top-k selection, topk x tokens_per_entry (beyond it a step reads topk entries,
+    whatever the context). The order of the scheduler's windowed sums (ContextSums.windowed) and of
+    Batch.decode_window_tokens / prefill_window_pairs."""
+    caps = {max(g.window - 1, 0) for g in groups if g.kind in ("sliding", "compressed") and g.window}
+    caps |= {p.topk * p.tokens_per_entry for g in groups if g.kind == "compressed" for p in g.parts if p.topk}
+    return tuple(sorted(caps))

@@ -1,16 +1,27 @@
-"""A transformer's architecture as far as serving cost needs it: KV bytes per token, weight bytes,
-FLOPs per token and per attended (query, key) pair, all per GPU under tensor parallelism."""
+"""A transformer's architecture as far as serving cost needs it: KV bytes per token and per layer group,
+weight bytes, FLOPs per token and per attended (query, key) pair, all per GPU under tensor parallelism.
+The layer groups are built in kvsim/specs/groups.py, the FLOP and byte counts per step in
+kvsim/specs/compute.py."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from kvsim.errors import KvsimError, excerpt
-from kvsim.specs.dtypes import DTYPE_BYTES, dtype_bytes, normalize_dtype
+from kvsim.specs import compute, groups
+from kvsim.specs.dtypes import DTYPE_BYTES, normalize_dtype
+from kvsim.specs.kv_precision import KVPrecision, kv_precision
 from kvsim.specs.layers import LayerGroup
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
+LAYER_KINDS = ("full", "mla", "sliding", "state", "compressed", "none")
+"""What one layer keeps: full attention KV (`mla`: an MLA model's latent, same as `full` there), a
+sliding window, a recurrent state (Mamba-2, Gated DeltaNet), DeepSeek-V4 compressed entries, or nothing
+(an MLP-only layer of a hybrid, Nemotron-H's `-`)."""
+SSM_KINDS = ("mamba2", "gdn")
+"""State-layer families: Mamba-2 (Nemotron-H, Bamba, ...) and Gated DeltaNet (Qwen3-Next)."""
 
 MAX_DIM = 2**31
 """Largest layer count, width, head count, vocabulary, window or context length accepted (real models are
@@ -21,10 +32,14 @@ MAX_PARAMS = 10**15
 POSITIVE_DIMS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
                  "intermediate_size", "vocab_size", "max_position_embeddings")
 """Integer fields that must be >= 1 (and <= MAX_DIM)."""
-OPTIONAL_DIMS = ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers")
+OPTIONAL_DIMS = ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers", "ssm_num_heads", "ssm_head_dim",
+                 "ssm_state_size", "ssm_groups", "ssm_conv_kernel", "index_head_dim", "index_num_heads",
+                 "index_topk")
 """Integer fields that may be 0 (and are <= MAX_DIM)."""
 COUNTS = ("num_params", "active_params")
 """Integer fields that must be >= 1 (and <= MAX_PARAMS)."""
+SEQUENCES = ("layer_types", "compress_ratios")
+"""Per-layer fields (a list in YAML / inline specs, a tuple here), one entry per layer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +52,30 @@ class ModelSpec:
 
     MLA (DeepSeek-V2/V3) caches one latent of kv_lora_rank + qk_rope_head_dim values per layer and
     token instead of K and V; head_dim is then the per-head value dim (= qk_nope_head_dim in every
-    DeepSeek MLA model). sliding_window_layers of the num_layers layers keep only the last
-    sliding_window tokens of KV.
+    DeepSeek MLA model).
+
+    Which layer is which (`layer_kinds`): `layer_types` gives one of LAYER_KINDS per layer; without it,
+    `compress_ratios` decides (ratio > 0: compressed, 0: sliding), else the first `sliding_window_layers`
+    layers are sliding and the rest full (the older form; with layer_types, sliding_window_layers is the
+    count of sliding layers). Sliding layers keep the last `sliding_window` tokens.
+
+    State layers (`ssm_*`): Mamba-2 (ssm_kind mamba2: ssm_num_heads heads of ssm_head_dim, state size
+    ssm_state_size, ssm_groups B/C groups, conv kernel ssm_conv_kernel) or Gated DeltaNet (gdn:
+    ssm_num_heads value heads of ssm_head_dim, ssm_groups key heads of ssm_state_size dims); the state is
+    kept at ssm_dtype ('auto': the activation dtype, as vLLM's mamba_cache_dtype auto).
+
+    DeepSeek-V4 compressed attention (`compress_ratios`, one per layer): a layer with ratio m keeps one
+    entry of kv_lora_rank + qk_rope_head_dim values per m tokens, and every layer the last sliding_window
+    tokens uncompressed; layers at the smallest ratio (CSA) also keep index_head_dim indexer keys per
+    entry and attend to the index_topk entries the indexer (index_num_heads heads) picks; larger ratios
+    (HCA) attend to every entry.
 
     Checked on construction (KvsimError, one line): every shape an integer (never a bool or a float)
-    with 1 <= value <= MAX_DIM (kv_lora_rank, qk_rope_head_dim, sliding_window_layers may be 0);
-    1 <= active_params <= num_params <= MAX_PARAMS; for mha / gqa / mqa num_kv_heads divides
-    num_attention_heads, mha has as many KV heads as heads and mqa one; name, attention, weight_dtype
-    and source are strings, tie_word_embeddings a bool.
+    with 1 <= value <= MAX_DIM (the OPTIONAL_DIMS may be 0); 1 <= active_params <= num_params <=
+    MAX_PARAMS; for mha / gqa / mqa num_kv_heads divides num_attention_heads, mha has as many KV heads
+    as heads and mqa one; per-layer fields have num_layers entries and agree with each other; each
+    layer kind has what it needs (a window, the state shapes, a compress ratio); name, attention,
+    weight_dtype, ssm_kind, ssm_dtype and source are strings, tie_word_embeddings a bool.
     """
 
     name: str
@@ -63,6 +94,18 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     sliding_window: int | None = None
     sliding_window_layers: int = 0
+    layer_types: tuple[str, ...] = ()
+    ssm_kind: str = ""
+    ssm_num_heads: int = 0
+    ssm_head_dim: int = 0
+    ssm_state_size: int = 0
+    ssm_groups: int = 0
+    ssm_conv_kernel: int = 0
+    ssm_dtype: str = "auto"
+    compress_ratios: tuple[int, ...] = ()
+    index_head_dim: int = 0
+    index_num_heads: int = 0
+    index_topk: int = 0
     weight_dtype: str = "bf16"
     tie_word_embeddings: bool = False
     source: str = ""
@@ -77,7 +120,7 @@ class ModelSpec:
             _require_int(who, f, getattr(self, f), 0, MAX_DIM)
         for f in COUNTS:
             _require_int(who, f, getattr(self, f), 1, MAX_PARAMS)
-        for f in ("attention", "weight_dtype", "source"):
+        for f in ("attention", "weight_dtype", "source", "ssm_kind", "ssm_dtype"):
             if not isinstance(getattr(self, f), str):
                 raise KvsimError(f"{who}: {f} must be a string, got {excerpt(getattr(self, f))}")
         if not isinstance(self.tie_word_embeddings, bool):
@@ -96,12 +139,16 @@ class ModelSpec:
                              f" exceeds num_layers ({self.num_layers})")
         if self.sliding_window_layers and self.sliding_window is None:
             raise KvsimError(f"{who}: sliding_window_layers set without sliding_window")
-        try:
-            dtype = normalize_dtype(self.weight_dtype)
-        except KvsimError as exc:
-            raise KvsimError(f"{who}: weight_dtype: {exc}") from None
-        if dtype != self.weight_dtype:
-            object.__setattr__(self, "weight_dtype", dtype)
+        for f, dtype in (("weight_dtype", self.weight_dtype), ("ssm_dtype", self.ssm_dtype)):
+            if f == "ssm_dtype" and dtype == "auto":
+                continue
+            try:
+                canonical = normalize_dtype(dtype)
+            except KvsimError as exc:
+                raise KvsimError(f"{who}: {f}: {exc}") from None
+            if canonical != dtype:
+                object.__setattr__(self, f, canonical)
+        self._check_layers(who)
 
     def _check_heads(self, who: str) -> None:
         heads, kv = self.num_attention_heads, self.num_kv_heads
@@ -122,20 +169,115 @@ class ModelSpec:
         if self.attention == "mqa" and kv != 1:
             raise KvsimError(f"{who}: mqa attention needs num_kv_heads = 1, got {kv} (use gqa)")
 
+    def _check_layers(self, who: str) -> None:
+        """The per-layer fields: lengths, entries, and what each layer kind needs."""
+        for f in SEQUENCES:
+            value = getattr(self, f)
+            if isinstance(value, list):
+                value = tuple(value)
+                object.__setattr__(self, f, value)
+            if not isinstance(value, tuple):
+                raise KvsimError(f"{who}: {f} must be a list (one entry per layer), got {excerpt(value)}")
+            if value and len(value) != self.num_layers:
+                raise KvsimError(f"{who}: {f} has {len(value)} entries, num_layers is {self.num_layers}")
+        for i, kind in enumerate(self.layer_types):
+            if kind not in LAYER_KINDS:
+                raise KvsimError(f"{who}: layer_types[{i}] must be one of {', '.join(LAYER_KINDS)},"
+                                 f" got {excerpt(kind)}")
+        for i, ratio in enumerate(self.compress_ratios):
+            if isinstance(ratio, bool) or not isinstance(ratio, int) or not 0 <= ratio <= MAX_DIM:
+                raise KvsimError(f"{who}: compress_ratios[{i}] must be an integer >= 0 <= 2**31,"
+                                 f" got {excerpt(ratio)}")
+        if self.compress_ratios and self.layer_types:
+            for i, (kind, ratio) in enumerate(zip(self.layer_types, self.compress_ratios, strict=True)):
+                if (kind == "compressed") != (ratio > 0):
+                    raise KvsimError(f"{who}: layer {i} is {kind} but its compress ratio is {ratio}"
+                                     " (a layer is compressed exactly when its ratio is > 0)")
+        by_kind = self.layers_by_kind()
+        if self.layer_types or self.compress_ratios:
+            sliding = len(by_kind.get("sliding", ()))
+            if self.sliding_window_layers not in (0, sliding):
+                raise KvsimError(f"{who}: sliding_window_layers ({self.sliding_window_layers}) differs from"
+                                 f" the {sliding} sliding layers of layer_types")
+            object.__setattr__(self, "sliding_window_layers", sliding)
+        present = set(by_kind)
+        if "sliding" in present and self.sliding_window is None:
+            raise KvsimError(f"{who}: sliding layers need sliding_window")
+        if "mla" in self.layer_types and self.attention != "mla":
+            raise KvsimError(f"{who}: layer kind 'mla' needs attention 'mla'")
+        if "state" in present:
+            if self.ssm_kind not in SSM_KINDS:
+                raise KvsimError(f"{who}: state layers need ssm_kind {' or '.join(SSM_KINDS)},"
+                                 f" got {excerpt(self.ssm_kind)}")
+            for f in ("ssm_num_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_conv_kernel"):
+                if getattr(self, f) < 1:
+                    raise KvsimError(f"{who}: state layers need {f} >= 1")
+        elif self.ssm_kind and self.ssm_kind not in SSM_KINDS:
+            raise KvsimError(f"{who}: ssm_kind must be one of {', '.join(SSM_KINDS)},"
+                             f" got {excerpt(self.ssm_kind)}")
+        if "compressed" in present:
+            if self.attention != "mla":
+                raise KvsimError(f"{who}: compressed layers keep MLA-style entries: they need attention 'mla'"
+                                 " (kv_lora_rank + qk_rope_head_dim values per entry)")
+            if self.sliding_window is None:
+                raise KvsimError(f"{who}: compressed layers need sliding_window (the uncompressed window)")
+            if not self.compress_ratios:
+                raise KvsimError(f"{who}: compressed layers need compress_ratios")
+        if (self.index_head_dim or self.index_topk) and not self.compress_ratios:
+            raise KvsimError(f"{who}: index_head_dim / index_topk belong to compressed (DeepSeek-V4) layers;"
+                             " give compress_ratios")
+
+    # ---- layers -------------------------------------------------------------------------
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        """One of LAYER_KINDS per layer (see the class docstring for how it is derived)."""
+        if self.layer_types:
+            return self.layer_types
+        if self.compress_ratios:
+            return tuple("compressed" if r else "sliding" for r in self.compress_ratios)
+        n = self.sliding_window_layers
+        return ("sliding",) * n + ("full",) * (self.num_layers - n)
+
+    def layers_by_kind(self) -> dict[str, Sequence[int]]:
+        """Layer kind -> the indices of its layers (kinds present only, in LAYER_KINDS order; 'mla' layers
+        count as 'full'). A range for the older sliding_window_layers form (no per-layer list is built, so
+        a spec of 2**31 layers stays cheap), tuples otherwise."""
+        if not (self.layer_types or self.compress_ratios):
+            n = self.sliding_window_layers
+            runs = {"full": range(n, self.num_layers), "sliding": range(0, n)}
+            return {k: runs[k] for k in LAYER_KINDS if k in runs and len(runs[k])}
+        out: dict[str, list[int]] = {}
+        for i, kind in enumerate(self.layer_kinds):
+            out.setdefault("full" if kind == "mla" else kind, []).append(i)
+        return {k: tuple(out[k]) for k in LAYER_KINDS if k in out}
+
+    def kv_precision(self, kv_dtype: Any) -> KVPrecision:
+        """kv_dtype (a name, a mapping or a KVPrecision) with `auto` resolved against weight_dtype."""
+        return kv_precision(kv_dtype, self.weight_dtype)
+
     # ---- tensor parallelism -------------------------------------------------------------
     def validate_tp(self, tp: int) -> None:
         """Raise KvsimError unless vLLM could shard this model over `tp` GPUs: attention heads must
         divide evenly; KV heads must divide tp or be divisible by it (they are replicated when
-        tp > num_kv_heads)."""
+        tp > num_kv_heads); state layers split their heads (Mamba-2: and their groups, unless there is
+        one group, which is replicated; Gated DeltaNet: its key heads) evenly."""
         _check_tp(tp)
+        who = _label(self.name)
         if self.num_attention_heads % tp:
-            raise KvsimError(f"{_label(self.name)}: tensor_parallel_size {tp} does not divide"
+            raise KvsimError(f"{who}: tensor_parallel_size {tp} does not divide"
                              f" {self.num_attention_heads} attention heads")
         if self.attention != "mla":
             kv = self.num_kv_heads
             if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
-                raise KvsimError(f"{_label(self.name)}: tensor_parallel_size {tp} and {kv} KV heads"
+                raise KvsimError(f"{who}: tensor_parallel_size {tp} and {kv} KV heads"
                                  " are not multiples of one another")
+        if "state" in self.layers_by_kind():
+            if self.ssm_num_heads % tp:
+                raise KvsimError(f"{who}: tensor_parallel_size {tp} does not divide {self.ssm_num_heads}"
+                                 " state-layer heads")
+            if self.ssm_groups % tp and not (self.ssm_kind == "mamba2" and self.ssm_groups == 1):
+                raise KvsimError(f"{who}: tensor_parallel_size {tp} does not divide {self.ssm_groups}"
+                                 f" state-layer {'groups' if self.ssm_kind == 'mamba2' else 'key heads'}")
 
     def kv_heads_per_gpu(self, tp: int = 1) -> int:
         """KV heads each GPU stores: num_kv_heads // tp, at least 1 (vLLM replicates KV heads when
@@ -146,50 +288,55 @@ class ModelSpec:
         return max(1, self.num_kv_heads // tp)
 
     # ---- KV cache -----------------------------------------------------------------------
-    def kv_bytes_per_token(self, kv_dtype: str, tp: int = 1) -> float:
-        """KV bytes one token adds on one GPU, every layer counted (as when the context is shorter
-        than any sliding window). MHA/GQA/MQA: 2 * layers * kv_heads_per_gpu * head_dim * bytes;
-        MLA: layers * (kv_lora_rank + qk_rope_head_dim) * bytes."""
-        b = dtype_bytes(kv_dtype)
-        if self.attention == "mla":
-            _check_tp(tp)
-            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
-        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * b
-
-    def layer_groups(self, kv_dtype: str = "bf16", tp: int = 1) -> tuple[LayerGroup, ...]:
+    def layer_groups(self, kv_dtype: Any = "bf16", tp: int = 1) -> tuple[LayerGroup, ...]:
         """The model's KV as layer groups (kvsim/specs/layers.py), in GROUP_KINDS order, bytes per GPU under
-        tensor parallelism: MLA models one `mla` group; others a `full` group and, when
-        sliding_window_layers > 0, a `sliding` group (window sliding_window) of that many layers."""
-        per_layer = self.kv_bytes_per_token(kv_dtype, tp) / self.num_layers
-        if self.attention == "mla":
-            return (LayerGroup("mla", tuple(range(self.num_layers)), per_layer * self.num_layers),)
-        windowed = self.sliding_window_layers
-        groups = []
-        if windowed < self.num_layers:
-            full = tuple(range(windowed, self.num_layers))
-            groups.append(LayerGroup("full", full, per_layer * len(full)))
-        if windowed:
-            groups.append(LayerGroup("sliding", tuple(range(windowed)), per_layer * windowed,
-                                     window=self.sliding_window))
-        return tuple(groups)
+        tensor parallelism (kvsim/specs/groups.py has the rules and formulas)."""
+        return groups.layer_groups(self, self.kv_precision(kv_dtype), tp)
 
-    def kv_bytes(self, num_tokens: int, kv_dtype: str, tp: int = 1) -> float:
-        """Exact KV bytes on one GPU for one sequence of num_tokens tokens: sliding-window layers hold
-        min(num_tokens, sliding_window) tokens, the other layers hold all of them."""
+    def kv_bytes_per_token(self, kv_dtype: Any, tp: int = 1) -> float:
+        """KV bytes one token adds on one GPU: the bytes_per_token of the full / mla / sliding groups (every
+        attention layer counted, as when the context is shorter than any window) plus, for compressed
+        groups, each part's bytes_per_entry / tokens_per_entry; state layers add nothing per token.
+        MHA/GQA/MQA layers: 2 * kv_heads_per_gpu * head_dim * b(rest) each; MLA: kv_lora_rank * b(rest) +
+        qk_rope_head_dim * b(rope) each."""
+        total = 0.0
+        for g in self.layer_groups(kv_dtype, tp):
+            total += g.bytes_per_token
+            total += sum(p.bytes_per_entry / p.tokens_per_entry for p in g.parts)
+        return total
+
+    def kv_bytes(self, num_tokens: int, kv_dtype: Any, tp: int = 1) -> float:
+        """Exact KV bytes on one GPU for one sequence of num_tokens tokens: the sum of
+        LayerGroup.kv_bytes over the groups (sliding layers hold min(num_tokens, sliding_window) tokens,
+        full layers all of them, state layers their state, compressed layers their complete entries and
+        state cache)."""
         if num_tokens < 0:
             raise KvsimError(f"{_label(self.name)}: num_tokens must be >= 0, got {num_tokens}")
-        per_layer = self.kv_bytes_per_token(kv_dtype, tp) / self.num_layers
-        windowed = self.sliding_window_layers
-        full = self.num_layers - windowed
-        capped = min(num_tokens, self.sliding_window) if windowed else 0
-        return per_layer * (full * num_tokens + windowed * capped)
+        return sum(g.kv_bytes(num_tokens) for g in self.layer_groups(kv_dtype, tp))
+
+    def decode_read_bytes(self, context: int, kv_dtype: Any, tp: int = 1) -> dict[str, float]:
+        """Group kind -> KV bytes one decode step of a `context`-token sequence reads on one GPU:
+        LayerGroup.read_bytes(context) (full / mla: context x bytes_per_token; sliding: min(context,
+        window) x bytes_per_token; state: state_bytes; compressed: every entry of each part, or its topk
+        per layer, plus the state cache)."""
+        return {g.kind: g.read_bytes(context) for g in self.layer_groups(kv_dtype, tp)}
 
     # ---- weights and compute ------------------------------------------------------------
     def weight_bytes(self, tp: int = 1) -> float:
-        """Weight bytes per GPU: num_params * bytes(weight_dtype) / tp. An approximation: vLLM also
-        splits the embedding and LM head by vocabulary, but replicates norms (negligibly small)."""
+        """Weight bytes per GPU (the memory footprint): num_params * bytes(weight_dtype) / tp. An
+        approximation: vLLM also splits the embedding and LM head by vocabulary, but replicates norms
+        (negligibly small)."""
         _check_tp(tp)
         return self.num_params * DTYPE_BYTES[self.weight_dtype] / tp
+
+    def weight_stream_bytes(self, tp: int = 1) -> float:
+        """Weight bytes one step reads per GPU: (num_params - vocab_size * hidden_size when the embeddings
+        are not tied, else num_params) * bytes(weight_dtype) / tp. The input-embedding table is only
+        looked up (one row per token), never streamed; a tied table is read as the LM head. Every other
+        weight counts once (all experts of an MoE model: a batch touches most of them)."""
+        _check_tp(tp)
+        lookup = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        return max(0, self.num_params - lookup) * DTYPE_BYTES[self.weight_dtype] / tp
 
     def linear_flops_per_token(self) -> float:
         """Matmul FLOPs per token for the whole model (all GPUs together; divide by tp per GPU):
@@ -199,16 +346,26 @@ class ModelSpec:
         lookup = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
         return 2.0 * max(0, self.active_params - lookup)
 
-    def attention_flops_per_pair(self, tp: int = 1) -> float:
-        """FLOPs on one GPU for one (query token, key token) pair, summed over layers: QK^T plus PV,
-        2 FLOPs per multiply-add. MHA/GQA/MQA: 4 * layers * heads_per_gpu * head_dim. MLA, kept
-        simple as the un-absorbed form: 2 * layers * heads_per_gpu * ((head_dim + qk_rope_head_dim)
-        + head_dim); absorbed MLA decode kernels work in the latent space and do more FLOPs."""
-        _check_tp(tp)
-        heads = self.num_attention_heads / tp
-        if self.attention == "mla":
-            return 2.0 * self.num_layers * heads * (2 * self.head_dim + self.qk_rope_head_dim)
-        return 4.0 * self.num_layers * heads * self.head_dim
+    def attention_flops_per_pair(self, tp: int = 1, kind: str | None = None) -> float:
+        """FLOPs on one GPU for one (query token, key token or entry) pair, QK^T plus PV at 2 FLOPs per
+        multiply-add, summed over the attention layers (kind None: every full / mla / sliding /
+        compressed layer; else the layers of that group kind; state layers have none). Per layer:
+        MHA/GQA/MQA 4 * heads_per_gpu * head_dim; MLA, kept simple as the un-absorbed form,
+        2 * heads_per_gpu * ((head_dim + qk_rope_head_dim) + head_dim) (absorbed MLA decode kernels work
+        in the latent space and do more FLOPs); DeepSeek-V4 (compress_ratios) 2 * heads_per_gpu *
+        ((kv_lora_rank + qk_rope_head_dim) + head_dim), keys and values being one shared entry."""
+        return compute.layer_pair_flops(self, tp) * compute.attention_layers(self, kind)
+
+    def prefill_attention_flops(self, start: int, chunk: int, tp: int = 1) -> dict[str, float]:
+        """Group kind -> attention FLOPs on one GPU for a prefill chunk of `chunk` tokens after `start`
+        cached ones (formulas in kvsim/specs/compute.py: full pairs chunk*start + chunk*(chunk+1)/2,
+        sliding pairs within the window, compressed entries, state updates)."""
+        return compute.prefill_attention_flops(self, start, chunk, tp)
+
+    def decode_attention_flops(self, context: int, tp: int = 1) -> dict[str, float]:
+        """Group kind -> attention FLOPs on one GPU of one decode step whose token is the context-th:
+        prefill_attention_flops(context - 1, 1, tp)."""
+        return compute.prefill_attention_flops(self, max(0, context - 1), 1, tp)
 
     @property
     def is_moe(self) -> bool:
@@ -218,6 +375,9 @@ class ModelSpec:
 def _check_tp(tp: int) -> None:
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_DIM:
         raise KvsimError(f"tensor_parallel_size must be an integer >= 1, got {excerpt(tp)}")
+
+
+check_tp = _check_tp
 
 
 def _label(name: str) -> str:

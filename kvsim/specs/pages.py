@@ -24,8 +24,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvsim.errors import KvsimError
 from kvsim.specs.layers import LayerGroup
 
+MAX_CACHE_GROUPS = 65536
+"""Most cache groups a plan may have (a spec of 10**9 full layers and one sliding layer would need 10**9)."""
 TOKEN_KINDS = ("full", "mla", "sliding", "compressed")
 """Layer-group kinds whose KV grows with the context (paged by tokens)."""
 
@@ -73,6 +76,23 @@ class PagePlan:
         """Pages one sequence of `context` tokens holds (its last token's KV written)."""
         return sum(group_pages(g, self.block_size, context) for g in self.groups)
 
+    def pages_during_prefill(self, prompt: int, chunk: int) -> int:
+        """Most pages one sequence holds while its prompt is computed in chunks of at most `chunk` tokens:
+        every block of the prompt in a full / MLA / compressed group; in a sliding group the blocks of a
+        chunk and of the window before it (it trims only when it grows again), never more than the
+        prompt's; plus the states."""
+        bs = self.block_size
+        blocks = -(-prompt // bs)
+        total = 0
+        for g in self.groups:
+            if g.kind == "sliding":
+                total += min(blocks, -(-(min(chunk, prompt) + g.window - 1) // bs) + 1)
+            elif g.grows:
+                total += blocks + g.state_pages
+            else:
+                total += g.state_pages
+        return total
+
     def real_bytes(self, context: int) -> float:
         """Bytes of real KV one sequence of `context` tokens holds (no padding, no unfilled slots)."""
         return sum(g.source.kv_bytes(context) * len(g.layers) / g.source.num_layers for g in self.groups)
@@ -108,6 +128,11 @@ def plan_pages(groups: tuple[LayerGroup, ...], block_size: int) -> PagePlan:
         step = block_size
         block_size = step * max(1, math.ceil(state_layer / (step * per_layer)))
     per_group = min(g.num_layers for g in groups)
+    count = sum(-(-g.num_layers // per_group) for g in groups)
+    if count > MAX_CACHE_GROUPS:
+        sizes = " + ".join(str(g.num_layers) for g in groups)
+        raise KvsimError(f"the page plan of layer groups of {sizes} layers needs {count:,} cache groups of"
+                         f" {per_group} layers; at most {MAX_CACHE_GROUPS:,}")
     page = per_group * max(block_size * per_layer, _compressed_page_layer(compressed, block_size),
                            state_layer if not per_layer and not compressed else 0.0)
     cache_groups = []

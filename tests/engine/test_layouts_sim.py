@@ -8,7 +8,7 @@ import pytest
 from kvsim.engine.simulation import Simulation
 from kvsim.errors import KvsimError
 from kvsim.metrics.summary import build_summary
-from kvsim.scenario import build_scenario
+from kvsim.scenario import Scenario, build_scenario
 from kvsim.workload.request import Request
 
 BASE = {
@@ -94,3 +94,18 @@ def test_config_errors():
     data = {**BASE, "kv": {**BASE["kv"], "layout": "contiguous:max"}, "scheduler": {"max_model_len": 1000}}
     with pytest.raises(KvsimError, match="reserves max_model_len"):
         Simulation(build_scenario(data)).run()
+
+
+@pytest.mark.parametrize(("kv", "expected"), [
+    ({"layout": "contiguous:pow2", "prefix_cache": "hash"},
+     "kv.prefix_cache: 'hash' needs kv.layout: paged (got 'contiguous:pow2')"),
+    ({"layout": "contiguous:max", "sparsity": {"policy": "h2o"}},
+     "kv.sparsity.policy: 'h2o' needs kv.layout: paged (got 'contiguous:max')"),
+])
+def test_a_scenario_built_directly_gets_the_schema_rules(kv, expected):
+    """The rules across keys live in the schema (scenario.cross_check); a Scenario built without
+    load_scenario meets them when the Simulation is constructed, not in the KV factory."""
+    sc = Scenario.model_validate({**BASE, "kv": {**BASE["kv"], **kv}})
+    with pytest.raises(KvsimError) as info:
+        Simulation(sc)
+    assert str(info.value) == expected

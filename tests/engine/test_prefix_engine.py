@@ -90,8 +90,9 @@ def test_cached_tokens_count_the_first_admission_only():
         __slots__ = ()
 
         def admit(self, *args):
-            seen.append(super().admit(*args))
-            return seen[-1]
+            hit = super().admit(*args)
+            seen.append(hit.tokens)
+            return hit
 
     kv = Spy(8, 4)
     s = Scheduler(SchedulerLimits(8, 64, True, "recompute", 0, 1.0), kv)

@@ -12,7 +12,7 @@ from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
 from kvsim.kvcache.sparsity.keep import Keep
 from kvsim.kvcache.sparsity.paging import block_mode_blocks, hole_slots
-from kvsim.kvcache.sparsity.tracker import SeqState
+from kvsim.kvcache.sparsity.tracker import TIMELINE_COLUMNS, SeqState
 from kvsim.workload.request import Request
 
 TOK = 10.0    # KV bytes per token
@@ -30,6 +30,11 @@ def make(policy="streaming", budget=32, reclaim="compact", heavy_fraction=0.05, 
 def group(rid, prompt, output, segments=(), rereads=()):
     r = Request(rid, 0.0, prompt, output, segments=segments, rereads=rereads)
     return Group(req=r, order=rid, seqs=[rid], output=output, prompt=prompt)
+
+
+def timeline_values(s) -> dict:
+    """The sparsity timeline columns of the iteration just scheduled, by name."""
+    return dict(zip(TIMELINE_COLUMNS, s.timeline_values(), strict=True))
 
 
 def run(s, g):
@@ -59,7 +64,8 @@ def test_streaming_compresses_after_prefill():
     # compaction: the 5 vacated blocks held 5 * 16 * 32 / 100 = 25.6 retained tokens, copied once
     assert b1.kv_copy_bytes == pytest.approx(25.6 * TOK)
     assert s.token_states() == 32
-    assert s.cols["kv_full_tokens"][-1] == 101 and s.cols["kv_full_blocks"][-1] == 7
+    cols = timeline_values(s)
+    assert cols["kv_full_tokens"] == 101 and cols["kv_full_blocks"] == 7
     s.complete(2.0)
     rest = run(s, group(1, 1, 1))  # drain
     assert all(b.decode_context_tokens <= 32 for b in rest)
@@ -128,7 +134,7 @@ def test_block_reclaim_keeps_blocks_with_heavy_hitters():
     keep = Keep(4, 16, 12)
     want = block_mode_blocks(keep, 401, 4, 16, 0.05)
     assert b.decode_blocks == want == s.kv.used_blocks
-    assert s.cols["kv_hole_slots"][-1] == hole_slots(want, 32, 401, 16) > 0
+    assert timeline_values(s)["kv_hole_slots"] == hole_slots(want, 32, 401, 16) > 0
     assert b.kv_copy_bytes == 0  # block reclaim never copies
     s.complete(2.0)
 

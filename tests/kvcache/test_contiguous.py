@@ -36,7 +36,7 @@ def test_next_pow2_and_reservations():
 def test_manager_places_whole_region_at_admission():
     m = ContiguousKVManager(num_blocks=4, block_size=4, policy="oracle", max_model_len=16)
     r = Request(0, 0.0, prompt_len=3, output_len=3)
-    assert m.admit(0, r, 3, 3) == 0 and not m.has(0)
+    assert m.admit(0, r, 3, 3).tokens == 0 and not m.has(0)
     assert m.blocks_needed(0, 3) == 6 // 4  # a 6-slot region, floor in blocks
     assert m.allocate(0, 3) and m.has(0)
     assert m.capacity_tokens(0) == 6 and m.num_blocks_of(0) == 2

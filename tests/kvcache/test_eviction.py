@@ -57,7 +57,7 @@ def seg_req(rid, segs, out=1):
 
 
 def run_and_free(m, seq, req):
-    cached = m.admit(seq, req, req.prompt_len, req.output_len)
+    cached = m.admit(seq, req, req.prompt_len, req.output_len).tokens
     assert m.allocate(seq, req.prompt_len)
     m.free(seq)
     return cached
@@ -82,7 +82,8 @@ def test_hash_cache_eviction_order(policy, survivor):
     assert m.allocate(3, 16)  # 4 blocks: 2 free + 2 evicted
     assert m.evictions == 2
     m.check_invariants()
-    left = {"A": m.admit(10, seg_req(5, [(1, 9)]), 9, 1), "B": m.admit(11, seg_req(6, [(2, 9)]), 9, 1)}
+    left = {"A": m.admit(10, seg_req(5, [(1, 9)]), 9, 1).tokens,
+            "B": m.admit(11, seg_req(6, [(2, 9)]), 9, 1).tokens}
     if survivor is None:
         assert left == {"A": 4, "B": 4}  # each lost its second (deeper) block
     else:

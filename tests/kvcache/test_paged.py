@@ -273,7 +273,7 @@ def test_last_block_shared_and_capacity():
 def test_has_and_admit():
     m = PagedKVManager(4, 4, swap_capacity_blocks=4)
     assert not m.has(0)
-    assert m.admit(0, None, 100, 10) == 0  # no prefix cache
+    assert m.admit(0, None, 100, 10).tokens == 0  # no prefix cache
     assert m.allocate(0, 3)
     assert m.has(0)
     m.swap_out([0])

@@ -16,7 +16,7 @@ def req(rid, segs, out=4, output_id=-1):
 
 def start(m, seq, r):
     """Admit r as seq and allocate its whole prompt, as the scheduler does; return the cached tokens."""
-    cached = m.admit(seq, r, r.prompt_len, r.output_len)
+    cached = m.admit(seq, r, r.prompt_len, r.output_len).tokens
     assert m.allocate(seq, r.prompt_len)
     m.check_invariants()
     return cached
@@ -78,7 +78,7 @@ def test_last_prompt_token_is_always_computed(manager):
 def test_partial_blocks_are_never_shared(manager):
     m = manager()
     start(m, 0, req(0, [(SYS, 10)]))
-    assert m.admit(1, req(1, [(SYS, 10)]), 10, 4) == 8  # blocks 0, 1; block 2 holds 2 tokens: not cached
+    assert m.admit(1, req(1, [(SYS, 10)]), 10, 4).tokens == 8  # blocks 0, 1; block 2 (2 tokens) is not cached
     assert m.allocate(1, 10)
     assert m.tables[1][:2] == m.tables[0][:2] and m.tables[1][2] != m.tables[0][2]
     m.check_invariants()
@@ -103,7 +103,7 @@ def test_admission_undo_restores_everything(manager):
     start(m, 0, req(0, [(SYS, 8), (1, 4)]))
     m.free(0)
     before = (m.num_free_blocks, m.cached_blocks, m.used_blocks)
-    assert m.admit(1, req(1, [(SYS, 8), (2, 4)]), 12, 4) == 8
+    assert m.admit(1, req(1, [(SYS, 8), (2, 4)]), 12, 4).tokens == 8
     assert (m.num_free_blocks, m.cached_blocks, m.used_blocks) == (before[0] - 2, before[1] - 2, 2)
     m.free(1)  # the scheduler did not admit it after all
     assert (m.num_free_blocks, m.cached_blocks, m.used_blocks) == before
@@ -118,7 +118,7 @@ def test_exhausted_pool_evicts_cached_blocks(manager):
     assert m.allocate(1, 16)  # needs all 4: one free, three evicted
     assert m.evictions == 3 and m.cached_blocks == 0
     m.free(1)
-    assert m.admit(2, req(2, [(SYS, 8), (1, 5)]), 13, 4) == 0
+    assert m.admit(2, req(2, [(SYS, 8), (1, 5)]), 13, 4).tokens == 0
     m.check_invariants()
 
 
@@ -160,7 +160,7 @@ def test_swap_out_keeps_cached_content_and_swap_in_uses_fresh_blocks(cls):
     assert m.swap_out([0, 1]) == 4
     assert m.used_blocks == 0 and m.cached_blocks == 3  # GPU copies of the full blocks stay cached
     m.check_invariants()
-    assert m.admit(2, req(2, [(SYS, 8), (1, 5)]), 13, 4) == 12
+    assert m.admit(2, req(2, [(SYS, 8), (1, 5)]), 13, 4).tokens == 12
     assert m.allocate(2, 13)
     assert m.swap_in([0, 1]) == 4
     assert m.tables[0] == m.tables[1] and not set(m.tables[0]) & set(m.tables[2])

@@ -48,7 +48,7 @@ class PrefixMachine(RuleBasedStateMachine):
                     segments=tuple(pieces), output_id=out_id)
         self.next_rid += 1
         seq, self.next_seq = self.next_seq, self.next_seq + 1
-        cached = m.admit(seq, r, r.prompt_len, r.output_len)
+        cached = m.admit(seq, r, r.prompt_len, r.output_len).tokens
         assert cached % bs == 0 and cached <= (r.prompt_len - 1) // bs * bs
         keys = self.keys_for(r)
         self.info[seq] = (keys, r.prompt_len, cached // bs)

@@ -11,7 +11,7 @@ def req(rid, segs, out=4):
 
 
 def start(m, seq, r):
-    cached = m.admit(seq, r, r.prompt_len, r.output_len)
+    cached = m.admit(seq, r, r.prompt_len, r.output_len).tokens
     assert m.allocate(seq, r.prompt_len)
     m.check_invariants()
     return cached
@@ -56,7 +56,7 @@ def test_locked_prefix_is_not_evicted_and_leaves_go_first():
     assert m.cached_blocks == 2 and m.num_free_blocks == 5
     assert m.allocate(2, 20)  # 5 blocks: 3 free + C's 2-page leaf
     assert m.evictions == 2
-    assert m.admit(3, req(3, [(1, 9)]), 9, 1) == 8  # A's path survived
+    assert m.admit(3, req(3, [(1, 9)]), 9, 1).tokens == 8  # A's path survived
     m.free(3)
     m.check_invariants()
 
@@ -78,7 +78,7 @@ def test_concurrent_computation_switches_to_tree_blocks():
     m = RadixKVManager(32, 4)
     a = req(0, [(1, 12), (2, 3)])
     b = req(1, [(1, 12), (3, 3)])
-    assert m.admit(0, a, 15, 4) == 0 and m.admit(1, b, 15, 4) == 0
+    assert m.admit(0, a, 15, 4).tokens == 0 and m.admit(1, b, 15, 4).tokens == 0
     assert m.allocate(0, 15) and m.allocate(1, 15)
     assert m.tables[1][:3] == m.tables[0][:3]
     assert m.used_blocks == 4 + 1 and m.shared_dup_tokens == 12

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from kvsim.metrics.recorder import REQUEST_COLUMNS, TIMELINE_COLUMNS, Recorder
+from kvsim.metrics.recorder import TIMELINE_COLUMNS, IterationRow, Recorder, RequestRow
 
 NAN = math.nan
 
@@ -53,15 +53,15 @@ META = {
 def recorder() -> Recorder:
     rec = Recorder()
     for row in REQUEST_ROWS:
-        rec.request(_in_order(REQUEST_COLUMNS, dict(zip(REQUEST_NAMES, row, strict=True))))
+        rec.request(RequestRow(**dict(zip(REQUEST_NAMES, row, strict=True))))
     for row in TIMELINE_ROWS:
-        rec.iteration(_in_order(TIMELINE_COLUMNS, dict(zip(TIMELINE_NAMES, row, strict=True))))
+        rec.iteration(_timeline_row(dict(zip(TIMELINE_NAMES, row, strict=True))))
     return rec
 
 
-def _in_order(columns: dict[str, str], row: dict) -> tuple:
-    """The row in the recorder's column order; columns added to the recorder later default to 0."""
-    return tuple(row.get(name, 0) for name in columns)
+def _timeline_row(values: dict) -> IterationRow:
+    """An IterationRow from the named values; columns added to the recorder later default to 0."""
+    return IterationRow(**{name: values.get(name, 0) for name in TIMELINE_COLUMNS})
 
 
 @pytest.fixture

@@ -70,7 +70,7 @@ def test_no_room_left_after_the_reserve():
     ({"block_size": 0}, "block_size"),
     ({"tp": 3}, "does not divide"),
     ({"activation_reserve_bytes": -1}, "activation reserve"),
-    ({"kv_dtype": "fp6"}, "unknown dtype"),
+    ({"kv_dtype": "fp6"}, "unknown kv dtype .fp6."),
 ])
 def test_bad_arguments(kwargs, message):
     with pytest.raises(KvsimError, match=message):

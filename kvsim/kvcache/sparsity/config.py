@@ -13,6 +13,10 @@ from kvsim.schema import MAX_TOKENS, Strict
 
 POLICY_NAMES: tuple[str, ...] = (
     "none", "streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen")
+"""The names `kv.sparsity.policy` accepts (SparsityConfig.policy is built from them); each names a class
+registered in kvsim/kvcache/sparsity/policies.py POLICIES (tests/kvcache/sparsity/test_methods.py checks
+that they agree)."""
+PolicyName = Literal[POLICY_NAMES]
 DEFAULT_BUDGET_TOKENS = 2048
 MIN_TAU, MAX_TAU = 0.01, 1e6
 MAX_ALPHA = 16.0
@@ -65,7 +69,7 @@ class SparsityConfig(Strict):
     when evictions outrun appends), `block` frees a block only when every token in it is evicted.
     """
 
-    policy: Literal["none", "streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen"] = "none"
+    policy: PolicyName = "none"
     budget_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     budget_fraction: float | None = Field(default=None, gt=0, le=1)
     min_tokens: int = Field(default=64, ge=1, le=MAX_TOKENS)

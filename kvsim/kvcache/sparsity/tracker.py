@@ -5,13 +5,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-REQUEST_COLUMNS: tuple[str, ...] = (
-    "sparsity_decode_steps", "sparsity_full_tokens", "sparsity_kept_tokens", "sparsity_kept_fraction",
-    "sparsity_mass",
-    "sparsity_rereads", "sparsity_reread_tokens", "sparsity_reread_lost_tokens", "sparsity_recalled_tokens",
-    "sparsity_recall_bytes", "sparsity_stall_s",
-)
-"""Columns added to requests.parquet when a policy is on (docs/sparsity.md defines them)."""
+REQUEST_COLUMNS: dict[str, str] = {
+    # name: array typecode ('q' int64, 'd' float64); docs/sparsity.md defines them
+    "sparsity_decode_steps": "q",
+    "sparsity_full_tokens": "q",
+    "sparsity_kept_tokens": "d",
+    "sparsity_kept_fraction": "d",
+    "sparsity_mass": "d",
+    "sparsity_rereads": "q",
+    "sparsity_reread_tokens": "q",
+    "sparsity_reread_lost_tokens": "d",
+    "sparsity_recalled_tokens": "d",
+    "sparsity_recall_bytes": "d",
+    "sparsity_stall_s": "d",
+}
+"""Columns added to requests.parquet when a policy is on, in `RequestStats.row()` order; a request that
+never decoded has no RequestStats and gets NaN (an int column with a NaN in it is float64)."""
 
 
 @dataclass(slots=True)
@@ -95,7 +104,7 @@ def reread_schedule(segments, rereads, decode_steps: int) -> list[tuple[int, int
 
 
 TIMELINE_COLUMNS: dict[str, str] = {
-    "iteration": "q",
+    # name: array typecode; idle rows get 0
     "kv_full_tokens": "q",    # KV tokens the running sequences would hold without eviction
     "kv_full_blocks": "q",    # blocks their tables would hold without eviction
     "kv_table_blocks": "q",   # blocks their tables hold
@@ -105,6 +114,8 @@ TIMELINE_COLUMNS: dict[str, str] = {
     "offload_bytes": "d",     # KV written to host this iteration
     "kv_copy_bytes": "d",     # KV copied on device by compaction this iteration
 }
+"""Columns added to timeline.parquet when a policy is on, in the order the sparse scheduler's
+`timeline_values()` gives them."""
 
 
 def private_blocks(kv, seq: int) -> int:

@@ -1,0 +1,61 @@
+"""kvsim/kvcache/view.py: a KVView answers "how much of this request would hit here" exactly as the next
+admission does, and asking changes nothing (refcounts, the eviction queue, the radix tree's shape)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.kvcache.coordinator import KVCoordinator
+from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.prefix_hash import PrefixHashKVManager
+from kvsim.kvcache.radix import RadixKVManager
+from kvsim.kvcache.view import KVView
+from kvsim.specs.layers import LayerGroup
+from kvsim.specs.pages import plan_pages
+from kvsim.workload.request import Request
+
+
+def req(rid, segs, out=4):
+    return Request(rid=rid, arrival_s=0.0, prompt_len=sum(n for _, n in segs), output_len=out,
+                   segments=tuple(segs))
+
+
+def hybrid():
+    groups = (LayerGroup("full", (0,), 64.0), LayerGroup("sliding", (1,), 64.0, window=9))
+    return KVCoordinator(plan_pages(groups, 4), 64, 0, prefix_cache="hash")
+
+
+def shape(node):
+    return (tuple(node.keys), tuple(node.blocks), node.lock, node.last,
+            sorted(shape(c) for c in node.children.values()))
+
+
+def state(kv):
+    """What a peek must leave as it was."""
+    pool = kv.pool
+    queue = sorted(pool.queue.items()) if hasattr(pool, "queue") else None
+    tree = shape(kv.tree.root) if hasattr(kv, "tree") else None
+    return list(pool.refcount), queue, list(getattr(pool, "last", [])), tree
+
+
+@pytest.mark.parametrize("make", [lambda: PrefixHashKVManager(64, 4), lambda: RadixKVManager(64, 4), hybrid])
+def test_view_hit_equals_the_admission_and_changes_nothing(make):
+    kv = make()
+    first = req(0, [(1, 21)])
+    kv.admit(0, first, first.prompt_len, 4)
+    kv.allocate(0, first.prompt_len)
+    kv.free(0)
+    view = KVView(kv)
+    probe = req(1, [(1, 17), (2, 6)])  # shares 17 tokens: 4 full blocks
+    before = state(kv)
+    peeked = view.hit_tokens(probe)
+    assert state(kv) == before
+    assert peeked == kv.admit(1, probe, probe.prompt_len, 4).tokens == 16
+
+
+def test_view_of_a_manager_without_cache():
+    kv = PagedKVManager(10, 4)
+    kv.allocate(0, 9)
+    view = KVView(kv)
+    assert (view.num_blocks, view.free_blocks, view.used_blocks, view.usage) == (10, 7, 3, 0.3)
+    assert view.hit_tokens(req(1, [(1, 8)])) == 0
