@@ -60,6 +60,9 @@ class KVConfig(Strict):
     """Pool size in blocks instead of the computed capacity; all replicas together hold at most 2^24
     blocks."""
     check_invariants: bool = False
+    disable_hybrid_kv_cache_manager: bool = False
+    """vLLM's engine argument of that name: allocate sliding-window layers as full attention (every token
+    kept; they still attend only their window). Default: the hybrid manager, per layer group."""
     sparsity: SparsityConfig = Field(default_factory=SparsityConfig)
     """Token-level KV eviction or offload (StreamingLLM, H2O, ...). See docs/sparsity.md."""
     layout: Layout = "paged"

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import simpy
 
 from kvsim.cost.base import CostModel
+from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
-from kvsim.kvcache.breakdown import breakdown_row, check_breakdown
 from kvsim.metrics.recorder import IterationRow, Recorder
 
 
@@ -60,7 +60,7 @@ class Replica:
                 raise RuntimeError("replica has work but scheduled nothing")
             dt = step_time(batch)
             states = sched.token_states()
-            reservation, internal, external, free, unshared = breakdown_row(sched, states)
+            reservation, internal, external, free, unshared = breakdown_of(sched, states)
             row = IterationRow(
                 replica=index, iteration=sched.it, t_s=now, dt_s=dt, running_reqs=len(sched.running),
                 num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
@@ -85,7 +85,7 @@ class Replica:
         kv = self.sched.kv
         states = self.sched.token_states()
         self.rec.iteration(IterationRow.idle(self.index, now, kv.used_blocks, states, kv.cached_blocks,
-                                             breakdown_row(self.sched, states)))
+                                             breakdown_of(self.sched, states)))
 
     def check_invariants(self) -> None:
         """Runtime check mode: allocator and accounting invariants after scheduling."""
@@ -96,4 +96,4 @@ class Replica:
         assert 0 <= states <= kv.used_blocks * kv.block_size, "token states exceed allocated slots"
         assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
         assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"
-        check_breakdown(sched)
+        check_scheduler_breakdown(sched)

@@ -1,4 +1,10 @@
-"""Continuous-batching scheduler with vLLM semantics, advancing decode in O(changes) per iteration."""
+"""Continuous-batching scheduler with vLLM semantics, advancing decode in O(changes) per iteration.
+
+How a decoding sequence's KV is sized is a DecodeSizing the scheduler is given
+(kvsim/engine/decode_sizing.py): by default its context (grown at block boundaries from a heap), or what a
+token-level sparsity policy keeps (kvsim/engine/sparse_sizing.py, resized every iteration). The scheduler
+keeps its sums either way.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import numpy as np
 
 from kvsim.cost.batch import Batch
 from kvsim.engine.beam import BeamSearch
+from kvsim.engine.decode_sizing import ContextSizing, DecodeSizing
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
@@ -41,12 +48,21 @@ class Scheduler:
 
     Decode lengths are implicit (`base + iteration`), block boundaries and completions sit in heaps, and
     batch aggregates are kept as sums, so an iteration in which only token counts move costs O(1).
+
+    `sizing` sizes the decoding groups' KV (kvsim/engine/decode_sizing.py); the default, ContextSizing,
+    keeps each sequence's whole context.
     """
 
-    def __init__(self, limits: SchedulerLimits, kv: KVManager) -> None:
+    def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None) -> None:
         self.lim = limits
         self.kv = kv
         self.bs = kv.block_size
+        self.sizing: DecodeSizing = ContextSizing() if sizing is None else sizing
+        self._by_context = self.sizing.by_context
+        if not self._by_context and kv.windows:
+            raise ValueError("a decode sizing that is not by context needs a KV manager without window caps")
+        self._resize_fn = self._resize
+        self._figures_fn = self._iteration_figures
         self.waiting: deque[Group] = deque()
         self.swapped: deque[Group] = deque()
         self.running: dict[Group, None] = {}
@@ -58,6 +74,9 @@ class Scheduler:
         self.running_seqs = 0
         self.dec_seqs = 0
         self.dec_base_sum = 0
+        """Sum over decoding groups of n x base: their context at iteration it is this + dec_seqs x it."""
+        self.dec_held_offset = 0
+        """Sum over decoding sequences of (KV tokens held - context), from the sizing; 0 by context."""
         self.dec_blocks = 0
         self.prefill_tokens_held = 0
         self.preempted_now = 0
@@ -77,7 +96,28 @@ class Scheduler:
 
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence)."""
-        return self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held
+        return self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it + self.prefill_tokens_held
+
+    def prefill_blocks(self) -> int:
+        """Blocks in the tables of the prefilling requests' sequences (one each)."""
+        kv = self.kv
+        total = 0
+        for g in self.prefilling:
+            seq = g.seqs[0]
+            if kv.has(seq):
+                total += kv.num_blocks_of(seq)
+        return total
+
+    def unshared_blocks(self) -> int:
+        """Sum of block-table lengths over the sequences on the GPU (what they would hold without sharing):
+        the decoding sequences' running sum plus each prefilling request's one sequence."""
+        return self.dec_blocks + self.prefill_blocks()
+
+    def _iteration_figures(self) -> tuple[int, int, int]:
+        """(KV tokens the sequences' contexts hold, blocks of the decoding sequences, blocks of the
+        prefilling ones) for the decode sizing's accounting (decode_sizing.Figures)."""
+        return (self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held, self.dec_blocks,
+                self.prefill_blocks())
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
@@ -129,11 +169,15 @@ class Scheduler:
         g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
         self.dec_blocks += g.seq_blocks
         self._push(self._finish_heap, g.output - g.gen_base, g)
-        self._schedule_next_alloc(g)
+        if self._by_context:
+            self._schedule_next_alloc(g)
         if self.windows:
             self._join_windows(g, it_done + 1)
+        delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
+        self.dec_held_offset += delta
 
     def _leave_decode(self, g: Group) -> None:
+        self.dec_held_offset += self.sizing.on_leave_decode(g)
         self.dec_seqs -= g.n
         self.dec_base_sum -= g.n * g.base
         self.dec_blocks -= g.seq_blocks
@@ -191,10 +235,6 @@ class Scheduler:
                 total += inside * p + inside * (inside + 1) / 2 + (c - inside) * w
             pairs.append(total)
         return decode, tuple(pairs)
-
-    def _decode_hook(self, it: int) -> None:
-        """Runs after this iteration's decode allocations; a no-op here. Token-level sparsity
-        (kvsim/engine/sparse_scheduler.py) resizes each decoding sequence's KV in it."""
 
     # ----------------------------------------------------------------- preemption
     def _preempt_last(self) -> Group:
@@ -257,6 +297,29 @@ class Scheduler:
             kv.allocate(s, tokens)
         return True
 
+    def _resize(self, g: Group, blocks: int, may_preempt: bool = True) -> bool:
+        """Give each of decoding group g's sequences `blocks` blocks (decode_sizing.Resize): growing
+        through allocate-or-preempt, shrinking by re-mapping each table onto `blocks` fresh blocks (the
+        sizing accounts any copy). Blocks shared with other holders (a prefix cache) stay with them, so the
+        pool may be short of the fresh blocks: then the most recently admitted groups are preempted, as for
+        a decode allocation (may_preempt), or nothing changes. False when nothing changed for want of a
+        preemption, or when g itself was preempted."""
+        kv = self.kv
+        n = g.n
+        if blocks > g.seq_blocks // n:
+            if not self._alloc_or_preempt(g, g.seqs, blocks * self.bs):
+                return False
+        else:
+            while kv.num_free_blocks + sum(kv.private_blocks(s) for s in g.seqs) < blocks * n:
+                if not may_preempt or self._preempt_last() is g:
+                    return False
+            for s in g.seqs:
+                kv.free(s)
+                kv.allocate(s, blocks * self.bs)
+        self.dec_blocks += blocks * n - g.seq_blocks
+        g.seq_blocks = blocks * n
+        return True
+
     # ----------------------------------------------------------------- one iteration
     def schedule(self, now: float) -> Batch | None:
         """Pick this iteration's work; None when there is nothing to run."""
@@ -292,7 +355,8 @@ class Scheduler:
             self.dec_blocks += blocks - g.seq_blocks
             g.seq_blocks = blocks
             self._schedule_next_alloc(g)
-        self._decode_hook(it)
+        delta = self.sizing.before_decode(it, self._resize_fn)  # may preempt: _leave_decode moves the sum
+        self.dec_held_offset += delta
         self._budget -= self.dec_seqs
 
         for g in list(self.prefilling):
@@ -324,17 +388,21 @@ class Scheduler:
             pairs += c * g.computed + c * (c + 1) / 2
         bpb = lim.bytes_per_block
         windows = self._window_figures(prefills) if self.windows else ((), ())
+        recall, offload, kv_copy = self.sizing.batch_extras(self._figures_fn)
         return Batch(
             num_seqs=len(prefills) + self.dec_seqs,
             prefill_seqs=len(prefills),
             prefill_tokens=p_tokens,
             prefill_attn_pairs=pairs,
             decode_seqs=self.dec_seqs,
-            decode_context_tokens=self.dec_base_sum + self.dec_seqs * it,
+            decode_context_tokens=self.dec_base_sum + self.dec_held_offset + self.dec_seqs * it,
             decode_blocks=self.dec_blocks,
             swap_in_bytes=swap_in_blocks * bpb,
             swap_out_bytes=self._swap_out_blocks * bpb,
             copy_blocks=kv.cow_copies - copies_before,
+            recall_bytes=recall,
+            offload_bytes=offload,
+            kv_copy_bytes=kv_copy,
             decode_window_tokens=windows[0],
             prefill_window_pairs=windows[1],
         )
@@ -346,20 +414,26 @@ class Scheduler:
         self._scheduled_prefills.append(g)
 
     def _swap_in(self, now: float) -> int:
+        """Swapped groups come back FCFS while the sequence and token budgets allow and the blocks they
+        need (the sizing's figure, plus one per sequence for the next token) leave the watermark free.
+        Returns the blocks moved from host memory."""
         kv = self.kv
         it = self.it
+        sizing = self.sizing
         moved = 0
         while self.swapped:
             g = self.swapped[0]
             if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n:
                 break
-            if kv.swap_blocks_needed(g.seqs) + g.n > kv.num_free_blocks - self.lim.watermark_blocks:
+            length = g.base + 1
+            need = sizing.swap_in_blocks(g, length, kv.swap_blocks_needed(g.seqs))
+            if need + g.n > kv.num_free_blocks - self.lim.watermark_blocks:
                 break
             self.swapped.popleft()
             moved += kv.swap_in(g.seqs)
-            length = g.base + 1
-            for s in g.seqs:
-                kv.allocate(s, length)
+            if self._by_context:  # room for the next token; other sizings resize it in on_swap_in
+                for s in g.seqs:
+                    kv.allocate(s, length)
             g.state = RUNNING
             g.phase = DECODE
             self.running[g] = None
@@ -372,9 +446,12 @@ class Scheduler:
             self.dec_blocks += g.seq_blocks
             self._budget -= g.n
             self._push(self._finish_heap, g.output - g.gen_base, g)
-            self._schedule_next_alloc(g)
+            if self._by_context:
+                self._schedule_next_alloc(g)
             if self.windows:
                 self._join_windows(g, it)
+            delta = sizing.on_swap_in(g, it, self._resize_fn)  # may preempt: _leave_decode moves the sum
+            self.dec_held_offset += delta
         return moved
 
     def _admit(self, now: float) -> None:

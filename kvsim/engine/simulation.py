@@ -12,11 +12,12 @@ import simpy
 
 from kvsim import __version__
 from kvsim.cost.factory import build_cost_model
-from kvsim.engine import sparse_wiring
+from kvsim.engine import sparse_columns
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.router import RoundRobinRouter
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
 from kvsim.metrics.recorder import Recorder, RequestRow
@@ -51,7 +52,7 @@ class Simulation:
         kvc = scenario.kv
         reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
         self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, tp, kvc.gpu_memory_utilization,
-                                    kvc.block_size, reserve)
+                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager)
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
@@ -64,7 +65,7 @@ class Simulation:
         self.replicas: list[Replica] = []  # built by run()
         self.sparse = scenario.kv.sparsity.enabled
         if self.sparse:
-            sparse_wiring.register_columns(self.recorder)
+            sparse_columns.register_columns(self.recorder)
         self._seq_no = 0
         self._completed = 0
 
@@ -133,9 +134,10 @@ class Simulation:
             bytes_per_block=self.bytes_per_block,
             beam_seed=sc.simulation.seed,
         )
-        if self.sparse:  # token-level eviction / offload (kvsim/kvcache/sparsity)
-            return sparse_wiring.build_scheduler(limits, kv, sc, self.capacity.kv_bytes_per_token,
-                                                 self.hw.host_link_bandwidth)
+        if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
+            return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
+                                                      self.capacity.kv_bytes_per_token,
+                                                      self.hw.host_link_bandwidth))
         return Scheduler(limits, kv)
 
     def reject_reason(self, r: Request) -> str | None:
@@ -197,7 +199,7 @@ class Simulation:
         replicas = []
         for i in range(sc.parallelism.replicas):
             sched = self._new_scheduler()
-            extra = sched.timeline_values if self.sparse else None
+            extra = sched.sizing.timeline_values if self.sparse else None
             replicas.append(Replica(i, env, sched, self.cost, self.recorder, self._on_finish,
                                     check=sc.kv.check_invariants, extra_columns=extra))
         self.replicas = replicas
@@ -211,7 +213,7 @@ class Simulation:
         env.run()
         meta = self._meta()
         if self.sparse:
-            meta["sparsity"] = sparse_wiring.run_totals([r.sched for r in replicas])
+            meta["sparsity"] = sparse_columns.run_totals([r.sched.sizing for r in replicas])
         return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
 
     def _arrivals(self, open_loop: list[Request]):
@@ -260,7 +262,7 @@ class Simulation:
                              first_token_s=g.first_token_s, finish_s=g.finish_s, preemptions=g.preemptions,
                              cached_tokens=g.cached_tokens, rejected=0)
         if self.sparse:
-            self.recorder.request(row, sparse_wiring.request_values(self.replicas[replica].sched, r.rid))
+            self.recorder.request(row, self.replicas[replica].sched.sizing.request_values(r.rid))
         else:
             self.recorder.request(row)
         self._completed += 1

@@ -4,8 +4,8 @@ fragmentation, free (they sum to the capacity), plus the blocks sequences would 
 Managers with explicit reservations (contiguous layouts) provide `breakdown_slots` and `unshared_blocks`;
 any other manager is treated as paged: no reservation, no external fragmentation, and every allocated
 slot not holding KV is internal fragmentation (the unfilled tail of each sequence's last block, plus, with
-sharing, nothing else). Every figure comes from running sums, so a row costs O(1) plus one term per
-prefilling request.
+sharing, nothing else). The functions take plain figures, never the scheduler: the engine gathers them
+(kvsim/engine/breakdown.py) from running sums, so a row costs O(1) plus one term per prefilling request.
 """
 
 from __future__ import annotations
@@ -31,44 +31,32 @@ SUMMARY_KEYS: dict[str, str] = {
 _EXPLICIT: dict[type, bool] = {}  # manager class -> has breakdown_slots (looked up once per class)
 
 
-def breakdown_row(sched, token_states: int) -> tuple[int, int, int, int, int]:
-    """The BREAKDOWN_COLUMNS values for the scheduler's current state (token_states as
-    `sched.token_states()` reports them)."""
-    kv = sched.kv
+def breakdown_row(kv, token_states: int, unshared_blocks: int, head_req=None,
+                  head_output: int = 0) -> tuple[int, int, int, int, int]:
+    """The BREAKDOWN_COLUMNS values of KV manager kv, from plain figures: token_states (slots holding
+    real KV), unshared_blocks (the sum of the sequences' block-table lengths, which the scheduler keeps),
+    and the request at the head of the waiting queue with its output length (head_req None when nothing
+    waits; contiguous layouts size the holes too small for it). A manager with explicit reservations
+    (`breakdown_slots`) reports its own unshared blocks."""
     cls = type(kv)
     explicit = _EXPLICIT.get(cls)
     if explicit is None:
         explicit = _EXPLICIT[cls] = hasattr(cls, "breakdown_slots")
     if explicit:
-        head = sched.waiting[0] if sched.waiting else None
-        if head is None:
+        if head_req is None:
             reservation, internal, external, free = kv.breakdown_slots(token_states)
         else:
-            reservation, internal, external, free = kv.breakdown_slots(token_states, head.req, head.output)
-        return reservation, internal, external, free, kv.unshared_blocks(sched)
+            reservation, internal, external, free = kv.breakdown_slots(token_states, head_req, head_output)
+        return reservation, internal, external, free, kv.unshared_blocks()
     bs = kv.block_size
     allocated = kv.used_blocks * bs
-    return 0, allocated - token_states, 0, kv.num_blocks * bs - allocated, paged_unshared_blocks(sched)
+    return 0, allocated - token_states, 0, kv.num_blocks * bs - allocated, unshared_blocks
 
 
-def paged_unshared_blocks(sched) -> int:
-    """Sum of block-table lengths over the sequences on the GPU: decoding sequences (a running sum in
-    the scheduler) plus each prefilling request's one sequence."""
-    kv = sched.kv
-    total = sched.dec_blocks
-    for g in sched.prefilling:
-        seq = g.seqs[0]
-        if kv.has(seq):
-            total += kv.num_blocks_of(seq)
-    return total
-
-
-def check_breakdown(sched) -> None:
-    """Raise AssertionError unless the breakdown is non-negative and sums to the capacity."""
-    kv = sched.kv
-    states = sched.token_states()
-    row = breakdown_row(sched, states)
-    parts = (states, *row[:4])
+def check_breakdown(kv, token_states: int, row: tuple[int, int, int, int, int]) -> None:
+    """Raise AssertionError unless breakdown `row` (breakdown_row's, at token_states) is non-negative,
+    sums to kv's capacity with the token states, and counts at least the blocks in use."""
+    parts = (token_states, *row[:4])
     capacity = kv.num_blocks * kv.block_size
     assert min(parts) >= 0, f"negative breakdown part {parts}"
     assert sum(parts) == capacity, f"breakdown {parts} does not sum to capacity {capacity}"

@@ -261,7 +261,7 @@ class ContiguousKVManager:
             external = self.space.free_in_holes_below(size)
         return reservation, internal, external, self.space.free_slots - external
 
-    def unshared_blocks(self, sched) -> int:
+    def unshared_blocks(self) -> int:
         """Blocks the sequences would hold without sharing: nothing is shared here."""
         return self.used_blocks
 

@@ -187,6 +187,10 @@ class KVCoordinator:
     def num_blocks_of(self, seq: int) -> int:
         return sum(m.held(seq) for m in self.groups)
 
+    def private_blocks(self, seq: int) -> int:
+        """Pages of seq, over its groups, that nothing else references: what free(seq) gives back."""
+        return sum(m.private_pages(seq) for m in self.groups)
+
     # ---- sharing, freeing, swapping ------------------------------------------------------
     def fork(self, parent: int, child: int) -> None:
         for m in self.groups:

@@ -173,6 +173,12 @@ class PagedKVManager:
     def num_blocks_of(self, seq: int) -> int:
         return len(self.tables[seq])
 
+    def private_blocks(self, seq: int) -> int:
+        """Blocks of seq's table no other table (or cache entry) references: what free(seq) gives back
+        to the pool (the prefix managers' cached blocks stay counted free)."""
+        rc = self.pool.refcount
+        return sum(1 for b in self.tables[seq] if rc[b] == 1)
+
     def unique_blocks(self, seqs: list[int]) -> int:
         return len({b for s in seqs for b in self.tables[s]})
 

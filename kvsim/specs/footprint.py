@@ -12,7 +12,7 @@ from typing import Any
 from kvsim.errors import KvsimError
 from kvsim.specs.hardware import MAX_BYTES, HardwareSpec
 from kvsim.specs.model import ModelSpec
-from kvsim.specs.pages import PagePlan, plan_pages
+from kvsim.specs.pages import PagePlan, as_full_attention, plan_pages
 
 GiB = 2**30
 MAX_BLOCK_SIZE = 2**20
@@ -81,15 +81,17 @@ def default_activation_reserve(hw: HardwareSpec) -> float:
 
 def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: int = 1,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                activation_reserve_bytes: float | None = None) -> Capacity:
+                activation_reserve_bytes: float | None = None, hybrid: bool = True) -> Capacity:
     """KV pages and tokens one GPU can hold for `model` sharded over `tp` GPUs of type `hw`; kv_dtype is a
     name, a mapping or a KVPrecision (kvsim/specs/kv_precision.py). KvsimError when the sharding is
     impossible, the weights (plus reserve) do not fit, or an input is out of range:
     gpu_memory_utilization in (0, 1], 1 <= block_size <= MAX_BLOCK_SIZE, a finite reserve in
     [0, MAX_BYTES]. With those bounds (and the ModelSpec / HardwareSpec ones) every quantity here is a
-    finite float, so the page count is a plain int."""
+    finite float, so the page count is a plain int. hybrid=False plans pages as vLLM does with
+    --disable-hybrid-kv-cache-manager: sliding-window layers allocated as full attention
+    (kvsim/specs/pages.py as_full_attention)."""
     cap = capacity_or_reason(model, hw, kv_dtype, tp, gpu_memory_utilization, block_size,
-                             activation_reserve_bytes)
+                             activation_reserve_bytes, hybrid)
     if isinstance(cap, str):
         raise KvsimError(cap)
     return cap
@@ -97,7 +99,7 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: 
 
 def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int,
                        gpu_memory_utilization: float, block_size: int,
-                       activation_reserve_bytes: float | None) -> Capacity | str:
+                       activation_reserve_bytes: float | None, hybrid: bool = True) -> Capacity | str:
     """kv_capacity, or the one-line message of why the weights leave no room (bad inputs still raise)."""
     model.validate_tp(tp)
     if not _is_number(gpu_memory_utilization) or not 0 < gpu_memory_utilization <= 1:
@@ -112,7 +114,8 @@ def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: in
     if not _is_number(hw.memory_bytes) or not 0 < hw.memory_bytes <= MAX_BYTES:
         raise KvsimError(f"hardware {hw.name}: memory_bytes must be in (0, 2**60], got {hw.memory_bytes!r}")
     per_token = model.kv_bytes_per_token(kv_dtype, tp)
-    plan = plan_pages(model.layer_groups(kv_dtype, tp), block_size)
+    groups = model.layer_groups(kv_dtype, tp)
+    plan = plan_pages(groups if hybrid else as_full_attention(groups), block_size)
     budget = hw.memory_bytes * gpu_memory_utilization
     weights = model.weight_bytes(tp)
     reserve = default_activation_reserve(hw) if activation_reserve_bytes is None else activation_reserve_bytes

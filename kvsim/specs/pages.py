@@ -113,6 +113,19 @@ def group_pages(g: CacheGroup, block_size: int, context: int) -> int:
     return blocks + g.state_pages
 
 
+def as_full_attention(groups: tuple[LayerGroup, ...]) -> tuple[LayerGroup, ...]:
+    """The layer groups as vLLM's KV cache manager sees them with --disable-hybrid-kv-cache-manager:
+    sliding-window layers allocated as full attention (every token kept; they still attend only their
+    window, so reads are unchanged), merged with the full layers into one group. State and compressed
+    groups are left as they are (vLLM needs the hybrid manager for them)."""
+    full = [g for g in groups if g.kind in ("full", "sliding")]
+    if not full or len({g.layer_bytes_per_token for g in full}) > 1:
+        return groups  # layers of different sizes stay apart
+    layers = tuple(sorted(i for g in full for i in g.layers))
+    merged = LayerGroup("full", layers, sum(g.bytes_per_token for g in full))
+    return (merged, *(g for g in groups if g.kind not in ("full", "sliding")))
+
+
 def plan_pages(groups: tuple[LayerGroup, ...], block_size: int) -> PagePlan:
     """The page plan for a model's layer groups (ModelSpec.layer_groups()) at `block_size` tokens."""
     if not groups:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from kvsim.engine.beam import BeamSearch, apply_selection
+from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.group import FINISHED, Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
-from kvsim.kvcache.breakdown import breakdown_row, check_breakdown, paged_unshared_blocks
 from kvsim.kvcache.contiguous import ContiguousKVManager
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.workload.request import Request
@@ -101,8 +101,8 @@ def run_beam_group(kv, width: int, prompt: int, output: int) -> tuple[Scheduler,
             break
         s.schedule(float(it))
         kv.check_invariants()
-        check_breakdown(s)
-        rows.append((s.token_states(), kv.used_blocks, breakdown_row(s, s.token_states())[4]))
+        check_scheduler_breakdown(s)
+        rows.append((s.token_states(), kv.used_blocks, breakdown_of(s, s.token_states())[4]))
         s.complete(it + 1.0)
     return s, g, rows
 
@@ -132,7 +132,7 @@ def test_paged_unshared_blocks_matches_tables():
                     n=w))
     for it in range(12):
         s.schedule(float(it))
-        assert paged_unshared_blocks(s) == sum(len(t) for t in kv.tables.values())
+        assert s.unshared_blocks() == sum(len(t) for t in kv.tables.values())
         s.complete(it + 1.0)
     assert not s.has_work() and kv.used_blocks == 0
 

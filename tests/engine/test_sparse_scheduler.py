@@ -1,30 +1,32 @@
-"""The sparse scheduler on hand-built requests: compression, footprint, decode reads, re-reads, recalls."""
+"""The scheduler with token-level sparsity sizing (SparseSizing) on hand-built requests: compression,
+footprint, decode reads, re-reads, recalls."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvsim.engine.group import Group
-from kvsim.engine.scheduler import SchedulerLimits
-from kvsim.engine.sparse_scheduler import SparseScheduler
+from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.sparse_columns import TIMELINE_COLUMNS
+from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
 from kvsim.kvcache.sparsity.keep import Keep
 from kvsim.kvcache.sparsity.paging import block_mode_blocks, hole_slots
-from kvsim.kvcache.sparsity.tracker import TIMELINE_COLUMNS, SeqState
 from kvsim.workload.request import Request
 
 TOK = 10.0    # KV bytes per token
 HOST = 100.0  # host link bytes per second
 
 
-def make(policy="streaming", budget=32, reclaim="compact", heavy_fraction=0.05, blocks=64):
-    kv = PagedKVManager(blocks, 16)
-    lim = SchedulerLimits(8, 512, True, "recompute", 0, bytes_per_block=16 * TOK)
+def make(policy="streaming", budget=32, reclaim="compact", heavy_fraction=0.05, blocks=64,
+         mode="recompute"):
+    kv = PagedKVManager(blocks, 16, swap_capacity_blocks=64 if mode == "swap" else 0)
+    lim = SchedulerLimits(8, 512, True, mode, 0, bytes_per_block=16 * TOK)
     cfg = SparsityConfig(policy=policy, budget_tokens=budget, reclaim=reclaim,
                          attention=AttentionConfig(heavy_fraction=heavy_fraction))
-    return SparseScheduler(lim, kv, cfg, TOK, HOST)
+    return Scheduler(lim, kv, SparseSizing(cfg, kv.block_size, TOK, HOST))
 
 
 def group(rid, prompt, output, segments=(), rereads=()):
@@ -34,7 +36,7 @@ def group(rid, prompt, output, segments=(), rereads=()):
 
 def timeline_values(s) -> dict:
     """The sparsity timeline columns of the iteration just scheduled, by name."""
-    return dict(zip(TIMELINE_COLUMNS, s.timeline_values(), strict=True))
+    return dict(zip(TIMELINE_COLUMNS, s.sizing.timeline_values(), strict=True))
 
 
 def run(s, g):
@@ -69,7 +71,7 @@ def test_streaming_compresses_after_prefill():
     s.complete(2.0)
     rest = run(s, group(1, 1, 1))  # drain
     assert all(b.decode_context_tokens <= 32 for b in rest)
-    row = dict(zip(("steps", "full", "kept", "frac"), s.stats[0].row()[:4], strict=True))
+    row = dict(zip(("steps", "full", "kept", "frac"), s.sizing.stats[0].row()[:4], strict=True))
     frac = pytest.approx(32 * 19 / sum(range(101, 120)))
     assert row == {"steps": 19, "full": 119, "kept": 32, "frac": frac}
     assert s.kv.used_blocks == 0
@@ -96,7 +98,7 @@ def reread_case(policy):
 
 def test_h2o_reread_loses_evicted_kv():
     s, batches, kept, missing = reread_case("h2o")
-    rs = s.stats[0]
+    rs = s.sizing.stats[0]
     assert rs.rereads == [(5, 0, 50)] and rs.fired == 1 and rs.reread_tokens == 50
     assert rs.lost_tokens == pytest.approx(missing) and rs.recalled_tokens == 0
     assert all(b.recall_bytes == 0 and b.offload_bytes == 0 for b in batches)
@@ -108,7 +110,7 @@ def test_h2o_reread_loses_evicted_kv():
 
 def test_infinigen_recalls_offloaded_kv_over_the_host_link():
     s, batches, kept, missing = reread_case("infinigen")
-    rs = s.stats[0]
+    rs = s.sizing.stats[0]
     assert rs.lost_tokens == 0 and rs.recalled_tokens == pytest.approx(missing)
     assert rs.recall_bytes == pytest.approx(missing * TOK)
     assert rs.stall_s == pytest.approx(missing * TOK / HOST)
@@ -117,7 +119,7 @@ def test_infinigen_recalls_offloaded_kv_over_the_host_link():
     # offload writes: 68 tokens when prefill is compressed, then one per decode step
     assert batches[1].offload_bytes == pytest.approx(69 * TOK)
     assert [b.offload_bytes for b in batches[2:]] == [TOK] * 9
-    assert s.host_tokens == 0 and s.host_tokens_max == 68 + 10
+    assert s.sizing.host_tokens == 0 and s.sizing.host_tokens_max == 68 + 10
     model = AttentionModel(AttentionConfig(heavy_fraction=1.0))
     base = model.mean_kept_mass(101, [Keep(4, 16, 12)] * 4)
     during = model.reread_step_mass(base, 1)  # recalled: the whole segment is available
@@ -146,13 +148,43 @@ def test_shrink_waits_while_blocks_are_shared_and_the_pool_is_full():
     kv.allocate(0, 160)
     kv.fork(0, 99)      # another holder (as a prefix-cache sharer would) keeps all 10 blocks alive
     kv.allocate(98, 32)  # and the last 2 free blocks are taken
-    st = SeqState(prompt_kv=160, resident=160.0, blocks=10)
     g.seq_blocks = s.dec_blocks = 10
-    assert kv.num_free_blocks == 0
+    assert kv.num_free_blocks == 0 and kv.private_blocks(0) == 0
     # needs 2 fresh blocks and would release none: impossible without preempting
-    assert not s._resize(g, st, 2, 32.0, may_preempt=False)
-    assert st.blocks == 10 and kv.num_blocks_of(0) == 10 and s.dec_blocks == 10
+    assert not s._resize(g, 2, may_preempt=False)
+    assert kv.num_blocks_of(0) == 10 and g.seq_blocks == s.dec_blocks == 10
     kv.free(99)                        # now its 10 blocks are private
-    assert s._resize(g, st, 2, 32.0, may_preempt=False)
-    assert st.blocks == 2 and kv.num_blocks_of(0) == 2 and s.dec_blocks == 2 and kv.num_free_blocks == 8
+    assert kv.private_blocks(0) == 10
+    assert s._resize(g, 2, may_preempt=False)
+    assert kv.num_blocks_of(0) == 2 and g.seq_blocks == s.dec_blocks == 2 and kv.num_free_blocks == 8
     kv.check_invariants()
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_held_offset_follows_preemptions(mode):
+    """A group's growth preempts another inside the sizing's own call (before_decode), and a swapped-in
+    group is resized at once: the scheduler's held offset stays the sum of what each decoding group holds
+    below its context, and the decode reads are the kept tokens. B (prompt 10) and C (48) are admitted
+    before A (96): the 10-block pool is full; A is compressed to the 64-token budget (4 blocks, 2 left
+    free), C's fourth block and B's second take them, and B's third (at 33 tokens) preempts A, which by
+    then holds 64 of its 119 tokens."""
+    s = make(policy="h2o", budget=64, blocks=10, mode=mode)
+    b_group, a_group = group(0, prompt=10, output=60), group(2, prompt=96, output=60)
+    s.add(b_group)
+    s.add(group(1, prompt=48, output=40))
+    s.add(a_group)
+    t = 0.0
+    offsets = []
+    while s.has_work():
+        b = s.schedule(t)
+        states = s.sizing.states
+        assert s.dec_held_offset == sum(st.offset for st in states.values())
+        assert b.decode_context_tokens == sum(g.n * int(st.resident + 0.5) for g, st in states.items())
+        assert s.token_states() == b.decode_context_tokens + s.prefill_tokens_held
+        assert s.dec_blocks == sum(g.seq_blocks for g in states)
+        s.kv.check_invariants()
+        offsets.append(s.dec_held_offset)
+        t += 1.0
+        s.complete(t)
+    assert a_group.preemptions >= 1 and min(offsets) < 0 and s.kv.used_blocks == 0
+    assert s.dec_held_offset == 0 and not s.sizing.states

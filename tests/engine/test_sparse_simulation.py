@@ -6,7 +6,7 @@ import pytest
 
 from kvsim.engine.scheduler import Scheduler
 from kvsim.engine.simulation import Simulation
-from kvsim.engine.sparse_scheduler import SparseScheduler
+from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.errors import KvsimError
 from kvsim.metrics.summary import build_summary, summary_table_rows
 from kvsim.scenario import load_scenario
@@ -32,7 +32,7 @@ def simulate(*overrides):
 def test_policies_run_clean(policy, reclaim, mode):
     sim, result, summary = simulate(f"kv.sparsity.policy={policy}", f"kv.sparsity.reclaim={reclaim}",
                                     f"scheduler.preemption_mode={mode}")
-    assert isinstance(sim.replicas[0].sched, SparseScheduler)
+    assert isinstance(sim.replicas[0].sched.sizing, SparseSizing)
     sp = summary["sparsity"]
     assert summary["requests"]["completed"] == 50
     assert 0 < sp["retained_fraction"] < 1 and 0 < sp["attention_mass_retained"] < 1

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.errors import KvsimError
-from kvsim.kvcache.breakdown import breakdown_row, check_breakdown
 from kvsim.kvcache.contiguous import (
     ContiguousKVManager,
     build_contiguous,
@@ -114,9 +114,9 @@ def rows(s: Scheduler, iterations: int) -> list[tuple[int, ...]]:
     for it in range(iterations):
         s.schedule(float(it))
         states = s.token_states()
-        out.append((states, *breakdown_row(s, states)[:4]))
+        out.append((states, *breakdown_of(s, states)[:4]))
         s.kv.check_invariants()
-        check_breakdown(s)
+        check_scheduler_breakdown(s)
         s.complete(it + 1.0)
     return out
 

@@ -37,6 +37,10 @@ class StateSlots:
     def held(self, seq: int) -> int:
         return self.pages
 
+    def private_pages(self, seq: int) -> int:
+        """A state is never shared (a fork copies it): all its pages."""
+        return self.pages
+
     def fork(self, parent: int, child: int) -> None:
         self.slots[child] = self.pool.allocate_many(self.pages)
         self.cow_copies += self.pages

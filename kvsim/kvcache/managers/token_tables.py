@@ -73,6 +73,11 @@ class TokenTables:
     def held(self, seq: int) -> int:
         return len(self.tables[seq])
 
+    def private_pages(self, seq: int) -> int:
+        """Pages of seq's table no other table (or cache entry) references: what free(seq) gives back."""
+        rc = self.pool.refcount
+        return sum(1 for b in self.tables[seq] if rc[b] == 1)
+
     # ---- allocation ----------------------------------------------------------------------
     def allocate(self, seq: int, num_tokens: int) -> None:
         """Cover num_tokens slots (the caller checked the pool has blocks_needed pages): give back what the

@@ -1,0 +1,87 @@
+"""How the scheduler sizes a decoding sequence's KV: the DecodeSizing interface and its default.
+
+The Scheduler (kvsim/engine/scheduler.py) owns the running set, the KV manager calls, preemption and its
+sums (decode sequences, context tokens, blocks). A DecodeSizing decides how many KV tokens and blocks a
+decoding group holds, and the scheduler calls it at these points:
+
+- `on_join_decode(g, resize) -> int`: g's prefill ended (the scheduler has counted its sequences and
+  blocks); returns the change of the held offset.
+- `on_leave_decode(g) -> int`: g stops decoding (finished or preempted); the change of the held offset.
+- `before_decode(it, resize) -> int`: iteration it, after the scheduler's block-boundary allocations;
+  the change of the held offset.
+- `swap_in_blocks(g, length, held) -> int`: a swapped-out group of context `length`, `held` blocks in
+  host memory, asks to come back: the free blocks it needs (the scheduler adds one per sequence).
+- `on_swap_in(g, it, resize) -> int`: g came back and decodes in iteration it; the change of the offset.
+- `batch_extras(figures) -> (recall, offload, kv copy bytes)`: the iteration's batch is being built;
+  closes the strategy's accounting of the iteration.
+
+The **held offset** is the sum over decoding sequences of (KV tokens held and read - context length):
+the scheduler adds it to its context sum for `Batch.decode_context_tokens` and the token states. It is 0
+for the default. A strategy never writes scheduler attributes: to change a group's blocks it calls
+`resize(g, blocks, may_preempt=True) -> bool`, the scheduler's own operation (grow through
+allocate-or-preempt, shrink by re-mapping onto fresh blocks; False when g was preempted, or when a
+preemption was needed and not allowed: then nothing changed). `figures()` gives the scheduler's
+(context tokens of its sequences, blocks of the decoding sequences, blocks of the prefilling ones). A
+strategy with recorder columns also answers `timeline_values()` and `request_values(rid)` (their column
+groups are registered before the run: kvsim/engine/sparse_columns.py for sparsity).
+
+`by_context` says which growth the scheduler runs: True, every decoding sequence holds its whole context,
+grown one block at a time when it crosses a block boundary (the scheduler's heap, O(changes) per
+iteration) and given room for its next token when swapped in; False, the strategy sizes every decoding
+group itself, each iteration in `before_decode` (token-level sparsity: kvsim/engine/sparse_sizing.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from kvsim.engine.group import Group
+
+Resize = Callable[..., bool]
+"""The scheduler's `resize(g, blocks, may_preempt=True) -> bool` (blocks per sequence)."""
+Figures = Callable[[], tuple[int, int, int]]
+"""The scheduler's `() -> (context tokens, decode blocks, prefill blocks)` of the iteration scheduled."""
+
+NO_EXTRAS: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+class DecodeSizing(Protocol):
+    """What the scheduler asks about its decoding groups' KV (see the module docstring)."""
+
+    by_context: bool
+
+    def on_join_decode(self, g: Group, resize: Resize) -> int: ...
+    def on_leave_decode(self, g: Group) -> int: ...
+    def before_decode(self, it: int, resize: Resize) -> int: ...
+    def swap_in_blocks(self, g: Group, length: int, held: int) -> int: ...
+    def on_swap_in(self, g: Group, it: int, resize: Resize) -> int: ...
+    def batch_extras(self, figures: Figures) -> tuple[float, float, float]: ...
+
+
+class ContextSizing:
+    """The default: a decoding sequence holds (and reads) its whole context. Growth is the scheduler's
+    block-boundary heap (`by_context`); nothing here changes a size or charges anything."""
+
+    __slots__ = ()
+
+    by_context = True
+
+    def on_join_decode(self, g: Group, resize: Resize) -> int:
+        return 0
+
+    def on_leave_decode(self, g: Group) -> int:
+        return 0
+
+    def before_decode(self, it: int, resize: Resize) -> int:
+        return 0
+
+    def swap_in_blocks(self, g: Group, length: int, held: int) -> int:
+        return held
+
+    def on_swap_in(self, g: Group, it: int, resize: Resize) -> int:
+        return 0
+
+    def batch_extras(self, figures: Figures) -> tuple[float, float, float]:
+        return NO_EXTRAS
