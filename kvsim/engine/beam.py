@@ -9,8 +9,9 @@ no one picks is pruned (its blocks are freed); a beam picked k > 1 times continu
 times into the pruned beams' sequence ids. The scheduler then gives every beam room for its next token,
 which copies a shared, partially filled last block first (copy-on-write).
 
-On the paged layout a fork shares blocks (`fork`: refcount + 1); on a layout with `reparent` (contiguous)
-the pruned beam's region is overwritten with a copy of its parent's KV. O(w) per beam group per step.
+The KV manager's `reparent(pruned, parent)` does the re-pointing: paged layouts free the pruned beam's
+table and share the parent's (`fork`: refcount + 1); contiguous layouts overwrite the pruned beam's region
+with a copy of its parent's KV. O(w) per beam group per step.
 """
 
 from __future__ import annotations
@@ -60,16 +61,9 @@ def apply_selection(kv, seqs: list[int], parents: list[int]) -> int:
     pruned = [seqs[i] for i in range(width) if counts[i] == 0]
     if not pruned:
         return 0
-    reparent = getattr(kv, "reparent", None)
-    if reparent is None:
-        for s in pruned:
-            kv.free(s)
     slot = 0
     for i in range(width):
         for _ in range(counts[i] - 1):
-            if reparent is None:
-                kv.fork(seqs[i], pruned[slot])
-            else:
-                reparent(pruned[slot], seqs[i])
+            kv.reparent(pruned[slot], seqs[i])
             slot += 1
     return slot

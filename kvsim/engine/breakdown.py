@@ -1,10 +1,11 @@
-"""The KV breakdown of a scheduler's state: gathers the figures kvsim/kvcache/breakdown.py takes (token
-states, the sequences' block-table lengths, the head of the waiting queue) from the scheduler."""
+"""The KV breakdown of a scheduler's state: gathers the figures a KV manager's `breakdown` takes (token
+states, the sequences' block-table lengths, the head of the waiting queue) from the scheduler
+(kvsim/kvcache/breakdown.py defines the parts)."""
 
 from __future__ import annotations
 
 from kvsim.engine.scheduler import Scheduler
-from kvsim.kvcache.breakdown import breakdown_row, check_breakdown
+from kvsim.kvcache.breakdown import check_breakdown
 
 
 def breakdown_of(sched: Scheduler, token_states: int) -> tuple[int, int, int, int, int]:
@@ -13,8 +14,8 @@ def breakdown_of(sched: Scheduler, token_states: int) -> tuple[int, int, int, in
     waiting = sched.waiting
     if waiting:
         head = waiting[0]
-        return breakdown_row(sched.kv, token_states, sched.unshared_blocks(), head.req, head.output)
-    return breakdown_row(sched.kv, token_states, sched.unshared_blocks())
+        return sched.kv.breakdown(token_states, sched.unshared_blocks(), head.req, head.output)
+    return sched.kv.breakdown(token_states, sched.unshared_blocks())
 
 
 def check_scheduler_breakdown(sched: Scheduler) -> None:

@@ -34,6 +34,9 @@ class SchedulerLimits:
     watermark_blocks: int
     bytes_per_block: float
     beam_seed: int = 0
+    windows: tuple[int, ...] = ()
+    """The model's window caps (kvsim.specs.layers.window_caps): the scheduler keeps its context sums at
+    each, for the cost of sliding / compressed layers, whatever the KV manager allocates."""
 
 
 class Scheduler:
@@ -59,8 +62,10 @@ class Scheduler:
         self.bs = kv.block_size
         self.sizing: DecodeSizing = ContextSizing() if sizing is None else sizing
         self._by_context = self.sizing.by_context
-        if not self._by_context and kv.windows:
-            raise ValueError("a decode sizing that is not by context needs a KV manager without window caps")
+        if kv.windows and kv.windows != limits.windows:
+            raise ValueError(f"KV manager window caps {kv.windows} differ from the model's {limits.windows}")
+        if not self._by_context and limits.windows:
+            raise ValueError("a decode sizing that is not by context needs a model without window caps")
         self._resize_fn = self._resize
         self._figures_fn = self._iteration_figures
         self.waiting: deque[Group] = deque()
@@ -83,7 +88,7 @@ class Scheduler:
         self._scheduled_prefills: list[Group] = []
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
-        self.windows: tuple[int, ...] = kv.windows
+        self.windows: tuple[int, ...] = limits.windows
         # per window cap: decode sequences below it (count, sum of base) and past it (count)
         self._below_n = [0] * len(self.windows)
         self._below_base = [0] * len(self.windows)

@@ -25,6 +25,7 @@ from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, scenario_dict
 from kvsim.specs.catalog import get_model
 from kvsim.specs.footprint import kv_capacity
 from kvsim.specs.hardware import load_hardware
+from kvsim.specs.layers import window_caps
 from kvsim.workload.factory import build_requests
 from kvsim.workload.request import Request
 
@@ -56,6 +57,8 @@ class Simulation:
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
+        self.layer_groups = self.model.layer_groups(kvc.dtype, tp)
+        self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
         self.block_size = self.capacity.block_size
         """Tokens per block (page): kv.block_size, raised by the page plan for state or compressed layers."""
         self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
@@ -97,6 +100,11 @@ class Simulation:
         """What a model with several cache groups (or a sliding, state or compressed one) is not modelled
         with: one-line errors naming the key."""
         plan, sc = self.plan, self.sc
+        model_kinds = sorted({g.kind for g in self.layer_groups})
+        if sc.kv.sparsity.enabled and model_kinds not in (["full"], ["mla"]):
+            raise KvsimError(f"kv.sparsity.policy: {self.model.name} has {'/'.join(model_kinds)} layer "
+                             "groups; token-level policies are modelled for full or MLA attention only "
+                             "(set kv.sparsity.policy: none)")
         if plan is None or plan.single:
             return
         kinds = sorted({g.kind for g in plan.groups})
@@ -104,9 +112,6 @@ class Simulation:
         if sc.kv.layout != "paged":
             raise KvsimError(f"kv.layout: {what}; contiguous layouts model one group of full attention "
                              "(use kv.layout: paged)")
-        if sc.kv.sparsity.enabled:
-            raise KvsimError(f"kv.sparsity.policy: {what}; token-level policies are modelled for full or "
-                             "MLA attention only (set kv.sparsity.policy: none)")
         if sc.kv.prefix_cache == "radix":
             raise KvsimError(f"kv.prefix_cache: {what}; the radix cache is not modelled across layer groups "
                              "(use kv.prefix_cache: hash, vLLM's hybrid prefix caching)")
@@ -133,6 +138,7 @@ class Simulation:
             watermark_blocks=self._watermark_blocks(),
             bytes_per_block=self.bytes_per_block,
             beam_seed=sc.simulation.seed,
+            windows=self.windows,
         )
         if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
             return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
@@ -154,10 +160,7 @@ class Simulation:
         if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self._watermark_blocks():
             # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
             return "request needs more KV blocks than the pool has above the watermark"
-        refuse = getattr(self.replicas[0].sched.kv, "refuse_reason", None) if self.replicas else None
-        if refuse is not None:
-            return refuse(r, output)
-        return None
+        return self.replicas[0].sched.kv.refuse_reason(r, output) if self.replicas else None
 
     def _pages_for(self, total: int, prompt: int) -> int:
         """Most pages one sequence of the request holds at once: total tokens' worth (the page plan's count:
@@ -285,7 +288,7 @@ class Simulation:
             "scenario": scenario_dict(self.sc),
             "kvsim_version": __version__,
             "prefix_cache": self.sc.kv.prefix_cache,
-            "prefix_cache_evictions": sum(getattr(r.sched.kv, "evictions", 0) for r in self.replicas),
+            "prefix_cache_evictions": sum(r.sched.kv.evictions for r in self.replicas),
         }
 
 

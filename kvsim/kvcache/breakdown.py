@@ -1,11 +1,12 @@
 """Where the KV capacity goes at one instant: token states, reservation, internal and external
 fragmentation, free (they sum to the capacity), plus the blocks sequences would hold without sharing.
 
-Managers with explicit reservations (contiguous layouts) provide `breakdown_slots` and `unshared_blocks`;
-any other manager is treated as paged: no reservation, no external fragmentation, and every allocated
-slot not holding KV is internal fragmentation (the unfilled tail of each sequence's last block, plus, with
-sharing, nothing else). The functions take plain figures, never the scheduler: the engine gathers them
-(kvsim/engine/breakdown.py) from running sums, so a row costs O(1) plus one term per prefilling request.
+Every KV manager answers `breakdown(token_states, table_blocks, head_req, head_output)` (the KVManager
+protocol). Paged managers use `paged_breakdown`: no reservation, no external fragmentation, and every
+allocated slot not holding KV is internal fragmentation (the unfilled tail of each sequence's last block,
+plus, with sharing, nothing else). Contiguous layouts account their reservations themselves. Managers take
+plain figures, never the scheduler: the engine gathers them (kvsim/engine/breakdown.py) from running sums,
+so a row costs O(1) plus one term per prefilling request.
 """
 
 from __future__ import annotations
@@ -28,33 +29,16 @@ SUMMARY_KEYS: dict[str, str] = {
 """kv.breakdown key in summary.json -> timeline column."""
 
 
-_EXPLICIT: dict[type, bool] = {}  # manager class -> has breakdown_slots (looked up once per class)
-
-
-def breakdown_row(kv, token_states: int, unshared_blocks: int, head_req=None,
-                  head_output: int = 0) -> tuple[int, int, int, int, int]:
-    """The BREAKDOWN_COLUMNS values of KV manager kv, from plain figures: token_states (slots holding
-    real KV), unshared_blocks (the sum of the sequences' block-table lengths, which the scheduler keeps),
-    and the request at the head of the waiting queue with its output length (head_req None when nothing
-    waits; contiguous layouts size the holes too small for it). A manager with explicit reservations
-    (`breakdown_slots`) reports its own unshared blocks."""
-    cls = type(kv)
-    explicit = _EXPLICIT.get(cls)
-    if explicit is None:
-        explicit = _EXPLICIT[cls] = hasattr(cls, "breakdown_slots")
-    if explicit:
-        if head_req is None:
-            reservation, internal, external, free = kv.breakdown_slots(token_states)
-        else:
-            reservation, internal, external, free = kv.breakdown_slots(token_states, head_req, head_output)
-        return reservation, internal, external, free, kv.unshared_blocks()
+def paged_breakdown(kv, token_states: int, table_blocks: int) -> tuple[int, int, int, int, int]:
+    """The breakdown of a paged manager (no reservation, no external fragmentation): every allocated slot
+    not holding KV is internal fragmentation; the unshared blocks are the sum of the tables' lengths."""
     bs = kv.block_size
     allocated = kv.used_blocks * bs
-    return 0, allocated - token_states, 0, kv.num_blocks * bs - allocated, unshared_blocks
+    return 0, allocated - token_states, 0, kv.num_blocks * bs - allocated, table_blocks
 
 
 def check_breakdown(kv, token_states: int, row: tuple[int, int, int, int, int]) -> None:
-    """Raise AssertionError unless breakdown `row` (breakdown_row's, at token_states) is non-negative,
+    """Raise AssertionError unless breakdown `row` (kv.breakdown's, at token_states) is non-negative,
     sums to kv's capacity with the token states, and counts at least the blocks in use."""
     parts = (token_states, *row[:4])
     capacity = kv.num_blocks * kv.block_size

@@ -4,7 +4,6 @@ real."""
 
 from __future__ import annotations
 
-from kvsim.errors import KvsimError
 from kvsim.kvcache.address_space import AddressSpace
 from kvsim.kvcache.view import NO_HIT, Hit
 
@@ -106,7 +105,7 @@ class ContiguousKVManager:
     def request_reservation(self, req, output_tokens: int) -> tuple[int, int, int]:
         """(slots per sequence, final slots per sequence, sequences) for a request."""
         prompt = req.prompt_len
-        count = max(req.n, getattr(req, "beam_width", 1))
+        count = max(req.n, req.beam_width)
         size = reservation_slots(self.policy, prompt, output_tokens, self.max_model_len)
         return size, final_slots(prompt, output_tokens), count
 
@@ -121,6 +120,17 @@ class ContiguousKVManager:
     # ----------------------------------------------------------------- KVManager
     windows: tuple[int, ...] = ()
     """Window caps for ContextSums.windowed: none."""
+    last_grow_delta: int = 1
+    """grow_one_block never grows a region (it is reserved whole); the protocol's figure."""
+
+    @property
+    def evictions(self) -> int:
+        """No prefix cache: nothing is evicted."""
+        return 0
+
+    def private_blocks(self, seq: int) -> int:
+        """Blocks free(seq) gives back: its whole region (regions share nothing)."""
+        return self.num_blocks_of(seq)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """Learn the request's final length; nothing is cached, so no tokens are served from cache."""
@@ -248,22 +258,19 @@ class ContiguousKVManager:
         raise NotImplementedError("contiguous layouts do not swap")
 
     # ----------------------------------------------------------------- accounting
-    def breakdown_slots(self, token_states: int, head_req=None,
-                        head_output: int = 0) -> tuple[int, int, int, int]:
-        """(reservation, internal fragmentation, external fragmentation, free) in slots; with token_states
-        they sum to the capacity. External: free slots in holes smaller than one region of the request
-        at the head of the waiting queue (head_req), 0 when nothing waits."""
+    def breakdown(self, token_states: int, table_blocks: int = 0, head_req=None,
+                  head_output: int = 0) -> tuple[int, int, int, int, int]:
+        """(reservation, internal fragmentation, external fragmentation, free) in slots, which with
+        token_states sum to the capacity, and the blocks held (nothing is shared here, so table_blocks is
+        not needed). External: free slots in holes smaller than one region of the request at the head of
+        the waiting queue (head_req), 0 when nothing waits."""
         internal = self.never_filled_slots
         reservation = self.reserved_slots - internal - token_states
         external = 0
         if head_req is not None:
             size = self.request_reservation(head_req, head_output)[0]
             external = self.space.free_in_holes_below(size)
-        return reservation, internal, external, self.space.free_slots - external
-
-    def unshared_blocks(self) -> int:
-        """Blocks the sequences would hold without sharing: nothing is shared here."""
-        return self.used_blocks
+        return reservation, internal, external, self.space.free_slots - external, self.used_blocks
 
     def check_invariants(self) -> None:
         """Raise AssertionError if regions, holes and the running sums disagree."""
@@ -279,21 +286,8 @@ class ContiguousKVManager:
 
 
 def build_contiguous(kv_cfg, num_blocks: int, max_model_len: int) -> ContiguousKVManager:
-    """The manager for `kv.layout: contiguous:<policy>`; KvsimError for settings it cannot honour."""
-    layout = kv_cfg.layout
-    policy = layout.partition(":")[2]
-    if policy not in POLICIES:
-        raise KvsimError(f"kv.layout: unknown layout '{layout}' (known: paged, "
-                         + ", ".join(f"contiguous:{p}" for p in POLICIES) + ")")
-    capacity = num_blocks * kv_cfg.block_size
-    if policy == "max" and max_model_len > capacity:
-        raise KvsimError(f"kv.layout: {layout} reserves max_model_len ({max_model_len}) slots per sequence, "
-                         f"more than the KV capacity ({capacity} slots)")
-    prefix = getattr(kv_cfg, "prefix_cache", None)
-    if prefix not in (None, False, "none", "off"):
-        raise KvsimError(f"kv.layout: {layout} cannot share blocks; prefix_cache needs kv.layout: paged")
-    sparsity = getattr(kv_cfg, "sparsity", None)
-    if sparsity is not None and getattr(sparsity, "enabled", False):
-        raise KvsimError(f"kv.layout: {layout} reserves whole regions; kv.sparsity needs kv.layout: paged")
-    return ContiguousKVManager(num_blocks, kv_cfg.block_size, policy, max_model_len,
-                               getattr(kv_cfg, "placement", "first_fit"))
+    """The manager for `kv.layout: contiguous:<policy>`. What it cannot be combined with (prefix caching,
+    sparsity) is a rule of the scenario schema (kvsim/scenario.py `cross_check`); a `contiguous:max` pool
+    smaller than max_model_len is refused by the Simulation, which knows the pool size."""
+    return ContiguousKVManager(num_blocks, kv_cfg.block_size, kv_cfg.layout.partition(":")[2], max_model_len,
+                               kv_cfg.placement)

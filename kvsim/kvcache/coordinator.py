@@ -24,13 +24,14 @@ managers (kvsim/kvcache/factory.py).
 from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.hashing import ContentMemo
 from kvsim.kvcache.managers.cached import CachedSlidingTables, CachedTables
 from kvsim.kvcache.managers.sliding import SlidingTables
 from kvsim.kvcache.managers.state_slots import StateSlots
 from kvsim.kvcache.managers.token_tables import TokenTables
 from kvsim.kvcache.prefix_hash import HashCachePool
-from kvsim.kvcache.view import NO_HIT, ContextSums, Hit, KVView
+from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 from kvsim.specs.layers import window_caps
 from kvsim.specs.pages import PagePlan
 
@@ -96,8 +97,19 @@ class KVCoordinator:
     def cow_copies(self) -> int:
         return sum(m.cow_copies for m in self.groups)
 
-    def view(self) -> KVView:
-        return KVView(self)
+    def refuse_reason(self, req, output_tokens: int) -> str | None:
+        """Beyond the engine's pool-size check (the page plan's count): nothing."""
+        return None
+
+    def reparent(self, seq: int, parent: int) -> None:
+        """Beam search: seq continues from parent (every group's table becomes a share of parent's)."""
+        self.free(seq)
+        self.fork(parent, seq)
+
+    def breakdown(self, token_states: int, table_blocks: int, head_req=None,
+                  head_output: int = 0) -> tuple[int, int, int, int, int]:
+        """The kv_* breakdown columns over the shared pool of pages (paged: nothing reserved)."""
+        return paged_breakdown(self, token_states, table_blocks)
 
     # ---- admission and sizing ------------------------------------------------------------
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
@@ -141,10 +153,6 @@ class KVCoordinator:
     def has(self, seq: int) -> bool:
         g = self.groups[0]
         return seq in (g.tables if isinstance(g, TokenTables) else g.slots)
-
-    def blocks_for(self, num_tokens: int) -> int:
-        """Pages one sequence of num_tokens tokens holds (the plan's count)."""
-        return self.plan.pages(num_tokens)
 
     def blocks_needed(self, seq: int, num_tokens: int) -> int:
         return sum(m.blocks_needed(seq, num_tokens) for m in self.groups)

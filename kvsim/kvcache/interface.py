@@ -1,22 +1,28 @@
-"""The small interface the scheduler uses to talk to a KV manager (paged, contiguous, prefix-caching)."""
+"""The interface the engine uses to talk to a KV manager (paged, prefix-caching, contiguous, the coordinator
+of a model with several layer groups). Every capability is a member: the engine never probes with
+getattr / hasattr; a manager without a feature answers its neutral value (no evictions, no refusal)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kvsim.kvcache.view import ContextSums, Hit
+
 
 class KVManager(Protocol):
-    """What the scheduler may call. Sequences are ints; token counts are totals per sequence.
+    """What the scheduler and the engine may call. Sequences are ints; token counts are totals per sequence.
 
-    Accounting contract: `used_blocks` counts blocks referenced by sequences; token states (slots holding
-    real KV) = sum of sequence lengths - `shared_dup_tokens`; `cow_copies` only grows.
+    Accounting contract: `used_blocks` counts blocks (pages) referenced by sequences; token states (slots
+    holding real KV) = `token_states(sums)`; `cow_copies` only grows; `num_free_blocks` counts evictable
+    cached blocks as free.
     """
 
     block_size: int
     shared_dup_tokens: int
     cow_copies: int
     windows: tuple[int, ...]
-    """Window caps (sliding layers' window - 1) the scheduler sums ContextSums.windowed over; () if none."""
+    """Window caps (sliding layers' window - 1, ...) the manager's token states read ContextSums.windowed
+    at; () if none. When not (), equal to the model's (SchedulerLimits.windows)."""
     last_grow_delta: int
     """Blocks the last successful grow_one_block added (1 for a one-group manager)."""
 
@@ -30,13 +36,28 @@ class KVManager(Protocol):
     def cached_blocks(self) -> int:
         """Blocks with refcount 0 kept for prefix reuse (evictable); 0 without a prefix cache."""
         ...
+    @property
+    def evictions(self) -> int:
+        """Cached blocks evicted so far; 0 without a prefix cache."""
+        ...
 
-    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> int:
-        """Called before a waiting request's first chunk: returns prompt tokens already in cache (their
-        blocks are then mapped into seq's table), 0 for managers without a prefix cache. May be called
+    # ---- admission -------------------------------------------------------------------------------
+    def refuse_reason(self, req, output_tokens: int) -> str | None:
+        """Why the request can never be admitted by this manager (beyond the pool-size check the engine
+        makes), or None."""
+        ...
+
+    def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
+        """Called before a waiting request's first chunk: the prompt tokens already cached (their blocks
+        are then mapped into seq's table), NO_HIT for managers without a prefix cache. May be called
         again for the same request if it is not admitted this iteration."""
         ...
 
+    def peek_hit(self, req, prompt_tokens: int) -> int:
+        """Prompt tokens `admit` would find cached now, with no side effect (KVView.hit_tokens)."""
+        ...
+
+    # ---- growth ----------------------------------------------------------------------------------
     def has(self, seq: int) -> bool: ...
     def blocks_needed(self, seq: int, num_tokens: int) -> int: ...
     def group_blocks_needed(self, seqs: list[int], num_tokens: int) -> int: ...
@@ -45,10 +66,32 @@ class KVManager(Protocol):
     def capacity_tokens(self, seq: int) -> int: ...
     def last_block_shared(self, seq: int) -> bool: ...
     def num_blocks_of(self, seq: int) -> int: ...
+    def private_blocks(self, seq: int) -> int:
+        """Blocks of seq that nothing else references: what free(seq) gives back."""
+        ...
+
+    # ---- sharing, freeing, swapping --------------------------------------------------------------
     def fork(self, parent: int, child: int) -> None: ...
+    def reparent(self, seq: int, parent: int) -> None:
+        """Beam search: existing seq continues from parent (paged: a share of parent's table)."""
+        ...
     def free(self, seq: int) -> int: ...
     def can_swap_out(self, seqs: list[int]) -> bool: ...
     def swap_out(self, seqs: list[int]) -> int: ...
     def swap_blocks_needed(self, seqs: list[int]) -> int: ...
     def swap_in(self, seqs: list[int]) -> int: ...
+
+    # ---- accounting ------------------------------------------------------------------------------
+    def token_states(self, sums: ContextSums) -> int:
+        """Slots holding real KV, from the scheduler's sums over its sequences."""
+        ...
+
+    def breakdown(self, token_states: int, table_blocks: int, head_req=None,
+                  head_output: int = 0) -> tuple[int, int, int, int, int]:
+        """The kv_* breakdown columns (kvsim/kvcache/breakdown.py): reservation, internal and external
+        fragmentation, free (with token_states they sum to the capacity in slots), unshared blocks.
+        table_blocks: the sum of the sequences' table lengths (the scheduler keeps it); head_req /
+        head_output: the request at the head of the waiting queue (None when nothing waits)."""
+        ...
+
     def check_invariants(self) -> None: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 
 
@@ -131,12 +132,28 @@ class PagedKVManager:
         """Slots holding real KV: every sequence's tokens, a slot shared by several tables counted once."""
         return sums.tokens - self.shared_dup_tokens
 
-    def blocks_for(self, num_tokens: int) -> int:
-        """Blocks one sequence of num_tokens tokens holds."""
-        return -(-num_tokens // self.block_size)
-
     def has(self, seq: int) -> bool:
         return seq in self.tables
+
+    # ---- capabilities every manager answers (kvsim/kvcache/interface.py) ----------------------
+    @property
+    def evictions(self) -> int:
+        """Cached blocks evicted so far: none without a prefix cache."""
+        return 0
+
+    def refuse_reason(self, req, output_tokens: int) -> str | None:
+        """Why a request could never be admitted beyond the pool-size check the engine makes: never here."""
+        return None
+
+    def reparent(self, seq: int, parent: int) -> None:
+        """Beam search: seq (a pruned beam) continues from parent; its table becomes a share of parent's."""
+        self.free(seq)
+        self.fork(parent, seq)
+
+    def breakdown(self, token_states: int, table_blocks: int, head_req=None,
+                  head_output: int = 0) -> tuple[int, int, int, int, int]:
+        """The kv_* breakdown columns (kvsim/kvcache/breakdown.py): paged, nothing reserved."""
+        return paged_breakdown(self, token_states, table_blocks)
 
     def capacity_tokens(self, seq: int) -> int:
         """Token slots seq can fill before it needs another allocation."""

@@ -8,7 +8,6 @@ import pytest
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
-from kvsim.errors import KvsimError
 from kvsim.kvcache.contiguous import (
     ContiguousKVManager,
     build_contiguous,
@@ -84,11 +83,10 @@ def test_parallel_samples_get_their_own_regions():
     assert m.space.holes() == [(0, 32)] and m.never_filled_slots == 0
 
 
-def test_build_contiguous_errors():
-    cfg = KVConfig(block_size=4, layout="contiguous:max")
-    with pytest.raises(KvsimError, match="max_model_len"):
-        build_contiguous(cfg, num_blocks=4, max_model_len=32)
-    assert build_contiguous(cfg, num_blocks=8, max_model_len=32).policy == "max"
+def test_build_contiguous_and_refuse_reason():
+    # the pool-size and combination rules live in the Simulation / the schema (tests/engine, test_scenario)
+    m = build_contiguous(KVConfig(block_size=4, layout="contiguous:pow2", placement="best_fit"), 8, 32)
+    assert (m.policy, m.block_size, m.num_blocks, m.evictions, m.cached_blocks) == ("pow2", 4, 8, 0, 0)
     m = ContiguousKVManager(4, 4, "pow2", 64)
     assert m.refuse_reason(Request(0, 0.0, 10, 10), 10) == (
         "contiguous reservation of 1 x 26 slots exceeds the KV capacity of 16 slots")
