@@ -19,7 +19,7 @@ pairs x FLOPs per pair), so its iteration times are exactly what they were befor
 from __future__ import annotations
 
 from kvsim.cost.batch import Batch
-from kvsim.specs import compute
+from kvsim.specs import compute, groups
 from kvsim.specs.layers import window_caps
 from kvsim.specs.model import ModelSpec
 
@@ -61,23 +61,33 @@ class AttentionWork:
                 self.seq_bytes += 2 * g.state_bytes  # read and written back each step
                 self.token_flops += compute.state_flops_per_token(model, tp) * g.num_layers
             else:
-                self._compressed(g, caps, pair)
+                self._compressed(model, g, caps, pair)
 
-    def _compressed(self, g, caps: tuple[int, ...], pair: float) -> None:
+    def _compressed(self, model: ModelSpec, g, caps: tuple[int, ...], pair: float) -> None:
+        """A DeepSeek-V4 group: decode reads each part's entries (a top-k part at most topk of them) and the
+        state cache; prefill attends the window's pairs over every layer of the group, each part's entry
+        pairs over the layers keeping it (kvsim/specs/compute.py), and the CSA indexer scores every entry."""
         self.seq_bytes += g.state_bytes
         self.attention_layers += g.num_layers
         if g.window:
             self.window_flops[caps.index(max(g.window - 1, 0))] += pair * g.num_layers
+        names = groups.part_names(model)
+        layers_of = {names[r]: n for r, n in groups.compressed_layer_counts(model).items()}
         for p in g.parts:
             per_token = p.bytes_per_entry / p.tokens_per_entry
-            layers = g.num_layers if p.name != "csa-indexer" else 0
+            if p.name == "csa-indexer":  # keys scored by the indexer's heads, every entry, no top-k cap
+                score = 2.0 * model.index_num_heads * model.index_head_dim * layers_of["csa"]
+                self.ctx_bytes += per_token
+                self.ctx_flops += score / p.tokens_per_entry
+                continue
+            flops = pair * layers_of[p.name] / p.tokens_per_entry
             if p.topk:
                 i = caps.index(p.topk * p.tokens_per_entry)
                 self.window_bytes[i] += per_token
-                self.window_flops[i] += pair * layers / p.tokens_per_entry
+                self.window_flops[i] += flops
             else:
                 self.ctx_bytes += per_token
-                self.ctx_flops += pair * layers / p.tokens_per_entry
+                self.ctx_flops += flops
 
     def decode_bytes(self, b: Batch) -> float:
         """KV bytes the iteration's decode attention reads."""

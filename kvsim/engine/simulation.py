@@ -115,13 +115,14 @@ class Simulation:
         if sc.kv.prefix_cache == "radix":
             raise KvsimError(f"kv.prefix_cache: {what}; the radix cache is not modelled across layer groups "
                              "(use kv.prefix_cache: hash, vLLM's hybrid prefix caching)")
-        states = any(g.kind == "state" for g in plan.groups)
+        # a per-sequence state: Mamba / linear-attention layers, or DeepSeek-V4's state cache
+        states = any(g.state_pages for g in plan.groups)
         if states and sc.kv.prefix_cache != "none":
-            raise KvsimError(f"kv.prefix_cache: {what}; recurrent states are not cached at block "
+            raise KvsimError(f"kv.prefix_cache: {what}; per-sequence states are not cached at block "
                              "checkpoints, so no prefix could hit (set kv.prefix_cache: none)")
         if states and (sc.workload.n > 1 or sc.workload.beam_width > 1):
-            raise KvsimError(f"workload.n: {what}; parallel sampling and beam search fork recurrent states, "
-                             "which is not modelled (set workload.n and workload.beam_width to 1)")
+            raise KvsimError(f"workload.n: {what}; parallel sampling and beam search fork per-sequence "
+                             "states, which is not modelled (set workload.n and workload.beam_width to 1)")
 
     def _new_scheduler(self) -> Scheduler:
         sc = self.sc
