@@ -35,3 +35,19 @@ def test_mooncake_examples(name):
     sc = load_scenario(WORKLOADS / f"{name}.yaml", ["simulation.requests=40", "workload.trace.limit=40"])
     res = Simulation(sc).run()
     assert build_summary(res.requests, res.timeline, res.meta)["requests"]["total"] == 40
+
+
+def test_long_context_example_holds_more_with_the_sliding_rule():
+    """workloads/long_context.yaml (Mistral-7B): the hybrid manager holds far fewer pages per request than
+    allocating the sliding layers as full attention, at the same decode cost per token."""
+    base = ["simulation.requests=40"]
+    runs = {}
+    for hybrid in (True, False):
+        sc = load_scenario(WORKLOADS / "long_context.yaml",
+                           [*base, f"kv.disable_hybrid_kv_cache_manager={str(not hybrid).lower()}"])
+        assert sc.model == "mistral-7b"
+        res = Simulation(sc).run()
+        runs[hybrid] = (res, build_summary(res.requests, res.timeline, res.meta))
+    (_, with_rule), (_, without) = runs[True], runs[False]
+    assert with_rule["requests"]["completed"] == without["requests"]["completed"] == 40
+    assert with_rule["kv"]["used_blocks_mean"] < 0.5 * without["kv"]["used_blocks_mean"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(slots=True, frozen=True)
-class Batch:
-    """Work of one engine iteration.
+class Batch(NamedTuple):
+    """Work of one engine iteration (immutable: a NamedTuple, built once per iteration, three times
+    cheaper to build than a frozen dataclass).
 
     prefill_tokens: new prompt tokens computed this iteration (sum of chunk sizes).
     prefill_attn_pairs: sum over prefill sequences of query-key pairs attended, i.e. for a chunk of c new

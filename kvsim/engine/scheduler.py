@@ -16,7 +16,7 @@ import numpy as np
 
 from kvsim.cost.batch import Batch
 from kvsim.engine.beam import BeamSearch
-from kvsim.engine.decode_sizing import ContextSizing, DecodeSizing
+from kvsim.engine.decode_sizing import NO_EXTRAS, ContextSizing, DecodeSizing
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
@@ -360,8 +360,9 @@ class Scheduler:
             self.dec_blocks += blocks - g.seq_blocks
             g.seq_blocks = blocks
             self._schedule_next_alloc(g)
-        delta = self.sizing.before_decode(it, self._resize_fn)  # may preempt: _leave_decode moves the sum
-        self.dec_held_offset += delta
+        if not self._by_context:  # (ContextSizing's per-iteration hooks are no-ops: skipped on the hot path)
+            delta = self.sizing.before_decode(it, self._resize_fn)  # may preempt: _leave_decode moves the sum
+            self.dec_held_offset += delta
         self._budget -= self.dec_seqs
 
         for g in list(self.prefilling):
@@ -393,7 +394,8 @@ class Scheduler:
             pairs += c * g.computed + c * (c + 1) / 2
         bpb = lim.bytes_per_block
         windows = self._window_figures(prefills) if self.windows else ((), ())
-        recall, offload, kv_copy = self.sizing.batch_extras(self._figures_fn)
+        extras = NO_EXTRAS if self._by_context else self.sizing.batch_extras(self._figures_fn)
+        recall, offload, kv_copy = extras
         return Batch(
             num_seqs=len(prefills) + self.dec_seqs,
             prefill_seqs=len(prefills),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
-from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 
 
@@ -152,8 +151,11 @@ class PagedKVManager:
 
     def breakdown(self, token_states: int, table_blocks: int, head_req=None,
                   head_output: int = 0) -> tuple[int, int, int, int, int]:
-        """The kv_* breakdown columns (kvsim/kvcache/breakdown.py): paged, nothing reserved."""
-        return paged_breakdown(self, token_states, table_blocks)
+        """The kv_* breakdown columns (kvsim/kvcache/breakdown.py paged_breakdown, inlined: once per
+        iteration): paged, nothing reserved."""
+        bs = self.block_size
+        allocated = self.pool.num_used * bs
+        return 0, allocated - token_states, 0, self.pool.num_blocks * bs - allocated, table_blocks
 
     def capacity_tokens(self, seq: int) -> int:
         """Token slots seq can fill before it needs another allocation."""

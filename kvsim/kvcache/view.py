@@ -11,13 +11,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class ContextSums:
+class ContextSums(NamedTuple):
     """Totals over the sequences holding KV on one replica: `tokens` = sum of their KV lengths (a shared
     slot once per sequence); `windowed[i]` = sum of min(length, windows[i]) for the KV manager's
-    `windows`; `seqs` = how many sequences."""
+    `windows`; `seqs` = how many sequences. (Immutable; a NamedTuple: built every iteration.)"""
 
     tokens: int
     windowed: tuple[int, ...] = ()
