@@ -214,24 +214,12 @@ class Recorder:
         self._requests.register(group)
 
     def iteration(self, row: IterationRow, *extra: tuple | None) -> None:
-        """Append one timeline row."""
-        cols = self._timeline
-        if extra or cols.groups:
-            cols.append_extra(extra)
-        pending = cols.pending
-        pending.append(row)
-        if len(pending) >= _CHUNK:
-            cols.flush()
+        """Append one timeline row (extra: the registered column groups' values, in registration order)."""
+        _append(self._timeline, row, extra)
 
     def request(self, row: RequestRow, *extra: tuple | None) -> None:
-        """Append one request row."""
-        cols = self._requests
-        if extra or cols.groups:
-            cols.append_extra(extra)
-        pending = cols.pending
-        pending.append(row)
-        if len(pending) >= _CHUNK:
-            cols.flush()
+        """Append one request row (extra as for `iteration`)."""
+        _append(self._requests, row, extra)
 
     def timeline_frame(self) -> pd.DataFrame:
         """Timeline rows plus hold_s: how long each row's state holds, i.e. until the same replica's next
@@ -264,3 +252,12 @@ class Recorder:
 
 def _dtype(typecode: str) -> str:
     return "float64" if typecode == "d" else "int64"
+
+
+def _append(cols: _Columns, row, extra: tuple) -> None:
+    if extra or cols.groups:
+        cols.append_extra(extra)
+    pending = cols.pending
+    pending.append(row)
+    if len(pending) >= _CHUNK:
+        cols.flush()
