@@ -304,40 +304,99 @@ def hitrate(
     set_: list[str] = typer.Option([], "--set", help="Override a scenario key (repeatable)."),
     model: str | None = typer.Option(None, "--model", help="For traces: the model --unit gib sizes KV by."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="For traces with --model: KV dtype."),
-    out: Path = typer.Option(Path("hitrate"), "--out", help="Folder for hitrate.csv and hitrate.png."),
+    tiers: str | None = typer.Option(None, "--tiers", help="KV tiers top to bottom, NAME=CAPACITY in --unit: "
+                                     "gpu (default, or gpu=pool: one replica's KV pool), then any of cpu, "
+                                     "ssd, remote in that order (0: empty), e.g. cpu=256,ssd=4000. Prints "
+                                     "the hit rate each tier serves; writes tiers.csv, tiers_sweep.csv and "
+                                     "tiers.png."),
+    placement: str | None = typer.Option(None, "--placement", help="With --tiers: exclusive (default: a "
+                                         "block in one tier, demoted down the chain) or inclusive (each "
+                                         "tier a superset of the one above; tiers must grow down)."),
+    sweep_tier: str | None = typer.Option(None, "--sweep-tier", help="NAME=CAP,CAP,...: capacities (in "
+                                          "--unit) of one tier to plot the total hit rate against, the "
+                                          "others as --tiers (default: the first tier below gpu, from 0 "
+                                          "to the working set)."),
+    out: Path = typer.Option(Path("hitrate"), "--out", help="Folder for hitrate.csv and hitrate.png (and "
+                             "the tiers files)."),
 ) -> None:
-    """LRU prefix-cache hit rate against cache capacity, in one pass (stack distances)."""
+    """LRU prefix-cache hit rate against cache capacity, in one pass (stack distances); with --tiers, the
+    hit rate each tier of a GPU / CPU / SSD chain serves."""
     from kvsim.sweep import hitrate_report as hr
 
+    tiered = tiers is not None or sweep_tier is not None
+    if placement is not None and not tiered:
+        _fail("--placement: only with --tiers or --sweep-tier")
     folder = _guard(lambda: _output_folder(out, "hitrate", source))
 
     def compute():
         stream = hr.load_stream(source, set_, requests, block_size, model, kv_dtype)
         data = hr.analyse(stream, sample_rate)
-        return stream, data, hr.curve_rows(data, hr.parse_capacities(capacities, unit, stream, data), stream)
+        rows = hr.curve_rows(data, hr.parse_capacities(capacities, unit, stream, data), stream)
+        if not tiered:
+            return stream, data, rows, None
+        place = hr.parse_placement(placement)
+        chain = hr.parse_tiers(tiers, unit, stream, place)
+        name, points = hr.parse_sweep(sweep_tier, chain, unit, stream, place, data)
+        tier = (place, chain, name, hr.tier_rows(data, chain, place, stream),
+                hr.sweep_rows(data, chain, name, points, place, stream))
+        return stream, data, rows, tier
 
-    stream, data, rows = _guard(compute)
+    stream, data, rows, tier = _guard(compute)
 
     def write() -> None:
         with folder as tmp:
             hr.write_csv(tmp / "hitrate.csv", rows)
             hr.plot_curve(tmp / "hitrate.png", rows, stream, data)
+            if tier is not None:
+                place, chain, name, trows, srows = tier
+                hr.write_csv(tmp / "tiers.csv", trows, hr.TIER_COLUMNS)
+                hr.write_csv(tmp / "tiers_sweep.csv", srows, hr.sweep_columns(chain, name))
+                hr.plot_tiers(tmp / "tiers.png", srows, chain, name, place, stream, data)
 
     _guard(write)
-    table = Table(title=f"LRU prefix hit rate: {printable(stream.label)} (block size {stream.block_size})")
-    for col in ("capacity (blocks)", "tokens", "GiB", "hit rate (blocks)", "hit rate (tokens)"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        mark = " *" if r["capacity_blocks"] == stream.pool_blocks else ""
-        pct = [f"{100 * (r[k] or 0):.1f}%" for k in ("hit_rate_blocks", "hit_rate_tokens")]
-        table.add_row(f"{r['capacity_blocks']:,}{mark}", f"{r['capacity_tokens']:,}",
-                      "-" if r["capacity_gib"] is None else f"{r['capacity_gib']:.3g}", *pct)
-    console.print(table)
+    written = ["hitrate.csv", "hitrate.png"] + (["tiers.csv", "tiers_sweep.csv", "tiers.png"] if tier else [])
+    gib = "-" if stream.bytes_per_block is None else None
+
+    def gib_cell(v) -> str:
+        return gib or (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}")
+
+    if tier is None:
+        table = Table(title=f"LRU prefix hit rate: {printable(stream.label)} "
+                      f"(block size {stream.block_size})")
+        for col in ("capacity (blocks)", "tokens", "GiB", "hit rate (blocks)", "hit rate (tokens)"):
+            table.add_column(col, justify="right")
+        for r in rows:
+            mark = " *" if r["capacity_blocks"] == stream.pool_blocks else ""
+            pct = [f"{100 * (r[k] or 0):.1f}%" for k in ("hit_rate_blocks", "hit_rate_tokens")]
+            table.add_row(f"{r['capacity_blocks']:,}{mark}", f"{r['capacity_tokens']:,}",
+                          "-" if r["capacity_gib"] is None else f"{r['capacity_gib']:.3g}", *pct)
+        console.print(table)
+    else:
+        place, chain, name, trows, srows = tier
+        table = Table(title=f"{place.capitalize()} KV tiers: {printable(stream.label)} "
+                      f"(block size {stream.block_size})")
+        for col in ("tier", "capacity (blocks)", "GiB", "hit rate (blocks)", "hit rate (tokens)",
+                    "cumul. (blocks)", "cumul. (tokens)"):
+            table.add_column(col, justify="right")
+        for r in trows:
+            table.add_row(r["tier"], f"{r['capacity_blocks']:,}", gib_cell(r["capacity_gib"]),
+                          *[f"{100 * (r[k] or 0):.1f}%" for k in hr.TIER_COLUMNS[6:]])
+        console.print(table)
+        names = [t.name for t in hr.with_tier(chain, name, 0)]
+        sweep = Table(title=f"Token hit rate against the {name} tier's capacity (others as --tiers)")
+        for col in (f"{name} (blocks)", "GiB", *names, "total"):
+            sweep.add_column(col, justify="right")
+        for r in srows:
+            sweep.add_row(f"{r['capacity_blocks']:,}", gib_cell(r["capacity_gib"]),
+                          *[f"{100 * (r[f'{n}_hit_rate_tokens'] or 0):.1f}%" for n in names],
+                          f"{100 * (r['total_hit_rate_tokens'] or 0):.1f}%")
+        console.print(sweep)
     inf = data.hit_rate_tokens(2**62)
+    pool = "; * = one replica's KV pool" if stream.pool_blocks and tier is None else ""
     console.print(f"{len(stream.requests):,} requests, {data.prompt_tokens:,} prompt tokens, "
                   f"{data.distinct_blocks:,} distinct blocks; infinite-cache hit rate "
-                  f"{100 * (inf or 0):.1f}%" + ("; * = one replica's KV pool" if stream.pool_blocks else "")
-                  + f"; written {printable(out)}/hitrate.csv, {printable(out)}/hitrate.png")
+                  f"{100 * (inf or 0):.1f}%{pool}; written "
+                  + ", ".join(f"{printable(out)}/{f}" for f in written))
 
 
 @app.command()

@@ -19,8 +19,9 @@ from kvsim.workload.config import WorkloadConfig
 
 MAX_GIB = 1e6
 """Largest memory size in GiB (swap space, activation reserve): a PiB."""
-MAX_GPU_BLOCKS = 2**24
-"""Most KV blocks of all replicas together (each block costs the simulator 50 to 90 bytes)."""
+MAX_GPU_BLOCKS = 2**30
+"""Most KV blocks of all replicas together. Pools keep state only for blocks handed out
+(kvsim/kvcache/block_pool.py), so the bound is on the ids, not on memory."""
 
 # Choice fields take the names of the registries (kvsim/registry.py), in their order: a bad name is
 # pydantic's one-line "Input should be 'a', 'b' or 'c'".

@@ -86,3 +86,86 @@ def test_hitrate_never_overwrites_a_users_files(tmp_path, monkeypatch):
     for _ in range(2):  # its own folder is replaced
         assert runner.invoke(app, ["hitrate", str(EXCERPT), "--out", str(again)]).exit_code == 0
     assert sorted(p.name for p in again.iterdir()) == [".kvsim-manifest.json", "hitrate.csv", "hitrate.png"]
+
+
+def hand_trace(tmp_path):
+    """Ten 20-token prompts of one 512-token hash id each, output 1: with --block-size 16 each touches and
+    looks up one block, its id's. Ids 0 0 1 0 2 3 1 4 0 2: lookup stack distances 1, 2, 4, 5, 5 (and five
+    cold); 20 prompt blocks, 200 prompt tokens."""
+    path = tmp_path / "hand.jsonl"
+    path.write_text("".join(f'{{"timestamp": {1000 * i}, "input_length": 20, "output_length": 1, '
+                            f'"hash_ids": [{h}]}}\n' for i, h in enumerate([0, 0, 1, 0, 2, 3, 1, 4, 0, 2])))
+    return path
+
+
+def rates(path, column):
+    return {r["tier"]: float(r[column]) for r in csv.DictReader(path.open())}
+
+
+def test_tiers_exclusive_and_inclusive_by_hand(tmp_path):
+    trace = hand_trace(tmp_path)
+    out = tmp_path / "ex"
+    res = runner.invoke(app, ["hitrate", str(trace), "--block-size", "16", "--capacities", "1,3,5",
+                              "--tiers", "gpu=1,cpu=2,ssd=2", "--sweep-tier", "cpu=0,1,2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "Exclusive KV tiers" in res.output and "tiers.png" in res.output
+    # exclusive: gpu (0, 1], cpu (1, 3], ssd (3, 5]: hits 1, 1, 3 of 20 prompt blocks
+    assert rates(out / "tiers.csv", "hit_rate_blocks") == pytest.approx(
+        {"gpu": 0.05, "cpu": 0.05, "ssd": 0.15, "total": 0.25})
+    assert rates(out / "tiers.csv", "hit_rate_tokens") == pytest.approx(
+        {"gpu": 0.08, "cpu": 0.08, "ssd": 0.24, "total": 0.4})
+    assert rates(out / "tiers.csv", "cumulative_hit_rate_blocks")["cpu"] == pytest.approx(0.1)
+    # the chain at (1, 2, 2) is one LRU cache of 5 blocks; gpu + cpu one of 3
+    curve = {int(r["capacity_blocks"]): float(r["hit_rate_blocks"])
+             for r in csv.DictReader((out / "hitrate.csv").open())}
+    assert curve[5] == pytest.approx(0.25) and curve[3] == pytest.approx(0.1)
+    sweep = list(csv.DictReader((out / "tiers_sweep.csv").open()))
+    assert [float(r["total_hit_rate_blocks"]) * 20 for r in sweep] == pytest.approx([2, 3, 5])
+    assert (out / "tiers.png").stat().st_size > 0
+    assert sorted(p.name for p in out.iterdir()) == [".kvsim-manifest.json", "hitrate.csv", "hitrate.png",
+                                                     "tiers.csv", "tiers.png", "tiers_sweep.csv"]
+    res = runner.invoke(app, ["hitrate", str(trace), "--block-size", "16", "--tiers", "gpu=1,cpu=2,ssd=4",
+                              "--placement", "inclusive", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    # inclusive: gpu (0, 1], cpu (1, 2], ssd (2, 4]: one hit each
+    assert rates(out / "tiers.csv", "hit_rate_blocks") == pytest.approx(
+        {"gpu": 0.05, "cpu": 0.05, "ssd": 0.05, "total": 0.15})
+
+
+def test_tiers_gpu_defaults_to_the_scenario_pool(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("workload: {kind: chat}\nsimulation: {requests: 100}\n"
+                        "kv: {num_gpu_blocks_override: 3000}\n")
+    out = tmp_path / "o"
+    res = runner.invoke(app, ["hitrate", str(scenario), "--tiers", "cpu=1,ssd=2", "--unit", "gib",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader((out / "tiers.csv").open()))
+    assert [r["tier"] for r in rows] == ["gpu", "cpu", "ssd", "total"]
+    assert rows[0]["capacity_blocks"] == "3000" and rows[1]["capacity_gib"] == "1"
+    parts = sum(float(r["hit_rate_tokens"]) for r in rows[:3])
+    assert parts == pytest.approx(float(rows[3]["hit_rate_tokens"]))
+    sweep = list(csv.DictReader((out / "tiers_sweep.csv").open()))
+    assert sweep[0]["tier"] == "cpu" and sweep[0]["capacity_blocks"] == "0" and len(sweep) > 10
+    totals = [float(r["total_hit_rate_tokens"]) for r in sweep]
+    assert totals == sorted(totals)
+
+
+@pytest.mark.parametrize(("args", "msg"), [
+    (["--tiers", "gpu=1,hbm=5"], "--tiers: unknown tier 'hbm'"),
+    (["--tiers", "gpu=1,cpu=-5"], "--tiers: cpu: capacity must be a finite number >= 0, got '-5'"),
+    (["--tiers", "gpu=1,ssd=4,cpu=2"], "--tiers: 'cpu' after 'ssd': list tiers top to bottom"),
+    (["--tiers", "gpu=4,cpu=2", "--placement", "inclusive"],
+     "--tiers: with --placement inclusive each tier must be at least as large as the tiers above it"),
+    (["--tiers", "gpu=4,cpu=8", "--placement", "inclusive", "--sweep-tier", "cpu=0,2"],
+     "--sweep-tier: with --placement inclusive each tier must be at least as large"),
+    (["--tiers", "cpu=4"], "--tiers: no KV pool to default the gpu tier to"),
+    (["--tiers", "gpu=4", "--placement", "mirror"], "--placement: expected exclusive or inclusive"),
+    (["--placement", "inclusive"], "--placement: only with --tiers or --sweep-tier"),
+    (["--tiers", "gpu=4", "--sweep-tier", "cpu"], "--sweep-tier: expected NAME=CAPACITY,CAPACITY,..."),
+])
+def test_tier_errors_are_one_line_exit_2(tmp_path, args, msg):
+    res = runner.invoke(app, ["hitrate", str(hand_trace(tmp_path)), *args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and msg in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()

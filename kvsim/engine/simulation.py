@@ -87,7 +87,7 @@ class Simulation:
                              "lower kv.block_size or kv.dtype, or raise gpu_memory_utilization")
         if self.num_blocks * replicas > MAX_GPU_BLOCKS:
             raise KvsimError(f"kv: {replicas} replica(s) x {self.num_blocks:,} KV blocks exceed the "
-                             f"simulator's bound of {MAX_GPU_BLOCKS:,} blocks in all (each costs memory "
+                             f"simulator's bound of {MAX_GPU_BLOCKS:,} blocks in all (the ids it can address "
                              "here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
                              "parallelism.replicas")
         self._check_layer_groups()

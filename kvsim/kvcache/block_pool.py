@@ -1,6 +1,9 @@
-"""Physical KV block pool: refcounts and an O(1) free list."""
+"""Physical KV block pool: refcounts and an O(1) free list, state only for blocks handed out."""
 
 from __future__ import annotations
+
+CHUNK = 4096
+"""Never-used block ids put on the free stack at a time (and per-block state made for them)."""
 
 
 class NoFreeBlocks(RuntimeError):
@@ -11,26 +14,50 @@ class BlockPool:
     """`num_blocks` physical blocks of `block_size` token slots.
 
     Free block ids live on a stack (list), so allocate and free are O(1); freeing pushes the id back, so the
-    most recently freed block is reused first. `refcount[b]` counts block tables holding block b.
+    most recently freed block is reused first, and never-used blocks come out in ascending order, 0 first.
+    `refcount[b]` counts block tables holding block b.
+
+    Memory follows the blocks handed out, not num_blocks: only blocks 0 .. known - 1 have state (a
+    refcount, a place on the stack, a subclass's per-block fields); the ids from `known` on are free and
+    implicit, below the bottom of the stack, and come onto it CHUNK at a time as the stack runs empty.
+    The stack is never empty while a free block exists, so `if not pool._free` still means "no truly free
+    block", and the ids come out in exactly the order a stack holding all of them would give.
     """
 
-    __slots__ = ("num_blocks", "block_size", "refcount", "_free")
+    __slots__ = ("num_blocks", "block_size", "refcount", "_free", "known")
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 0 or block_size < 1:
             raise ValueError("num_blocks must be >= 0 and block_size >= 1")
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self.refcount = [0] * num_blocks
-        self._free = list(range(num_blocks - 1, -1, -1))
+        self.refcount: list[int] = []
+        self._free: list[int] = []
+        self.known = 0
+        """Blocks with state: ids below it (len(refcount)); the rest were never handed out."""
+        self._more(CHUNK)
+
+    def _more(self, k: int) -> None:
+        """Give the next min(k, never-known) ids state and put them at the bottom of the stack (below every
+        id there: they come out after all of them, ascending)."""
+        lo = self.known
+        hi = min(self.num_blocks, lo + k)
+        if hi > lo:
+            self._free[:0] = range(hi - 1, lo - 1, -1)
+            self._extend(hi - lo)
+            self.known = hi
+
+    def _extend(self, k: int) -> None:
+        """Per-block state for k more blocks (subclasses add theirs)."""
+        self.refcount += [0] * k
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        return len(self._free) + self.num_blocks - self.known
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self._free)
+        return self.known - len(self._free)
 
     def evict(self, k: int) -> None:
         """Make at least k more blocks free. The plain pool keeps no cache, so it has none to give;
@@ -38,10 +65,13 @@ class BlockPool:
         raise NoFreeBlocks("block pool exhausted")
 
     def allocate(self) -> int:
-        """Take a free block (evicting a cached one if the free list is empty); its refcount becomes 1."""
-        if not self._free:
+        """Take a free block (evicting a cached one if there is none); its refcount becomes 1."""
+        free = self._free
+        if not free:
             self.evict(1)
-        bid = self._free.pop()
+        bid = free.pop()
+        if not free and self.known < self.num_blocks:
+            self._more(CHUNK)
         self.refcount[bid] = 1
         return bid
 
@@ -49,12 +79,18 @@ class BlockPool:
         """Take k free blocks (the same ids, in the same order, as k calls of allocate)."""
         if k <= 0:
             return []
-        short = k - len(self._free)
-        if short > 0:
-            self.evict(short)
         free = self._free
+        short = k - len(free)
+        if short > 0:
+            if self.known < self.num_blocks:
+                self._more(short)
+                short = k - len(free)
+            if short > 0:
+                self.evict(short)
         ids = free[: -k - 1 : -1]
         del free[-k:]
+        if not free and self.known < self.num_blocks:
+            self._more(CHUNK)
         rc = self.refcount
         for b in ids:
             rc[b] = 1
@@ -95,4 +131,10 @@ class BlockPool:
         return not self.release([bid])
 
     def free_ids(self) -> list[int]:
+        """Every free block id, bottom of the stack first (the next allocate takes the last). O(free
+        blocks): for tests of small pools; invariant checks use known_free_ids."""
+        return [*range(self.num_blocks - 1, self.known - 1, -1), *self._free]
+
+    def known_free_ids(self) -> list[int]:
+        """The free blocks among those with state (ids below `known`): the stack, bottom first."""
         return list(self._free)

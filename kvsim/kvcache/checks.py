@@ -4,15 +4,17 @@ from __future__ import annotations
 
 
 def check_tables(m) -> list[int]:
-    """Check a PagedKVManager-shaped manager's tables against its pool; return references per block.
+    """Check a PagedKVManager-shaped manager's tables against its pool; return references per block with
+    state (BlockPool.known: the others were never handed out and are free).
 
     Refcounts equal table references, every table covers its token count, and shared_dup_tokens equals
     the slots reachable from a second (third, ...) table.
     """
     pool = m.pool
-    counts = [0] * pool.num_blocks
+    counts = [0] * pool.known
     for table in m.tables.values():
         for b in table:
+            assert 0 <= b < pool.known, f"block {b} never handed out"
             counts[b] += 1
     assert counts == pool.refcount, "refcounts do not match block tables"
     bs = m.block_size
@@ -26,7 +28,7 @@ def check_tables(m) -> list[int]:
                 dup += min(bs, ntok - i * bs)
             seen.add(b)
     assert dup == m.shared_dup_tokens, "shared token count drifted"
-    free = pool.free_ids()
+    free = pool.known_free_ids()
     assert len(free) == len(set(free)), "block on the free list twice"
     assert all(counts[b] == 0 for b in free), "referenced block on the free list"
     return counts

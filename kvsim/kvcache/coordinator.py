@@ -239,12 +239,14 @@ class KVCoordinator:
     def check_invariants(self) -> None:
         """Refcounts equal the references of every group's tables, no page is leaked or free twice, each
         group's own rules hold (table sizes, the sliding bound, one state slot per sequence), and the host
-        holds no more than the swap space."""
-        counts = [0] * self.pool.num_blocks
+        holds no more than the swap space. Pages are checked over those with state (BlockPool.known: the
+        others were never handed out)."""
+        pool = self.pool
+        counts = [0] * pool.known
         for m in self.groups:
             m.check(counts)
-        assert counts == self.pool.refcount, "refcounts do not match the groups' tables"
-        free = self.pool.free_ids()
+        assert counts == pool.refcount, "refcounts do not match the groups' tables"
+        free = pool.known_free_ids()
         assert len(free) == len(set(free)), "page on the free list twice"
         assert all(counts[b] == 0 for b in free), "referenced page on the free list"
         cached = 0
@@ -252,10 +254,10 @@ class KVCoordinator:
             key_of = self.pool.key_of
             assert all(key_of[b] is None for b in free), "cached page on the free list"
             assert all(key_of[b] == k for k, b in self.pool.by_key.items()), "key map disagrees with pages"
-            evictable = {b for b in range(self.pool.num_blocks) if counts[b] == 0 and key_of[b] is not None}
+            evictable = {b for b, c in enumerate(counts) if c == 0 and key_of[b] is not None}
             assert set(self.pool.queue.items()) == evictable, "evictable set drifted"
             cached = len(evictable)
-        assert len(free) + cached + sum(1 for c in counts if c) == self.pool.num_blocks, "leaked page"
+        assert len(free) + cached + sum(1 for c in counts if c) == pool.known, "leaked page"
         members = [set(m.tables) if isinstance(m, TokenTables) else set(m.slots) for m in self.groups]
         assert all(s == members[0] for s in members), "groups disagree on which sequences hold KV"
         assert self._host_pages() <= self.swap_capacity_blocks, "swap space over capacity"

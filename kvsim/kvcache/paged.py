@@ -261,16 +261,19 @@ class PagedKVManager:
         return len(remap)
 
     def check_invariants(self) -> None:
-        """Raise AssertionError if refcounts, tables and the free list disagree."""
-        counts = [0] * self.pool.num_blocks
+        """Raise AssertionError if refcounts, tables and the free list disagree (over the blocks with
+        state, BlockPool.known: the others were never handed out)."""
+        pool = self.pool
+        counts = [0] * pool.known
         for table in self.tables.values():
             for b in table:
+                assert 0 <= b < pool.known, f"block {b} never handed out"
                 counts[b] += 1
-        assert counts == self.pool.refcount, "refcounts do not match block tables"
-        free = self.pool.free_ids()
+        assert counts == pool.refcount, "refcounts do not match block tables"
+        free = pool.known_free_ids()
         assert len(free) == len(set(free)), "block on the free list twice"
         assert all(counts[b] == 0 for b in free), "referenced block on the free list"
-        assert len(free) + sum(1 for c in counts if c > 0) == self.pool.num_blocks, "leaked block"
+        assert len(free) + sum(1 for c in counts if c > 0) == pool.known, "leaked block"
         for s, table in self.tables.items():
             assert len(table) == -(-self.ntok[s] // self.block_size), f"table of seq {s} mis-sized"
         dup = 0

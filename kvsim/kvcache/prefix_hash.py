@@ -30,24 +30,33 @@ class HashCachePool(BlockPool):
     __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "clock", "evictions")
 
     def __init__(self, num_blocks: int, block_size: int, policy: str = "lru") -> None:
+        self.key_of: list[int | None] = []  # per-block fields, for the blocks with state (BlockPool)
+        self.last: list[int] = []
+        self.uses: list[int] = []
+        self.birth: list[int] = []
+        self.depth: list[int] = []
         super().__init__(num_blocks, block_size)
-        self.key_of: list[int | None] = [None] * num_blocks
         self.by_key: dict[int, int] = {}
         self.queue = EvictionQueue(policy)
-        self.last = [0] * num_blocks
-        self.uses = [0] * num_blocks
-        self.birth = [0] * num_blocks
-        self.depth = [0] * num_blocks
         self.clock = 0
         self.evictions = 0
 
+    def _extend(self, k: int) -> None:
+        super()._extend(k)
+        self.key_of += [None] * k
+        zeros = [0] * k
+        self.last += zeros
+        self.uses += zeros
+        self.birth += zeros
+        self.depth += zeros
+
     @property
     def num_free(self) -> int:
-        return len(self._free) + len(self.queue.live)
+        return len(self._free) + self.num_blocks - self.known + len(self.queue.live)
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self._free) - len(self.queue.live)
+        return self.known - len(self._free) - len(self.queue.live)
 
     @property
     def num_cached_free(self) -> int:
@@ -239,14 +248,16 @@ class PrefixHashKVManager(PagedKVManager):
 
     def check_invariants(self) -> None:
         """Paged invariants plus the cache's: the key map and per-block keys agree, evictable blocks are
-        exactly the cached ones with refcount 0, and free + evictable + referenced = all blocks."""
+        exactly the cached ones with refcount 0, and free + evictable + referenced = all blocks (over the
+        blocks with state: the others were never handed out)."""
         counts = check_tables(self)
         pool = self.pool
         key_of = pool.key_of
-        assert all(key_of[b] is None for b in pool.free_ids()), "cached block on the free list"
+        free = pool.known_free_ids()
+        assert all(key_of[b] is None for b in free), "cached block on the free list"
         assert all(key_of[b] == k for k, b in pool.by_key.items()), "key map disagrees with blocks"
         assert sum(k is not None for k in key_of) == len(pool.by_key), "block with a key not in the map"
-        evictable = {b for b in range(pool.num_blocks) if counts[b] == 0 and key_of[b] is not None}
+        evictable = {b for b, c in enumerate(counts) if c == 0 and key_of[b] is not None}
         assert set(pool.queue.items()) == evictable, "evictable set drifted"
         referenced = sum(1 for c in counts if c > 0)
-        assert len(pool.free_ids()) + len(evictable) + referenced == pool.num_blocks, "leaked block"
+        assert len(free) + len(evictable) + referenced == pool.known, "leaked block"

@@ -29,19 +29,23 @@ class RadixPool(BlockPool):
     __slots__ = ("in_tree", "num_cached_free", "tree", "evictions")
 
     def __init__(self, num_blocks: int, block_size: int, tree: RadixTree) -> None:
+        self.in_tree = bytearray()  # per block with state (BlockPool)
         super().__init__(num_blocks, block_size)
-        self.in_tree = bytearray(num_blocks)
         self.num_cached_free = 0
         self.tree = tree
         self.evictions = 0
 
+    def _extend(self, k: int) -> None:
+        super()._extend(k)
+        self.in_tree += bytes(k)
+
     @property
     def num_free(self) -> int:
-        return len(self._free) + self.num_cached_free
+        return len(self._free) + self.num_blocks - self.known + self.num_cached_free
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self._free) - self.num_cached_free
+        return self.known - len(self._free) - self.num_cached_free
 
     def evict(self, k: int) -> None:
         """Evict whole unlocked leaves until at least k blocks are free."""
@@ -253,6 +257,7 @@ class RadixKVManager(PagedKVManager):
         assert in_tree == sum(pool.in_tree), "blocks marked in tree but in no node"
         assert cached == pool.num_cached_free, "cached block count drifted"
         assert set(tree.queue.items()) == evictable, "evictable leaves drifted"
-        assert not any(pool.in_tree[b] for b in pool.free_ids()), "tree block on the free list"
+        free = pool.known_free_ids()  # the blocks with state (the others were never handed out)
+        assert not any(pool.in_tree[b] for b in free), "tree block on the free list"
         referenced = sum(1 for c in counts if c > 0)
-        assert len(pool.free_ids()) + cached + referenced == pool.num_blocks, "leaked block"
+        assert len(free) + cached + referenced == pool.known, "leaked block"

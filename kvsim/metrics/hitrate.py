@@ -15,6 +15,10 @@ one pass gives the hit counts of every capacity.
 Distances come from a Fenwick tree over touch times holding a 1 at each block's latest touch (O(log n) per
 access, vectorised per request). Sampling at rate R < 1 keeps only blocks whose key hashes below R (the
 same blocks in every request) and scales their distances by 1/R.
+
+Tiers (`tier_bounds`, `tier_hits`): a chain of caches below the GPU (CPU DRAM, SSD, ...) serves from the
+same distances: in an exclusive chain tier k serves the lookups with distance in (C_1+..+C_{k-1},
+C_1+..+C_k], in an inclusive one those in (max(C_1..C_{k-1}), C_k]; `tier_replay_hits` checks both.
 """
 
 from __future__ import annotations
@@ -248,4 +252,69 @@ def lru_replay_hits(requests: Iterable[Request], block_size: int, capacity_block
                 cache[k] = None
                 if len(cache) > capacity_blocks:
                     cache.popitem(last=False)
+    return hits
+
+
+PLACEMENTS = ("exclusive", "inclusive")
+
+
+def tier_bounds(capacities: list[int], placement: str) -> list[tuple[int, int]]:
+    """The stack distances (lo, hi] each tier of a chain serves, top (GPU) first.
+
+    exclusive: a block lives in one tier; a touch puts it on top of tier 1, a tier's least recent block
+    overflows to the top of the next, the last tier's is dropped. The tiers, read top to bottom, are then
+    always one LRU stack cut at the cumulative capacities, so tier k serves (C_1+..+C_{k-1}, C_1+..+C_k].
+    inclusive: every tier is an LRU cache of its own capacity over every touch (write-through), and a
+    lookup is served by the highest tier holding the block, so tier k serves (max(C_1..C_{k-1}), C_k]
+    (empty when C_k is not larger than every tier above)."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+    out = []
+    lo = 0
+    for c in capacities:
+        hi = lo + c if placement == "exclusive" else max(lo, c)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def tier_hits(data: HitCurveData, capacities: list[int], placement: str) -> list[float]:
+    """Expected lookup hits each tier serves (tier_bounds); they sum to the hits of an LRU cache of the
+    chain's last bound (the total capacity if exclusive, the largest tier if inclusive)."""
+    return [data.hits(hi) - data.hits(lo) for lo, hi in tier_bounds(capacities, placement)]
+
+
+def tier_replay_hits(requests: Iterable[Request], block_size: int, capacities: list[int],
+                     placement: str) -> list[int]:
+    """Reference: replay the cache model through explicit tiers (tier_bounds' definitions: exclusive with
+    demotion to the next tier and promotion to the top on a hit, or inclusive write-through LRUs) and
+    count the lookup hits each tier serves. Used to check `tier_hits`."""
+    tier_bounds(capacities, placement)  # validates placement
+    tiers: list[OrderedDict[int, None]] = [OrderedDict() for _ in capacities]
+    hits = [0] * len(capacities)
+    for r in requests:
+        keys, look = request_blocks(r, block_size)
+        keys = keys.tolist()
+        for k in keys[:look]:
+            for i, t in enumerate(tiers):
+                if k in t:
+                    hits[i] += 1
+                    break
+        for k in reversed(keys):
+            if placement == "inclusive":
+                for t, cap in zip(tiers, capacities, strict=True):
+                    if k in t:
+                        t.move_to_end(k)
+                    else:
+                        t[k] = None
+                        if len(t) > cap:
+                            t.popitem(last=False)
+                continue
+            for t in tiers:
+                t.pop(k, None)
+            moving = [k]
+            for t, cap in zip(tiers, capacities, strict=True):
+                for m in moving:
+                    t[m] = None
+                moving = [t.popitem(last=False)[0] for _ in range(len(t) - cap)] if len(t) > cap else []
     return hits

@@ -1,8 +1,24 @@
-"""BlockPool: refcounts, O(1) free list, LIFO reuse, double-free detection."""
+"""BlockPool: refcounts, O(1) free list, LIFO reuse, double-free detection, state only for blocks handed
+out (a pool of any size costs nothing up front and hands out ids as a stack of every id would)."""
+
+import time
+import tracemalloc
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
+from kvsim.kvcache import block_pool
+from kvsim.kvcache.block_pool import CHUNK, BlockPool, NoFreeBlocks
+from kvsim.kvcache.coordinator import KVCoordinator
+from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.prefix_hash import HashCachePool, PrefixHashKVManager
+from kvsim.kvcache.radix import RadixKVManager, RadixPool
+from kvsim.kvcache.radix_tree import RadixTree
+from kvsim.specs.layers import LayerGroup
+from kvsim.specs.pages import plan_pages
+from kvsim.workload.request import Request
 
 
 def test_fresh_pool_is_all_free():
@@ -121,3 +137,149 @@ def test_release_of_a_free_block_raises():
 def test_bad_sizes_raise(num_blocks, block_size):
     with pytest.raises(ValueError):
         BlockPool(num_blocks, block_size)
+
+
+# ---- lazy state: memory follows the blocks handed out, the order is that of a stack of every id ---------
+
+
+class EagerPool:
+    """The pool as it was before its state became lazy: a stack of every id, a refcount per block."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.refcount = [0] * num_blocks
+        self.free = list(range(num_blocks - 1, -1, -1))
+
+    def allocate_many(self, k: int) -> list[int]:
+        if k > len(self.free):
+            raise NoFreeBlocks("block pool exhausted")
+        ids = [self.free.pop() for _ in range(k)]
+        for b in ids:
+            self.refcount[b] = 1
+        return ids
+
+    def release(self, ids: list[int]) -> None:
+        for b in ids:
+            self.refcount[b] -= 1
+            if self.refcount[b] == 0:
+                self.free.append(b)
+
+
+def test_a_pool_of_a_billion_blocks_takes_no_memory_up_front():
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    pool = BlockPool(10**9, 16)
+    ids = [pool.allocate() for _ in range(3 * CHUNK)] + pool.allocate_many(2 * CHUNK + 7)
+    pool.release(ids[::2])
+    elapsed = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4 * 2**20 and elapsed < 1.0
+    assert ids == list(range(5 * CHUNK + 7))
+    assert (pool.num_free, pool.num_used) == (10**9 - len(ids) // 2, len(ids) // 2)
+    assert pool.known <= 6 * CHUNK + 7 and len(pool.refcount) == pool.known
+    assert pool.allocate() == ids[::2][-1]  # released last, reused first
+
+
+@pytest.mark.parametrize("cls", ["hash", "radix"])
+def test_a_caching_pool_of_a_billion_blocks_takes_no_memory_up_front(cls):
+    tracemalloc.start()
+    if cls == "hash":
+        pool = HashCachePool(10**9, 16)
+    else:
+        pool = RadixPool(10**9, 16, RadixTree("lru"))
+    ids = pool.allocate_many(CHUNK + 1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4 * 2**20
+    assert ids == list(range(CHUNK + 1)) and pool.num_free == 10**9 - CHUNK - 1
+    fields = [pool.key_of, pool.last, pool.uses, pool.birth, pool.depth] if cls == "hash" else [pool.in_tree]
+    assert all(len(f) == pool.known for f in fields)
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["one", "many", "release"]), st.integers(0, 40)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(OPS, st.sampled_from([1, 2, 3, 7, CHUNK]), st.integers(0, 50))
+def test_lazy_pool_hands_out_ids_exactly_as_a_stack_of_every_id(ops, chunk, num_blocks):
+    with mock.patch.object(block_pool, "CHUNK", chunk):
+        pool, ref = BlockPool(num_blocks, 4), EagerPool(num_blocks)
+        held: list[int] = []
+        for op, n in ops:
+            if op == "release":
+                gone, held = held[n % 7:: 3], [b for i, b in enumerate(held) if i < n % 7 or (i - n % 7) % 3]
+                pool.release(gone)
+                ref.release(gone)
+            else:
+                k = 1 if op == "one" else n
+                if k > len(ref.free):
+                    with pytest.raises(NoFreeBlocks):
+                        pool.allocate() if op == "one" else pool.allocate_many(k)
+                    continue
+                got = [pool.allocate()] if op == "one" else pool.allocate_many(k)
+                assert got == ref.allocate_many(k)
+                held += got
+            assert pool.free_ids() == ref.free
+            assert pool.refcount + [0] * (num_blocks - pool.known) == ref.refcount
+            assert (pool.num_free, pool.num_used) == (len(ref.free), num_blocks - len(ref.free))
+            assert bool(pool._free) == bool(ref.free)  # managers read "no free block" off the stack
+
+
+def _request(rid: int, prompt: int, content: int) -> Request:
+    return Request(rid=rid, arrival_s=0.0, prompt_len=prompt, output_len=4,
+                   segments=((content, prompt // 2), (100 + rid, prompt - prompt // 2)))
+
+
+def _managers(kind: str, chunk: int):
+    with mock.patch.object(block_pool, "CHUNK", chunk):
+        if kind == "paged":
+            return PagedKVManager(NUM_BLOCKS, 4, swap_capacity_blocks=40)
+        if kind == "hash":
+            return PrefixHashKVManager(NUM_BLOCKS, 4)
+        if kind == "radix":
+            return RadixKVManager(NUM_BLOCKS, 4)
+        groups = (LayerGroup("full", (0,), 64.0), LayerGroup("sliding", (1,), 64.0, window=9))
+        return KVCoordinator(plan_pages(groups, 4), NUM_BLOCKS, 40, prefix_cache=kind[len("coord-"):])
+
+
+def _snapshot(m) -> tuple:
+    pool = m.pool
+    tables = [dict(g.tables) for g in m.groups] if isinstance(m, KVCoordinator) else dict(m.tables)
+    return (tables, pool.refcount + [0] * (pool.num_blocks - pool.known), pool.free_ids(), m.num_free_blocks,
+            m.used_blocks, m.cached_blocks, m.evictions)
+
+
+NUM_BLOCKS = 60
+MANAGER_OPS = st.lists(st.tuples(st.sampled_from(["admit", "grow", "fork", "free"]), st.integers(0, 9),
+                                 st.integers(1, 40)), max_size=50)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(st.sampled_from(["paged", "hash", "radix", "coord-none", "coord-hash"]), MANAGER_OPS)
+def test_managers_over_lazy_pools_match_the_fully_built_pool(kind, ops):
+    """Every manager takes the same blocks whether the pool builds its state CHUNK blocks at a time or
+    all at once, and its check_invariants (over the blocks with state only) holds."""
+    with mock.patch.object(block_pool, "CHUNK", 1):
+        lazy = _managers(kind, 1)
+        full = _managers(kind, NUM_BLOCKS)
+        live: list[int] = []
+        for seq, (op, content, n) in enumerate(ops):
+            for m in (lazy, full):
+                if op == "admit":
+                    r = _request(seq, n + 4, content % 3)
+                    m.admit(seq, r, r.prompt_len, 4)
+                    if not m.allocate(seq, r.prompt_len) and m.has(seq):
+                        m.free(seq)  # the scheduler undoes an admission it could not place
+                elif live and op == "grow":
+                    s = live[content % len(live)]
+                    m.allocate(s, m.capacity_tokens(s) + n % 9)
+                elif live and op == "fork" and kind in ("paged", "radix", "coord-none"):
+                    m.fork(live[content % len(live)], seq)
+                elif live and op == "free":
+                    m.free(live[content % len(live)])
+                m.check_invariants()
+            if op in ("admit", "fork") and lazy.has(seq):
+                live.append(seq)
+            elif live and op == "free":
+                live.remove(live[content % len(live)])
+            assert _snapshot(lazy) == _snapshot(full)

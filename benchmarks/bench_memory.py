@@ -1,0 +1,113 @@
+"""Memory benchmark of the KV pools: peak RSS and wall time of runs with a huge GPU block pool.
+
+    .venv/bin/python benchmarks/bench_memory.py                        # 20,000,000 blocks
+    .venv/bin/python benchmarks/bench_memory.py --blocks 1000000
+    .venv/bin/python benchmarks/bench_memory.py --compare /tmp/ref     # and another tree, and the ratios
+
+Runs workloads/mooncake_conversation.yaml (its trace lives outside the repository, ../shared/traces; the
+run is skipped, saying so, when it is absent) and workloads/chat.yaml with 2,000 requests, each with
+`kv.num_gpu_blocks_override=N`, each in a fresh subprocess (so each peak RSS is its own: resource.getrusage
+maxrss), simulation only (no summary or outputs). A pool's memory should follow the blocks in use, not N.
+
+`--compare REF_TREE` runs the same with PYTHONPATH=REF_TREE (a checkout of another commit, e.g. from
+`git worktree add /tmp/ref HEAD`) and prints this tree's figures over the reference's. Both trees read the
+scenario files of this tree; every subprocess runs outside the repository, so that the tree on PYTHONPATH
+is the one imported (the child prints which). A block count over the tree's MAX_GPU_BLOCKS bound is
+applied after validation, lifting the bound in the child only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, resource, sys, time
+import kvsim, kvsim.scenario, kvsim.engine.simulation as simmod
+from kvsim.engine.simulation import Simulation
+from kvsim.scenario import load_scenario
+path, blocks, overrides = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+bound = kvsim.scenario.MAX_GPU_BLOCKS
+sc = load_scenario(path, [*overrides, f"kv.num_gpu_blocks_override={min(blocks, bound)}"])
+if blocks > bound:  # past the tree's bound: set after validation, the bound lifted here only
+    sc.kv.num_gpu_blocks_override = blocks
+    simmod.MAX_GPU_BLOCKS = blocks * sc.parallelism.replicas
+t0 = time.perf_counter()
+sim = Simulation(sc)
+result = sim.run()
+wall = time.perf_counter() - t0
+print(json.dumps({"rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "wall_s": wall,
+                  "requests": len(result.requests), "num_blocks": sim.num_blocks,
+                  "kvsim": kvsim.__file__}))
+"""
+
+
+def cases(chat_requests: int) -> list[tuple[str, Path, list[str]]]:
+    return [
+        ("mooncake_conversation", ROOT / "workloads" / "mooncake_conversation.yaml", []),
+        (f"chat ({chat_requests:,} requests)", ROOT / "workloads" / "chat.yaml",
+         [f"simulation.requests={chat_requests}"]),
+    ]
+
+
+def missing_trace(path: Path) -> Path | None:
+    """The scenario's trace file when it names one that is absent, else None."""
+    data = yaml.safe_load(path.read_text())
+    trace = (data.get("workload") or {}).get("trace")
+    if not trace or not trace.get("path"):
+        return None
+    p = (path.parent / trace["path"]).resolve()
+    return None if p.exists() else p
+
+
+def measure(tree: Path, scenario: Path, blocks: int, overrides: list[str]) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    with tempfile.TemporaryDirectory() as cwd:  # outside the repository: the tree on PYTHONPATH wins
+        out = subprocess.run([sys.executable, "-c", CHILD, str(scenario), str(blocks), json.dumps(overrides)],
+                             cwd=cwd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"run of {scenario.name} with {tree} failed:\n{out.stderr[-4000:]}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    expected = (tree / "kvsim" / "__init__.py").resolve()
+    if Path(res["kvsim"]).resolve() != expected:
+        raise SystemExit(f"imported {res['kvsim']}, not {expected}")
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--blocks", type=int, default=20_000_000, help="kv.num_gpu_blocks_override")
+    ap.add_argument("--chat-requests", type=int, default=2000)
+    ap.add_argument("--compare", metavar="REF_TREE", help="another checkout to run the same with")
+    args = ap.parse_args()
+    ref = Path(args.compare).resolve() if args.compare else None
+    if ref is not None and not (ref / "kvsim" / "__init__.py").exists():
+        raise SystemExit(f"{ref}: no kvsim package there")
+    print(f"kv.num_gpu_blocks_override={args.blocks:,}")
+    for name, scenario, overrides in cases(args.chat_requests):
+        absent = missing_trace(scenario)
+        if absent is not None:
+            print(f"{name}: skipped, its trace {absent} is absent")
+            continue
+        cur = measure(ROOT, scenario, args.blocks, overrides)
+        line = (f"{name}: peak RSS {cur['rss_mib']:,.0f} MiB, {cur['wall_s']:.2f} s wall "
+                f"({cur['requests']} requests)")
+        if ref is not None:
+            old = measure(ref, scenario, args.blocks, overrides)
+            line += (f"; reference: {old['rss_mib']:,.0f} MiB, {old['wall_s']:.2f} s; "
+                     f"ratio (this / reference): RSS {cur['rss_mib'] / old['rss_mib']:.3f}, "
+                     f"wall {cur['wall_s'] / old['wall_s']:.3f}")
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
