@@ -362,7 +362,7 @@ def _tier_rule(kv: KVConfig) -> str | None:
     media = [t.medium for t in kv.tiers]
     order = list(TIER_MEDIA)
     for i, t in enumerate(kv.tiers):
-        if media.count(t.medium) > 1:
+        if t.medium in media[:i]:
             return f"kv.tiers.{i}.medium: '{t.medium}' appears twice (one tier per medium)"
         if i and order.index(t.medium) < order.index(media[i - 1]):
             return (f"kv.tiers.{i}.medium: '{t.medium}' after '{media[i - 1]}'; tiers go top down: "
