@@ -1,6 +1,7 @@
 """Every pluggable choice a scenario can name, each list written once: here (name -> one-line
 description) or, where the names key the implementations, in the room that holds them (eviction key
-functions in kvsim/kvcache/eviction.py, sparsity policies in kvsim/kvcache/sparsity/). The scenario
+functions in kvsim/kvcache/eviction.py, sparsity policies in kvsim/kvcache/sparsity/, tier media and
+policies in kvsim/kvcache/tiers.py). The scenario
 schema (kvsim/scenario.py) builds its choice fields from these; `kvsim policies` lists them.
 
 Imports only the kvcache registries, never the schema or the engine, so the schema can import it.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from kvsim.kvcache.eviction import EVICTION_POLICIES
 from kvsim.kvcache.sparsity.policies import POLICIES as SPARSITY_POLICIES
 from kvsim.kvcache.sparsity.policies import policy_names
+from kvsim.kvcache.tiers import TIER_EVICTION, TIER_LOAD, TIER_MEDIA, TIER_STORE
 
 LAYOUTS = {
     "paged": "PagedAttention blocks; a block is allocated when the last one fills",
@@ -46,4 +48,8 @@ def all_policies() -> list[tuple[str, str, str]]:
     rows += [("kv.sparsity.policy", k, SPARSITY_POLICIES[k].summary) for k in policy_names()]
     rows += [("scheduler.preemption_mode", k, v) for k, v in PREEMPTION.items()]
     rows += [("cost.model", k, v) for k, v in COST_MODELS.items()]
+    rows += [("kv.tiers[].medium", k, v) for k, v in TIER_MEDIA.items()]
+    rows += [("kv.tiers[].eviction", k, v) for k, v in TIER_EVICTION.items()]
+    rows += [("kv.tier_store", k, v) for k, v in TIER_STORE.items()]
+    rows += [("kv.tier_load", k, v) for k, v in TIER_LOAD.items()]
     return rows

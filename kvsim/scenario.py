@@ -12,7 +12,17 @@ from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, model
 from kvsim import inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
-from kvsim.registry import COST_MODELS, EVICTION_POLICIES, LAYOUTS, PREEMPTION, PREFIX_CACHES
+from kvsim.registry import (
+    COST_MODELS,
+    EVICTION_POLICIES,
+    LAYOUTS,
+    PREEMPTION,
+    PREFIX_CACHES,
+    TIER_EVICTION,
+    TIER_LOAD,
+    TIER_MEDIA,
+    TIER_STORE,
+)
 from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict
 from kvsim.specs.kv_precision import schema_kv_dtype
 from kvsim.workload.config import WorkloadConfig
@@ -30,6 +40,12 @@ PrefixCache = Literal[tuple(PREFIX_CACHES)]
 Eviction = Literal[tuple(EVICTION_POLICIES)]
 Preemption = Literal[tuple(PREEMPTION)]
 CostModelName = Literal[tuple(COST_MODELS)]
+TierMedium = Literal[tuple(TIER_MEDIA)]
+TierEviction = Literal[tuple(TIER_EVICTION)]
+TierStore = Literal[tuple(TIER_STORE)]
+TierLoad = Literal[tuple(TIER_LOAD)]
+MAX_TIER_GB = 1e9
+"""A tier of at most 10^9 GB (an exabyte)."""
 
 
 class Parallelism(Strict):
@@ -38,6 +54,20 @@ class Parallelism(Strict):
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     replicas: int = Field(default=1, ge=1, le=1024)
+
+
+class TierConfig(Strict):
+    """One KV tier below the GPU (docs/tiers.md): its medium, capacity in GB (10^9 bytes), eviction
+    policy, and optionally its link (bandwidth in GB/s, latency in s; default: the hardware profile's
+    host link for cpu, its SSD bandwidth for ssd, none for remote: a remote tier needs them)."""
+
+    medium: TierMedium
+    capacity_gb: float = Field(ge=0, le=MAX_TIER_GB)
+    eviction: TierEviction = "lru"
+    bandwidth_gbps: float | None = Field(default=None, gt=0, le=1e6)
+    latency_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
+    shared: bool = False
+    """remote only: one store shared by every replica (the fleet issue builds on it)."""
 
 
 class KVConfig(Strict):
@@ -77,6 +107,16 @@ class KVConfig(Strict):
     eviction: Eviction = "lru"
     """Which cached, unreferenced block (radix: leaf) goes first when the pool runs out; the registry is
     kvsim/kvcache/eviction.py. length: keep the blocks early in prompts longest."""
+    tiers: list[TierConfig] = Field(default_factory=list, max_length=3)
+    """KV tiers below the GPU cache, top down: cpu, then ssd, then remote, each at most once
+    (docs/tiers.md). Needs prefix_cache: hash."""
+    tier_placement: Literal["exclusive", "inclusive"] = "exclusive"
+    tier_store: TierStore = "write_back"
+    tier_load: TierLoad = "blocking"
+    tier_chunk_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    """Tokens per stored / matched chunk (LMCache: 256); a multiple of block_size; default one block."""
+    tier_store_min_uses: int = Field(default=1, ge=1, le=MAX_COUNT)
+    """Store filter: a block goes down only from its n-th offer on (2: blocks seen twice)."""
 
 
 class SchedulerConfig(Strict):
@@ -298,6 +338,9 @@ def cross_check(sc: Scenario) -> str | None:
     """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
     combinations would otherwise fail only when the run starts, or stall it."""
     kv = sc.kv
+    tier_rule = _tier_rule(kv)
+    if tier_rule:
+        return tier_rule
     if kv.prefix_cache != "none" and kv.layout != "paged":
         return f"kv.prefix_cache: '{kv.prefix_cache}' needs kv.layout: paged (got '{kv.layout}')"
     if kv.sparsity.enabled and kv.layout != "paged":
@@ -311,6 +354,30 @@ def cross_check(sc: Scenario) -> str | None:
         if kv.sparsity.enabled and seqs > 1:
             return (f"kv.sparsity.policy: '{kv.sparsity.policy}' does not model parallel sampling or beam "
                     "search (set workload.n and workload.beam_width to 1)")
+    return None
+
+
+def _tier_rule(kv: KVConfig) -> str | None:
+    if not kv.tiers:
+        return None
+    media = [t.medium for t in kv.tiers]
+    order = list(TIER_MEDIA)
+    for i, t in enumerate(kv.tiers):
+        if t.medium in media[:i]:
+            return f"kv.tiers.{i}.medium: '{t.medium}' appears twice (one tier per medium)"
+        if i and order.index(t.medium) < order.index(media[i - 1]):
+            return (f"kv.tiers.{i}.medium: '{t.medium}' after '{media[i - 1]}'; tiers go top down: "
+                    + " -> ".join(order))
+        if t.medium == "remote" and t.bandwidth_gbps is None:
+            return f"kv.tiers.{i}.bandwidth_gbps: a remote tier needs its network bandwidth"
+        if t.shared and t.medium != "remote":
+            return f"kv.tiers.{i}.shared: only a remote tier is shared"
+    if kv.prefix_cache != "hash":
+        return (f"kv.tiers: tiers hold prefix-cache blocks by hash; set kv.prefix_cache: hash "
+                f"(got '{kv.prefix_cache}')")
+    if kv.tier_chunk_tokens is not None and kv.tier_chunk_tokens % kv.block_size:
+        return (f"kv.tier_chunk_tokens: {kv.tier_chunk_tokens} is not a multiple of kv.block_size "
+                f"({kv.block_size})")
     return None
 
 

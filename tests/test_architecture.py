@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.engine": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                      "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder"},
     # the lists of choices, below the schema: only the kvcache registries (eviction, sparsity policies)
-    "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity"},
+    "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity", "kvsim.kvcache.tiers"},
     "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                     "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost

@@ -24,6 +24,8 @@ class Batch(NamedTuple):
         window - 1), the sum over decode sequences of min(context, cap).
     prefill_window_pairs: for each window cap, the (query, key) pairs the prefill chunks attend within a
         window of cap + 1 keys (the pairs of prefill_attn_pairs a sliding layer computes).
+    kv_load_wait_s: KV tiers with pipelined loads: how long after the iteration starts the last KV its
+        prefills load from the tiers arrives; the iteration lasts at least that long.
     """
 
     num_seqs: int = 0
@@ -41,6 +43,7 @@ class Batch(NamedTuple):
     kv_copy_bytes: float = 0.0
     decode_window_tokens: tuple[int, ...] = ()
     prefill_window_pairs: tuple[float, ...] = ()
+    kv_load_wait_s: float = 0.0
 
     @property
     def num_tokens(self) -> int:

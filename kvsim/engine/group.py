@@ -44,3 +44,9 @@ class Group:
     replica: int = 0
     past_windows: int = 0
     """Decode only: bit i set once its context has reached the KV manager's window cap i."""
+    ready_s: float = 0.0
+    """KV tiers, blocking load: its prefill starts no earlier than this (its blocks have arrived)."""
+    hit_by_tier: tuple[tuple[str, int], ...] = ()
+    """Prompt tokens its first admission found, by tier (Hit.by_tier)."""
+    load_wait_s: float = 0.0
+    """Seconds its prefill waited for KV loaded from the tiers (over all admissions)."""

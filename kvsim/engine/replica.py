@@ -16,7 +16,8 @@ from kvsim.metrics.recorder import IterationRow, Recorder
 class Replica:
     """Runs iterations while it has work; sleeps on an event until a request arrives otherwise.
 
-    `extra_columns`, when given, returns the values of the recorder's registered extra timeline columns
+    `extra_columns`, when given, returns the values of the recorder's registered extra timeline column
+    groups (a tuple of tuples, in registration order)
     for the iteration just scheduled (idle rows take the group's default)."""
 
     def __init__(self, index: int, env: simpy.Environment, scheduler: Scheduler, cost: CostModel,
@@ -56,9 +57,17 @@ class Replica:
                 self._wakeup = None
             now = env.now
             batch = sched.schedule(now)
-            if batch is None:
-                raise RuntimeError("replica has work but scheduled nothing")
+            if batch is None:  # only requests waiting for KV from the tiers: wait for it, or an arrival
+                ready = sched.next_load_s(now)
+                if ready is None:
+                    raise RuntimeError("replica has work but scheduled nothing")
+                self._wakeup = env.event()
+                yield env.any_of([env.timeout(ready - now), self._wakeup])
+                self._wakeup = None
+                continue
             dt = step_time(batch)
+            if batch.kv_load_wait_s > dt:  # pipelined tier loads: the forward pass waits for the KV
+                dt = batch.kv_load_wait_s
             states = sched.token_states()
             reservation, internal, external, free, unshared = breakdown_of(sched, states)
             row = IterationRow(
@@ -72,7 +81,7 @@ class Replica:
             if extra is None:
                 record(row)
             else:
-                record(row, extra())
+                record(row, *extra())
             if self.check:
                 self.check_invariants()
             yield env.timeout(dt)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,9 @@ class SchedulerLimits:
     watermark_blocks: int
     bytes_per_block: float
     beam_seed: int = 0
+    tier_load: str = "blocking"
+    """KV tiers: blocking (a request waits for its loaded KV before its prefill) or pipelined (the
+    iteration that prefills it waits)."""
     windows: tuple[int, ...] = ()
     """The model's window caps (kvsim.specs.layers.window_caps): the scheduler keeps its context sums at
     each, for the cost of sliding / compressed layers, whatever the KV manager allocates."""
@@ -56,9 +60,14 @@ class Scheduler:
     keeps each sequence's whole context.
     """
 
-    def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None) -> None:
+    def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None,
+                 loader: Callable[[float, tuple], float] | None = None) -> None:
         self.lim = limits
         self.kv = kv
+        self.loader = loader
+        """KV tiers: `loader(now, hit.by_tier) -> arrival time` of the KV a hit loads from below the GPU
+        (kvsim/kvcache/links.py TierLinks.load); None without tiers."""
+        self._load_wait = 0.0
         self.bs = kv.block_size
         self.sizing: DecodeSizing = ContextSizing() if sizing is None else sizing
         self._by_context = self.sizing.by_context
@@ -136,6 +145,12 @@ class Scheduler:
             for i, cap in enumerate(self.windows):
                 windowed[i] += min(held, cap)
         return ContextSums(self.token_slots(), tuple(windowed), self.running_seqs)
+
+    def next_load_s(self, now: float) -> float | None:
+        """When the first blocking load still in flight arrives (None if none): a replica with nothing
+        else to run waits until then."""
+        times = [g.ready_s for g in self.prefilling if g.ready_s > now]
+        return min(times) if times else None
 
     def token_states(self) -> int:
         return self.kv.token_states(self.context_sums())
@@ -336,6 +351,7 @@ class Scheduler:
         copies_before = kv.cow_copies
         self._scheduled_prefills = []
         self._budget = lim.max_num_batched_tokens
+        self._load_wait = 0.0
         if self.windows:
             self._cross_windows(it)
 
@@ -368,7 +384,9 @@ class Scheduler:
         for g in list(self.prefilling):
             if self._budget <= 0:
                 break
-            if g.state != RUNNING:
+            if g.state != RUNNING or g.ready_s > now:  # (a blocking load has not arrived)
+                continue
+            if not lim.chunked_prefill and g.prompt - g.computed > self._budget:
                 continue
             chunk = min(g.prompt - g.computed, self._budget)
             if not self._alloc_or_preempt(g, g.seqs[:1], g.computed + chunk):
@@ -412,6 +430,7 @@ class Scheduler:
             kv_copy_bytes=kv_copy,
             decode_window_tokens=windows[0],
             prefill_window_pairs=windows[1],
+            kv_load_wait_s=self._load_wait,
         )
 
     def _start_chunk(self, g: Group, chunk: int) -> None:
@@ -469,7 +488,8 @@ class Scheduler:
             if self.running_seqs + g.n > lim.max_num_seqs:
                 break
             seq = g.seqs[0]
-            cached = kv.admit(seq, g.req, g.prompt, g.output).tokens
+            hit = kv.admit(seq, g.req, g.prompt, g.output)
+            cached = hit.tokens
             remaining = g.prompt - cached
             chunk = min(remaining, self._budget)
             need = kv.blocks_needed(seq, cached + chunk)
@@ -480,9 +500,17 @@ class Scheduler:
                     kv.free(seq)  # undo what admit mapped from the cache
                 break
             self.waiting.popleft()
-            kv.allocate(seq, cached + chunk)
+            ready = now
+            by_tier = hit.by_tier
+            if self.loader is not None and by_tier and (len(by_tier) > 1 or by_tier[0][0] != "gpu"):
+                ready = self.loader(now, by_tier)
+                g.load_wait_s += ready - now
+            g.ready_s = ready
+            blocked = ready > now and lim.tier_load == "blocking"
+            kv.allocate(seq, cached if blocked else cached + chunk)
             if not g.preemptions:  # hit of the first admission: later ones find the request's own KV
                 g.cached_tokens = cached
+                g.hit_by_tier = hit.by_tier
             g.computed = cached
             g.state = RUNNING
             g.phase = PREFILL
@@ -492,6 +520,10 @@ class Scheduler:
             self.prefill_tokens_held += cached
             if g.first_scheduled_s != g.first_scheduled_s:
                 g.first_scheduled_s = now
+            if blocked:  # holds its blocks; the prefill loop starts it once the KV has arrived
+                continue
+            if ready - now > self._load_wait:
+                self._load_wait = ready - now
             self._start_chunk(g, chunk)
 
     def complete(self, t_end: float) -> list[Group]:

@@ -12,7 +12,7 @@ import simpy
 
 from kvsim import __version__
 from kvsim.cost.factory import build_cost_model
-from kvsim.engine import sparse_columns
+from kvsim.engine import sparse_columns, tier_columns
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.router import RoundRobinRouter
@@ -20,6 +20,7 @@ from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
+from kvsim.kvcache.links import TierLinks
 from kvsim.metrics.recorder import Recorder, RequestRow
 from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, scenario_dict
 from kvsim.specs.catalog import get_model
@@ -66,9 +67,13 @@ class Simulation:
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
         self.recorder = Recorder()
         self.replicas: list[Replica] = []  # built by run()
+        self.tier_links: list[TierLinks | None] = []  # per replica, built by run()
         self.sparse = scenario.kv.sparsity.enabled
         if self.sparse:
             sparse_columns.register_columns(self.recorder)
+        self.tier_media = [t.medium for t in scenario.kv.tiers]
+        if self.tier_media:
+            tier_columns.register_columns(self.recorder, self.tier_media)
         self._seq_no = 0
         self._completed = 0
 
@@ -91,6 +96,7 @@ class Simulation:
                              "here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
                              "parallelism.replicas")
         self._check_layer_groups()
+        self._check_tiers()
         capacity = self.num_blocks * self.block_size
         if sc.kv.layout == "contiguous:max" and self.max_model_len > capacity:
             raise KvsimError(f"kv.layout: {sc.kv.layout} reserves max_model_len ({self.max_model_len}) slots "
@@ -124,10 +130,45 @@ class Simulation:
             raise KvsimError(f"workload.n: {what}; parallel sampling and beam search fork per-sequence "
                              "states, which is not modelled (set workload.n and workload.beam_width to 1)")
 
+    def _check_tiers(self) -> None:
+        """KV tiers against the hardware (a cpu tier within the host DRAM per GPU, an ssd tier within the
+        local NVMe) and the model (one cache group): one-line errors naming the key."""
+        sc, hw = self.sc, self.hw
+        if not sc.kv.tiers:
+            return
+        if self.plan is not None and not self.plan.single:
+            raise KvsimError(f"kv.tiers: {self.model.name} keeps KV in several layer groups; tiers are "
+                             "modelled below one group's cache (remove kv.tiers)")
+        tp = sc.parallelism.tensor_parallel_size
+        for i, t in enumerate(sc.kv.tiers):
+            have = {"cpu": hw.host_dram_bytes, "ssd": hw.ssd_bytes}.get(t.medium)
+            what = {"cpu": "host DRAM", "ssd": "local SSD"}.get(t.medium)
+            if have is not None and t.capacity_gb * 1e9 > have * tp:
+                raise KvsimError(f"kv.tiers.{i}.capacity_gb: {t.capacity_gb:g} GB exceeds the {what} of "
+                                 f"{tp} x {hw.name} ({have * tp / 1e9:.1f} GB in its hardware profile)")
+            if t.capacity_gb * 1e9 < self.bytes_per_block * tp:
+                raise KvsimError(f"kv.tiers.{i}.capacity_gb: {t.capacity_gb:g} GB holds no KV block of "
+                                 f"{self.bytes_per_block * tp / 1e6:.2f} MB")
+
+    def _tier_links(self) -> TierLinks | None:
+        sc, hw = self.sc, self.hw
+        if not sc.kv.tiers:
+            return None
+        tiers = []
+        for t in sc.kv.tiers:
+            bw = t.bandwidth_gbps * 1e9 if t.bandwidth_gbps else (
+                hw.ssd_bandwidth if t.medium == "ssd" else hw.host_link_bandwidth)
+            tiers.append((t.medium, bw, t.latency_s))
+        # each of the replica's TP GPUs loads its shard over its own host link, in parallel; an SSD or
+        # network link carries all of them
+        return TierLinks(hw.host_link_bandwidth, tiers, self.capacity.kv_bytes_per_token,
+                         sc.parallelism.tensor_parallel_size)
+
     def _new_scheduler(self) -> Scheduler:
         sc = self.sc
         swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
-        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan)
+        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan,
+                              self.bytes_per_block * sc.parallelism.tensor_parallel_size)
         limits = SchedulerLimits(
             max_num_seqs=sc.scheduler.max_num_seqs,
             # without chunked prefill a whole prompt (after a recompute: prompt + generated) must fit one
@@ -140,12 +181,15 @@ class Simulation:
             bytes_per_block=self.bytes_per_block,
             beam_seed=sc.simulation.seed,
             windows=self.windows,
+            tier_load=sc.kv.tier_load,
         )
         if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
             return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
                                                       self.capacity.kv_bytes_per_token,
                                                       self.hw.host_link_bandwidth))
-        return Scheduler(limits, kv)
+        links = self._tier_links()
+        self.tier_links.append(links)
+        return Scheduler(limits, kv, loader=None if links is None else links.load)
 
     def reject_reason(self, r: Request) -> str | None:
         """Why the engine would refuse r outright (as vLLM refuses over-long prompts), or None."""
@@ -203,9 +247,8 @@ class Simulation:
         replicas = []
         for i in range(sc.parallelism.replicas):
             sched = self._new_scheduler()
-            extra = sched.sizing.timeline_values if self.sparse else None
             replicas.append(Replica(i, env, sched, self.cost, self.recorder, self._on_finish,
-                                    check=sc.kv.check_invariants, extra_columns=extra))
+                                    check=sc.kv.check_invariants, extra_columns=self._timeline_extra(sched)))
         self.replicas = replicas
         self.router = RoundRobinRouter(len(replicas))
         self._followups: dict[int, list[Request]] = {}
@@ -218,6 +261,10 @@ class Simulation:
         meta = self._meta()
         if self.sparse:
             meta["sparsity"] = sparse_columns.run_totals([r.sched.sizing for r in replicas])
+        if self.tier_media:
+            block_bytes = self.bytes_per_block * sc.parallelism.tensor_parallel_size
+            meta["tiers"] = tier_columns.run_totals(sc.kv, [r.sched.kv.tiers for r in replicas],
+                                                    [x for x in self.tier_links if x], block_bytes)
         return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
 
     def _arrivals(self, open_loop: list[Request]):
@@ -257,6 +304,21 @@ class Simulation:
         for child in self._followups.pop(g.req.rid, ()):
             self._release(child, g.replica, g.finish_s + child.think_s)
 
+    def _timeline_extra(self, sched: Scheduler) -> Callable[[], tuple] | None:
+        """The values of the registered timeline column groups for one replica, in registration order."""
+        parts: list[Callable[[], tuple]] = []
+        if self.sparse:
+            parts.append(sched.sizing.timeline_values)
+        if self.tier_media:
+            chain = sched.kv.tiers
+            parts.append(lambda: tier_columns.timeline_values(chain))
+        if not parts:
+            return None
+        if len(parts) == 1:
+            only = parts[0]
+            return lambda: (only(),)
+        return lambda: tuple(p() for p in parts)
+
     def _record(self, r: Request, replica: int, g: Group | None) -> None:
         if g is None:
             row = RequestRow.refused(r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n)
@@ -265,10 +327,12 @@ class Simulation:
                              output_len=g.output, n=r.n, first_scheduled_s=g.first_scheduled_s,
                              first_token_s=g.first_token_s, finish_s=g.finish_s, preemptions=g.preemptions,
                              cached_tokens=g.cached_tokens, rejected=0)
+        extra = []
         if self.sparse:
-            self.recorder.request(row, self.replicas[replica].sched.sizing.request_values(r.rid))
-        else:
-            self.recorder.request(row)
+            extra.append(self.replicas[replica].sched.sizing.request_values(r.rid))
+        if self.tier_media:
+            extra.append(None if g is None else tier_columns.request_values(g, self.tier_media))
+        self.recorder.request(row, *extra)
         self._completed += 1
         if self.progress is not None:
             self.progress(self._completed, self.total_requests)

@@ -19,6 +19,7 @@ from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.eviction import EvictionQueue
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.tiers import TierChain
 from kvsim.kvcache.view import Hit
 
 
@@ -27,7 +28,7 @@ class HashCachePool(BlockPool):
     returning to the free list. `num_free` counts truly free plus evictable blocks; `allocate` evicts when
     the free list is empty. Per-block bookkeeping (last use, uses, birth, depth) feeds the eviction key."""
 
-    __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "clock", "evictions")
+    __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "clock", "evictions", "spill")
 
     def __init__(self, num_blocks: int, block_size: int, policy: str = "lru") -> None:
         self.key_of: list[int | None] = []  # per-block fields, for the blocks with state (BlockPool)
@@ -40,6 +41,8 @@ class HashCachePool(BlockPool):
         self.queue = EvictionQueue(policy)
         self.clock = 0
         self.evictions = 0
+        self.spill: list | None = None
+        """When a list (KV tiers with write-back), the keys of evicted blocks are appended to it."""
 
     def _extend(self, k: int) -> None:
         super()._extend(k)
@@ -68,7 +71,10 @@ class HashCachePool(BlockPool):
             raise NoFreeBlocks("block pool exhausted")
         by_key = self.by_key
         key_of = self.key_of
+        spill = self.spill
         for b in self.queue.pop_many(k) if k > 1 else (self.queue.pop_one(),):
+            if spill is not None:
+                spill.append(key_of[b])
             del by_key[key_of[b]]
             key_of[b] = None
             self._free.append(b)
@@ -112,6 +118,7 @@ class _SeqCache:
     done: int      # leading table blocks looked up in or registered with the cache
     hits: int      # leading table blocks mapped from the cache at admission
     pending: bool  # admitted, but not yet allocated: the scheduler may still undo it
+    tier_hits: list[int] | None = None  # tier index of each block after the GPU hit (loaded at allocation)
 
 
 class PrefixHashKVManager(PagedKVManager):
@@ -121,15 +128,21 @@ class PrefixHashKVManager(PagedKVManager):
     0 (evictable); `num_free_blocks` = truly free + evictable; `evictions` counts blocks evicted.
     """
 
-    __slots__ = ("seqcache", "namespace", "_memo")
+    __slots__ = ("seqcache", "namespace", "_memo", "tiers", "_through")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
-                 eviction: str = "lru", namespace: str | int = "") -> None:
+                 eviction: str = "lru", namespace: str | int = "", tiers: TierChain | None = None,
+                 write_through: bool = False) -> None:
         super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
         self.pool: HashCachePool = HashCachePool(num_blocks, block_size, eviction)
         self.seqcache: dict[int, _SeqCache] = {}
         self.namespace = namespace
         self._memo = ContentMemo(block_size, chained=True, namespace=namespace)
+        self.tiers = tiers
+        """KV tiers below this cache (kvsim/kvcache/tiers.py), or None."""
+        self._through = tiers is not None and write_through
+        if tiers is not None and not write_through:
+            self.pool.spill = []  # write-back: evicted blocks go down the chain
 
     @property
     def cached_blocks(self) -> int:
@@ -147,6 +160,8 @@ class PrefixHashKVManager(PagedKVManager):
         n = 0
         while n < min(limit, len(keys)) and keys[n] in by_key:
             n += 1
+        if self.tiers is not None:  # and the blocks right after, from the tiers below
+            n += len(self.tiers.match(keys, n, min(limit, len(keys))))
         return n * self.block_size
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
@@ -177,8 +192,20 @@ class PrefixHashKVManager(PagedKVManager):
         self.shared_dup_tokens += shared * bs
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs
-        self.seqcache[seq] = _SeqCache(content, prompt_tokens, len(table), len(table), True)
-        return Hit.gpu(len(table) * bs)
+        st = _SeqCache(content, prompt_tokens, len(table), len(table), True)
+        self.seqcache[seq] = st
+        if self.tiers is None:
+            return Hit.gpu(len(table) * bs)
+        below = self.tiers.match(keys, len(table), min(limit, len(keys)))
+        if not below:
+            return Hit.gpu(len(table) * bs)
+        st.tier_hits = below
+        by_tier = [("gpu", len(table) * bs)] if table else []
+        for i, t in enumerate(self.tiers.tiers):
+            n = below.count(i)
+            if n:
+                by_tier.append((t.name, n * bs))
+        return Hit((len(table) + len(below)) * bs, tuple(by_tier))
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         if not PagedKVManager.allocate(self, seq, num_tokens):
@@ -190,10 +217,22 @@ class PrefixHashKVManager(PagedKVManager):
                 uses = self.pool.uses
                 for b in self.tables[seq][: st.hits]:
                     uses[b] += 1
+                if st.tier_hits:  # the blocks below the GPU are loaded into the blocks just allocated
+                    end = st.hits + len(st.tier_hits)
+                    keys = st.content.upto(end)[st.hits:end]
+                    self.tiers.load(keys, st.tier_hits)
             upto = min(num_tokens, st.prompt) // self.block_size
             if upto > st.done:
                 self._register(seq, st, upto)
+        self._spill()
         return True
+
+    def _spill(self) -> None:
+        """Write-back: the blocks the GPU cache just evicted go down the chain."""
+        spill = self.pool.spill
+        if spill:
+            self.tiers.offer(spill)
+            spill.clear()
 
     def _register(self, seq: int, st: _SeqCache, upto: int) -> None:
         keys = st.content.upto(upto)
@@ -212,6 +251,11 @@ class PrefixHashKVManager(PagedKVManager):
                 birth[b] = last[b] = now
                 uses[b] = 1
                 depth[b] = j
+        if self._through:  # write-through: whole chunks of computed prompt blocks go down at once
+            c = self.tiers.chunk_blocks
+            lo, hi = -(-st.done // c) * c, (upto // c) * c
+            if hi > lo:
+                self.tiers.offer(keys[lo:hi])
         st.done = max(st.done, upto)
 
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
@@ -220,6 +264,8 @@ class PrefixHashKVManager(PagedKVManager):
             if not pool.queue:
                 return False
             pool.evict(1)
+            if pool.spill:
+                self._spill()
         self.tables[seq].append(BlockPool.allocate(pool))
         self.ntok[seq] = num_tokens
         return True
@@ -249,7 +295,10 @@ class PrefixHashKVManager(PagedKVManager):
     def check_invariants(self) -> None:
         """Paged invariants plus the cache's: the key map and per-block keys agree, evictable blocks are
         exactly the cached ones with refcount 0, and free + evictable + referenced = all blocks (over the
-        blocks with state: the others were never handed out)."""
+        blocks with state: the others were never handed out); the tiers below within capacity, an exclusive
+        chain holding each block once."""
+        if self.tiers is not None:
+            self.tiers.check()
         counts = check_tables(self)
         pool = self.pool
         key_of = pool.key_of

@@ -13,6 +13,7 @@ from kvsim.metrics.breakdown import breakdown_means, sharing_saving
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile, whole
+from kvsim.metrics.tiers import tiers_rows, tiers_section
 
 META_COPIES: tuple[str, ...] = ("scenario", "kvsim_version", "model", "hardware", "cost_model")
 
@@ -34,6 +35,9 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
         "replicas": _replicas(requests, timeline, meta),
         "weight_bytes_per_gpu": plain(meta.get("weight_bytes_per_gpu")),
     }
+    if meta.get("tiers") is not None:  # KV tiers below the GPU (docs/tiers.md)
+        summary["tiers"] = tiers_section(done, timeline, meta, summary["throughput"]["makespan_s"],
+                                         _per_replica_mean)
     if meta.get("sparsity") is not None:  # token-level eviction / offload (docs/sparsity.md)
         summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
                                                summary["concurrency"]["mean"])
@@ -234,6 +238,7 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if kv["sharing_saving"]:
         rows.append(("KV blocks saved by sharing", _pct(kv["sharing_saving"])))
     rows += prefix_cache_rows(summary["prefix_cache"], _pct)
+    rows += tiers_rows(summary.get("tiers"), _fmt, _pct)
     rows += sparsity_rows(summary.get("sparsity"), _fmt, _pct)
     rows += [
         ("preemptions", _fmt(summary["preemptions"])),

@@ -1,0 +1,215 @@
+"""KV tiers below the GPU: a chain of caches (CPU DRAM -> local SSD -> remote store) keyed by block content.
+
+A tier holds prefix-cache blocks by their chained block key (kvsim/kvcache/hashing.py), never block ids:
+its memory is O(blocks it holds), whatever its capacity. Capacity is in GPU-block units (`capacity_blocks`
+= capacity bytes // bytes per block); `chunk_blocks` > 1 stores and matches whole chunks only (LMCache's
+256-token chunks), 1 offloads single blocks (vLLM's offloading connector).
+
+Placement:
+- **exclusive**: a block lives in at most one tier. A block stored enters the first tier; a tier's victim
+  moves down to the next tier (or leaves the chain from the last). A hit is loaded into the GPU and leaves
+  the tier (promotion), so the GPU and the tiers together hold each block once.
+- **inclusive**: a stored block enters every tier; a victim just leaves its tier; a hit is copied up and
+  stays. Lower tiers hold a superset of what the upper ones hold when their capacities grow down the chain.
+
+Eviction inside a tier: `lru` (least recently stored or hit first), `fifo` (oldest stored first, hits do
+not refresh), `lfu` (fewest hits first, ties by LRU). Every operation is O(1) amortised per block
+(`lfu`: O(log n)).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict
+from collections.abc import Hashable
+
+TIER_MEDIA: dict[str, str] = {
+    "cpu": "host DRAM behind the GPU, over the host link (PCIe)",
+    "ssd": "local NVMe, read and written through host memory",
+    "remote": "a remote KV store over the network (Mooncake Store, LMCache remote backend)",
+}
+"""Tier media, in the only order a chain may have them (each at most once)."""
+TIER_EVICTION: dict[str, str] = {
+    "lru": "least recently stored or hit first",
+    "lfu": "fewest hits first, ties least recently used",
+    "fifo": "oldest stored first; hits do not refresh",
+}
+TIER_STORE: dict[str, str] = {
+    "write_back": "a block goes down when the GPU cache evicts it (vLLM's offloading connector)",
+    "write_through": "every full prompt block computed is stored at once (LMCache)",
+}
+TIER_LOAD: dict[str, str] = {
+    "blocking": "a request with blocks to load waits for them before its prefill; the batch goes on",
+    "pipelined": "the load overlaps the request's prefill layer by layer; the iteration waits for it",
+}
+
+
+class Tier:
+    """One cache tier: up to `capacity_blocks` block keys, evicted by `policy`."""
+
+    __slots__ = ("name", "capacity_blocks", "policy", "_keys", "_hits", "_heap", "_clock",
+                 "stores", "loads", "evictions", "peak")
+
+    def __init__(self, name: str, capacity_blocks: int, policy: str = "lru") -> None:
+        if policy not in TIER_EVICTION:  # (the scenario schema names the key; this guards direct use)
+            raise ValueError(f"unknown tier eviction {policy!r}")
+        self.name = name
+        self.capacity_blocks = capacity_blocks
+        self.policy = policy
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()  # lru / fifo order, oldest first
+        self._hits: dict[Hashable, tuple[int, int]] = {}  # lfu: key -> (hits, last)
+        self._heap: list[tuple[int, int, Hashable]] = []  # lfu: lazy (hits, last, key)
+        self._clock = itertools.count()
+        self.stores = 0       # blocks written into the tier
+        self.loads = 0        # blocks read from it on a hit
+        self.evictions = 0    # blocks pushed out by capacity
+        self.peak = 0         # most blocks held at once
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._keys
+
+    def put(self, key: Hashable) -> list[Hashable]:
+        """Store key (refreshing it if held); returns the keys evicted to make room."""
+        keys = self._keys
+        if key in keys:
+            self._touch(key)
+            return []
+        if self.capacity_blocks <= 0:
+            return [key]
+        out = []
+        while len(keys) >= self.capacity_blocks:
+            out.append(self._victim())
+        keys[key] = None
+        if self.policy == "lfu":
+            t = next(self._clock)
+            self._hits[key] = (0, t)
+            heapq.heappush(self._heap, (0, t, key))
+        self.stores += 1
+        self.evictions += len(out)
+        if len(keys) > self.peak:
+            self.peak = len(keys)
+        return out
+
+    def hit(self, key: Hashable, take: bool) -> None:
+        """A lookup found key: count a load; remove it (take, exclusive) or refresh it."""
+        self.loads += 1
+        if take:
+            self.remove(key)
+        else:
+            self._touch(key)
+
+    def remove(self, key: Hashable) -> None:
+        del self._keys[key]
+        self._hits.pop(key, None)  # lfu's heap row goes stale
+
+    def _touch(self, key: Hashable) -> None:
+        if self.policy == "lru":
+            self._keys.move_to_end(key)
+        elif self.policy == "lfu":
+            hits, _ = self._hits[key]
+            t = next(self._clock)
+            self._hits[key] = (hits + 1, t)
+            heapq.heappush(self._heap, (hits + 1, t, key))
+
+    def _victim(self) -> Hashable:
+        if self.policy != "lfu":
+            key, _ = self._keys.popitem(last=False)
+            return key
+        heap, hits = self._heap, self._hits
+        while True:
+            h, t, key = heapq.heappop(heap)
+            if hits.get(key) == (h, t):
+                self.remove(key)
+                return key
+
+    def keys(self) -> list[Hashable]:
+        """The keys held (for invariant checks)."""
+        return list(self._keys)
+
+
+class TierChain:
+    """The tiers below one GPU cache, in order (see the module docstring)."""
+
+    __slots__ = ("tiers", "exclusive", "chunk_blocks", "min_uses", "_seen", "dropped")
+
+    def __init__(self, tiers: list[Tier], exclusive: bool = True, chunk_blocks: int = 1,
+                 min_uses: int = 1) -> None:
+        self.tiers = tiers
+        self.exclusive = exclusive
+        self.chunk_blocks = max(1, chunk_blocks)
+        self.min_uses = min_uses
+        self._seen: dict[Hashable, int] = {}  # store filter: offers per key (only when min_uses > 1)
+        self.dropped = 0  # blocks that left the chain from its last tier
+
+    def offer(self, keys: list[Hashable]) -> int:
+        """Store these blocks (in prompt order) unless the filter holds them back; returns blocks stored
+        into the first tier (exclusive) or into every tier (inclusive)."""
+        if self.min_uses > 1:
+            seen = self._seen
+            kept = []
+            for k in keys:
+                n = seen.get(k, 0) + 1
+                seen[k] = n
+                if n >= self.min_uses:
+                    kept.append(k)
+            keys = kept
+        stored = 0
+        for k in keys:
+            if self.exclusive:
+                if any(k in t for t in self.tiers):
+                    continue
+                self._put_down(0, k)
+            else:
+                for t in self.tiers:
+                    t.put(k)
+            stored += 1
+        return stored
+
+    def _put_down(self, i: int, key: Hashable) -> None:
+        victims = self.tiers[i].put(key)
+        for v in victims:
+            if i + 1 < len(self.tiers):
+                self._put_down(i + 1, v)
+            else:
+                self.dropped += 1
+
+    def find(self, key: Hashable) -> int:
+        """Index of the first tier holding key, -1 if none."""
+        for i, t in enumerate(self.tiers):
+            if key in t:
+                return i
+        return -1
+
+    def match(self, keys: list[Hashable], start: int, limit: int) -> list[int]:
+        """Tier index of each block keys[start:...] while the chain holds them, up to `limit` blocks in
+        all and cut down to whole chunks (chunk_blocks): the tier part of a prefix hit. No side effect."""
+        out: list[int] = []
+        for j in range(start, min(limit, len(keys))):
+            i = self.find(keys[j])
+            if i < 0:
+                break
+            out.append(i)
+        c = self.chunk_blocks
+        if c > 1:
+            end = ((start + len(out)) // c) * c
+            out = out[: max(0, end - start)]
+        return out
+
+    def load(self, keys: list[Hashable], tiers: list[int]) -> None:
+        """Account a hit on these keys from these tiers (exclusive: they leave the chain)."""
+        for k, i in zip(keys, tiers, strict=True):
+            self.tiers[i].hit(k, take=self.exclusive)
+
+    def check(self) -> None:
+        """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two."""
+        seen: set = set()
+        for t in self.tiers:
+            assert len(t) <= t.capacity_blocks or t.capacity_blocks <= 0, f"tier {t.name} over capacity"
+            if self.exclusive:
+                ks = set(t.keys())
+                assert not (ks & seen), f"a block in two exclusive tiers ({t.name})"
+                seen |= ks
