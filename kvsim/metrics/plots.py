@@ -76,7 +76,8 @@ def _per_replica_label(timeline: pd.DataFrame) -> str:
 
 
 def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -> None:
-    """KV token states and used blocks (and cached blocks if any) as a fraction of capacity vs time."""
+    """KV token states and used blocks (and cached blocks if any) as a fraction of capacity vs time; with
+    KV tiers, each tier's blocks as a fraction of its own capacity."""
     fig, (ax,) = _figure()
     kv = summary.get("kv", {})
     cap_tokens, cap_blocks = kv.get("capacity_tokens"), kv.get("capacity_blocks")
@@ -89,6 +90,10 @@ def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -
                   ("used blocks", timeline["kv_used_blocks"] * scale_b)]
         if (timeline["kv_cached_blocks"] > 0).any():
             series.append(("cached blocks", timeline["kv_cached_blocks"] * scale_b))
+        for medium, tier in ((summary.get("tiers") or {}).get("per_tier") or {}).items():
+            col = f"tier_{medium}_blocks"  # KV tiers below the GPU, each over its own capacity
+            if col in timeline.columns and tier.get("capacity_blocks"):
+                series.append((f"{medium} tier blocks", timeline[col] / tier["capacity_blocks"]))
         for label, values in series:
             x, y = replica_mean_curve(timeline, values)
             ax.plot(x, y, label=label, linewidth=1.0)

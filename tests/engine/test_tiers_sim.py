@@ -37,6 +37,11 @@ def test_an_evicted_prompt_is_found_on_the_cpu_tier():
     # 48 tokens x 131,072 B (Llama-3-8B, bf16) over the idle host link
     expected = 48 * 131_072 / sim.hw.host_link_bandwidth
     assert r.loc[2, "load_wait_s"] == pytest.approx(expected)
+    hits = r["hit_tokens_gpu"] + r["hit_tokens_cpu"]
+    assert (hits == r["cached_tokens"]).all()  # the sources add up to the prefix-cache hit
+    tl = result.timeline
+    assert tl["tier_cpu_blocks"].max() >= 3 and (tl["tier_cpu_blocks"] <= summary["tiers"]["per_tier"]["cpu"][
+        "capacity_blocks"]).all()
     tiers = summary["tiers"]
     src = tiers["prompt_tokens_by_source"]
     assert src["cpu"] == 48 and sum(src.values()) == 64 + 112 + 64
