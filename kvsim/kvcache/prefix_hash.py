@@ -128,7 +128,7 @@ class PrefixHashKVManager(PagedKVManager):
     0 (evictable); `num_free_blocks` = truly free + evictable; `evictions` counts blocks evicted.
     """
 
-    __slots__ = ("seqcache", "namespace", "_memo", "tiers", "_through")
+    __slots__ = ("seqcache", "namespace", "_memo", "tiers", "_through", "_cpu_blocks")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", namespace: str | int = "", tiers: TierChain | None = None,
@@ -143,6 +143,13 @@ class PrefixHashKVManager(PagedKVManager):
         self._through = tiers is not None and write_through
         if tiers is not None and not write_through:
             self.pool.spill = []  # write-back: evicted blocks go down the chain
+        self._cpu_blocks = 0
+        if tiers is not None and tiers.tiers and tiers.tiers[0].name == "cpu" and tiers.tiers[0].resizable:
+            # swap preemption uses the CPU tier's memory instead of a private pool: swapped blocks take
+            # room from the tier's cached blocks (kvsim/kvcache/tiers.py TierChain.resize; an arc or
+            # s3fifo tier keeps its size, and swap its own pool)
+            self._cpu_blocks = tiers.tiers[0].capacity_blocks
+            self.swap_capacity_blocks = self._cpu_blocks
 
     @property
     def cached_blocks(self) -> int:
@@ -226,6 +233,18 @@ class PrefixHashKVManager(PagedKVManager):
                 self._register(seq, st, upto)
         self._spill()
         return True
+
+    def swap_out(self, seqs: list[int]) -> int:
+        moved = PagedKVManager.swap_out(self, seqs)
+        if self._cpu_blocks:
+            self.tiers.resize(0, self._cpu_blocks - self.swap_used_blocks)
+        return moved
+
+    def swap_in(self, seqs: list[int]) -> int:
+        moved = PagedKVManager.swap_in(self, seqs)
+        if self._cpu_blocks:
+            self.tiers.resize(0, self._cpu_blocks - self.swap_used_blocks)
+        return moved
 
     def _spill(self) -> None:
         """Write-back: the blocks the GPU cache just evicted go down the chain."""

@@ -88,3 +88,22 @@ def test_bad_tiers_are_one_line_errors(tiers, match):
 def test_tiers_need_the_hash_cache():
     with pytest.raises(KvsimError, match=r"kv\.tiers: .*prefix_cache: hash"):
         load_scenario(None, ["kv.prefix_cache=none", "kv.tiers=[{medium: cpu, capacity_gb: 1}]"])
+
+
+def test_swap_preemption_uses_the_cpu_tier():
+    # with a cpu tier, swapped-out blocks live in the tier's memory (its capacity, not kv.swap_space_gb),
+    # pushing cached blocks down or out while they are there
+    overrides = ["kv.tiers=[{medium: cpu, capacity_gb: 0.02}]", "kv.swap_space_gb=0",
+                 "scheduler.preemption_mode=swap", "kv.check_invariants=true",
+                 "kv.num_gpu_blocks_override=12",
+                 "simulation.requests=30", "workload.arrival.rate=50",
+                 "workload.prompt_len={dist: uniform, low: 16, high: 80}",
+                 "workload.output_len={dist: uniform, low: 20, high: 80}"]
+    sim = Simulation(load_scenario(None, [*BASE, *overrides]))
+    kv_cpu_blocks = int(0.02e9 // (16 * 131_072))  # 9 blocks of 2 MiB
+    result = sim.run()
+    kv = sim.replicas[0].sched.kv
+    assert kv.swap_capacity_blocks == kv_cpu_blocks and kv.swap_used_blocks == 0
+    assert result.timeline["swapped"].max() > 0  # swapping happened although swap_space_gb is 0
+    assert kv.tiers.tiers[0].capacity_blocks == kv_cpu_blocks  # all the room is back for cached blocks
+    assert result.requests["finish_s"].notna().all()
