@@ -48,6 +48,8 @@ def test_an_evicted_prompt_is_found_on_the_cpu_tier():
     assert tiers["links"]["h2d"]["bytes"] == 48 * 131_072
     cpu = tiers["per_tier"]["cpu"]
     assert cpu["capacity_blocks"] == int(1e9 // (16 * 131_072)) and cpu["loads"] == 3
+    assert cpu["bytes_loaded"] == 3 * 16 * 131_072  # bytes moved = blocks moved x bytes per block
+    assert cpu["bytes_stored"] == cpu["stores"] * 16 * 131_072
 
 
 def test_without_tiers_the_same_requests_recompute():
