@@ -72,15 +72,32 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+def split_values(raw: str) -> list[str]:
+    """V1,V2,... split at the commas outside brackets and braces, so a value may be a YAML flow list or
+    mapping: `[],[{medium: cpu, capacity_gb: 64}]` is two values."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(raw):
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            out.append(raw[start:i])
+            start = i + 1
+    out.append(raw[start:])
+    return out
+
+
 def parse_vary(items: list[str]) -> list[tuple[str, list[Any]]]:
-    """`KEY=V1,V2,...` items -> [(key, [values])], values parsed as YAML scalars (as --set does)."""
+    """`KEY=V1,V2,...` items -> [(key, [values])], values parsed as YAML (as --set does); commas inside
+    [...] or {...} belong to the value."""
     axes: list[tuple[str, list[Any]]] = []
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise KvsimError(f"--vary {item!r}: expected KEY=V1,V2,..., e.g. kv.layout=paged,contiguous:max")
-        values = [parse_value(v.strip(), f"--vary {key}") for v in raw.split(",") if v.strip()]
+        values = [parse_value(v.strip(), f"--vary {key}") for v in split_values(raw) if v.strip()]
         if not values:
             raise KvsimError(f"--vary {item!r}: no values after '='")
         if any(key == k for k, _ in axes):

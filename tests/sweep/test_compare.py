@@ -161,3 +161,9 @@ def test_variant_overrides_give_back_the_parsed_value(value):
 
     (item,) = Variant((("name", value),)).overrides
     assert parse_value(item.partition("=")[2]) == value
+
+
+def test_vary_values_may_be_flow_lists_and_mappings():
+    axes = parse_vary(["kv.tiers=[],[{medium: cpu, capacity_gb: 64}]", "kv.block_size=16,32"])
+    assert axes[0] == ("kv.tiers", [[], [{"medium": "cpu", "capacity_gb": 64}]])
+    assert axes[1] == ("kv.block_size", [16, 32])
