@@ -26,7 +26,7 @@ def test_synthetic_examples_run_with_hits(name, cache):
     assert s["prefix_cache"]["hit_rate_tokens"] > 0.1
 
 
-@pytest.mark.parametrize("name", ["mooncake_conversation", "mooncake_synthetic"])
+@pytest.mark.parametrize("name", ["mooncake_conversation", "mooncake_synthetic", "mooncake_tiers"])
 def test_mooncake_examples(name):
     sc = load_scenario(WORKLOADS / f"{name}.yaml")
     assert sc.workload.trace.format == "mooncake" and sc.kv.prefix_cache == "hash"
