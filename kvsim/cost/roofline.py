@@ -87,18 +87,11 @@ class RooflineCost:
     def step_time(self, batch: Batch) -> float:
         tokens = batch.prefill_tokens + batch.decode_seqs
         t = self.overhead + self.linear_time(tokens) + self.allreduce_time(tokens)
-        attn = self.attn
-        if attn.grouped:
-            flops = attn.prefill_flops(batch)
-            if flops:
-                t += flops / (self.flops * self.e_attn)
-            if batch.decode_seqs:
-                t += attn.decode_bytes(batch) / self.bw
-        else:  # one full / MLA group: AttentionWork's classic formulas, inlined (once per iteration)
-            if batch.prefill_attn_pairs:
-                t += attn.flops_per_pair * batch.prefill_attn_pairs / (self.flops * self.e_attn)
-            if batch.decode_context_tokens:
-                t += batch.decode_context_tokens * attn.kv_bytes_per_token / self.bw
+        flops = self.attn.prefill_flops(batch)
+        if flops:
+            t += flops / (self.flops * self.e_attn)
+        if batch.decode_seqs:
+            t += self.attn.decode_bytes(batch) / self.bw
         if batch.swap_in_bytes or batch.swap_out_bytes:
             t += (batch.swap_in_bytes + batch.swap_out_bytes) / self.host_bw
         if batch.copy_blocks:

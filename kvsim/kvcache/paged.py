@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.breakdown import paged_breakdown
+from kvsim.kvcache.host_blocks import HostBlocks
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 
 
@@ -19,7 +21,7 @@ class PagedKVManager:
     """
 
     __slots__ = ("pool", "block_size", "tables", "ntok", "shared_dup_tokens", "cow_copies",
-                 "swapped", "swap_capacity_blocks", "swap_used_blocks", "host_refcount", "_next_host_id")
+                 "swapped", "swap_capacity_blocks", "swap_used_blocks", "host")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0) -> None:
         self.pool = BlockPool(num_blocks, block_size)
@@ -31,8 +33,7 @@ class PagedKVManager:
         self.swapped: dict[int, tuple[list[int], int]] = {}
         self.swap_capacity_blocks = swap_capacity_blocks
         self.swap_used_blocks = 0
-        self.host_refcount: dict[int, int] = {}
-        self._next_host_id = 0
+        self.host = HostBlocks()
 
     windows: tuple[int, ...] = ()
     """Window caps for ContextSums.windowed: none (every layer keeps every token)."""
@@ -151,11 +152,8 @@ class PagedKVManager:
 
     def breakdown(self, token_states: int, table_blocks: int, head_req=None,
                   head_output: int = 0) -> tuple[int, int, int, int, int]:
-        """The kv_* breakdown columns (kvsim/kvcache/breakdown.py paged_breakdown, inlined: once per
-        iteration): paged, nothing reserved."""
-        bs = self.block_size
-        allocated = self.pool.num_used * bs
-        return 0, allocated - token_states, 0, self.pool.num_blocks * bs - allocated, table_blocks
+        """The kv_* breakdown columns (kvsim/kvcache/breakdown.py): paged, nothing reserved."""
+        return paged_breakdown(self, token_states, table_blocks)
 
     def capacity_tokens(self, seq: int) -> int:
         """Token slots seq can fill before it needs another allocation."""
@@ -211,15 +209,7 @@ class PagedKVManager:
         swapped sequence holding it comes back."""
         remap: dict[int, int] = {}
         for s in seqs:
-            host_table = []
-            for b in self.tables[s]:
-                h = remap.get(b)
-                if h is None:
-                    h = remap[b] = self._next_host_id
-                    self._next_host_id += 1
-                    self.host_refcount[h] = 0
-                self.host_refcount[h] += 1
-                host_table.append(h)
+            host_table = self.host.store(self.tables[s], remap)
             ntok = self.ntok[s]
             self.free(s)
             self.swapped[s] = (host_table, ntok)
@@ -235,18 +225,8 @@ class PagedKVManager:
         remap: dict[int, int] = {}
         for s in seqs:
             host_table, ntok = self.swapped.pop(s)
-            table = []
-            for h in host_table:
-                new = remap.get(h)
-                if new is None:
-                    new = remap[h] = self.pool.allocate()
-                else:
-                    self.pool.incref(new)
-                table.append(new)
-                self.host_refcount[h] -= 1
-                if self.host_refcount[h] == 0:
-                    del self.host_refcount[h]
-                    self.swap_used_blocks -= 1
+            table, released = self.host.load(host_table, remap, self.pool)
+            self.swap_used_blocks -= released
             self.tables[s] = table
             self.ntok[s] = ntok
         seen: set[int] = set()
@@ -286,5 +266,5 @@ class PagedKVManager:
                 seen.add(b)
         assert dup == self.shared_dup_tokens, "shared token count drifted"
         host = {h for table, _ in self.swapped.values() for h in table}
-        assert len(host) == self.swap_used_blocks == len(self.host_refcount), "host block count drifted"
+        assert len(host) == self.swap_used_blocks == len(self.host), "host block count drifted"
         assert self.swap_used_blocks <= self.swap_capacity_blocks, "swap space over capacity"

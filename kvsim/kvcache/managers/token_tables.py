@@ -9,13 +9,13 @@ reachable from a second (third, ...) table, `cow_copies` the pages copied.
 from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.host_blocks import HostBlocks
 
 
 class TokenTables:
     """Page tables of one token-paged cache group (full, MLA or compressed layers)."""
 
-    __slots__ = ("pool", "bs", "tables", "first", "ntok", "dup", "cow_copies", "swapped", "host_refcount",
-                 "_next_host")
+    __slots__ = ("pool", "bs", "tables", "first", "ntok", "dup", "cow_copies", "swapped", "host")
 
     def __init__(self, pool: BlockPool, block_size: int) -> None:
         self.pool = pool
@@ -26,8 +26,7 @@ class TokenTables:
         self.dup = 0
         self.cow_copies = 0
         self.swapped: dict[int, tuple[list[int], int, int]] = {}
-        self.host_refcount: dict[int, int] = {}
-        self._next_host = 0
+        self.host = HostBlocks()
 
     # ---- sizing --------------------------------------------------------------------------
     def _needs_cow(self, seq: int) -> bool:
@@ -149,15 +148,7 @@ class TokenTables:
         """Move the sequences' pages to host memory, sharing kept; return pages moved."""
         remap: dict[int, int] = {}
         for s in seqs:
-            host = []
-            for b in self.tables[s]:
-                h = remap.get(b)
-                if h is None:
-                    h = remap[b] = self._next_host
-                    self._next_host += 1
-                    self.host_refcount[h] = 0
-                self.host_refcount[h] += 1
-                host.append(h)
+            host = self.host.store(self.tables[s], remap)
             first, ntok = self.first[s], self.ntok[s]
             self.free(s)
             self.swapped[s] = (host, ntok, first)
@@ -171,17 +162,7 @@ class TokenTables:
         remap: dict[int, int] = {}
         for s in seqs:
             host, ntok, first = self.swapped.pop(s)
-            table = []
-            for h in host:
-                b = remap.get(h)
-                if b is None:
-                    b = remap[h] = self.pool.allocate()
-                else:
-                    self.pool.incref(b)
-                table.append(b)
-                self.host_refcount[h] -= 1
-                if not self.host_refcount[h]:
-                    del self.host_refcount[h]
+            table, _ = self.host.load(host, remap, self.pool)
             self.tables[s], self.ntok[s], self.first[s] = table, ntok, first
         seen: set[int] = set()
         for s in seqs:
@@ -197,7 +178,7 @@ class TokenTables:
         return min(self.bs, self.ntok[seq] - (self.first[seq] + i) * self.bs)
 
     def host_pages(self) -> int:
-        return len(self.host_refcount)
+        return len(self.host)
 
     # ---- checks --------------------------------------------------------------------------
     def check(self, counts: list[int]) -> None:
@@ -212,5 +193,5 @@ class TokenTables:
                     dup += self._page_slots(s, i)
                 seen.add(b)
         assert dup == self.dup, "shared token count drifted"
-        assert len({h for host, _, _ in self.swapped.values() for h in host}) == len(self.host_refcount), \
+        assert len({h for host, _, _ in self.swapped.values() for h in host}) == len(self.host), \
             "host page count drifted"
