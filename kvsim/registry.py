@@ -33,6 +33,25 @@ COST_MODELS = {
     "roofline": "memory- or compute-bound terms from datasheet numbers",
     "calibrated": "terms fitted to measured kernels (hardware profile `calibration`), roofline elsewhere",
 }
+ROUTERS = {
+    "round_robin": "replica i, i+1, ... in arrival order",
+    "random": "a uniformly random replica (seeded by simulation.seed)",
+    "least_loaded": "fewest waiting + running requests (router.load_metric: queue), or lowest KV usage (kv)",
+    "power_of_two": "the less loaded of two random replicas (Mitzenmacher's power of two choices)",
+    "session_affinity": "every request of a chat session or agent episode to the replica of its first",
+    "prefix_aware": "longest cached prefix on the replica, traded against load: max overlap - weight x load",
+    "store_aware": "prefix_aware that counts the shared store's prefix (loadable by every replica) too",
+}
+"""Routers (kvsim/engine/router.py implements each name): they see ReplicaViews, never mutate them."""
+REPLICA_ROLES = {
+    "mixed": "prefill and decode on the same replica (colocated)",
+    "prefill": "prefill only; the KV moves to a decode replica after (disaggregated P/D)",
+    "decode": "decode only; admits a request once its KV has arrived from a prefill replica",
+}
+KV_TRANSFER_MODES = {
+    "after_prefill": "the decode replica pulls the KV once it has reserved blocks (vLLM NixlConnector)",
+    "layerwise": "the KV streams layer by layer during the last prefill iteration (Mooncake, DistServe)",
+}
 
 
 def _first_line(doc: str | None) -> str:
@@ -52,4 +71,7 @@ def all_policies() -> list[tuple[str, str, str]]:
     rows += [("kv.tiers[].eviction", k, v) for k, v in TIER_EVICTION.items()]
     rows += [("kv.tier_store", k, v) for k, v in TIER_STORE.items()]
     rows += [("kv.tier_load", k, v) for k, v in TIER_LOAD.items()]
+    rows += [("router.policy", k, v) for k, v in ROUTERS.items()]
+    rows += [("cluster.pools[].role", k, v) for k, v in REPLICA_ROLES.items()]
+    rows += [("cluster.kv_transfer.mode", k, v) for k, v in KV_TRANSFER_MODES.items()]
     return rows

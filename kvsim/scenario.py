@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, ValidationError, model_validator
 
 from kvsim import inputs
 from kvsim.errors import KvsimError, excerpt
@@ -15,9 +15,12 @@ from kvsim.kvcache.sparsity.config import SparsityConfig
 from kvsim.registry import (
     COST_MODELS,
     EVICTION_POLICIES,
+    KV_TRANSFER_MODES,
     LAYOUTS,
     PREEMPTION,
     PREFIX_CACHES,
+    REPLICA_ROLES,
+    ROUTERS,
     TIER_EVICTION,
     TIER_LOAD,
     TIER_MEDIA,
@@ -44,16 +47,21 @@ TierMedium = Literal[tuple(TIER_MEDIA)]
 TierEviction = Literal[tuple(TIER_EVICTION)]
 TierStore = Literal[tuple(TIER_STORE)]
 TierLoad = Literal[tuple(TIER_LOAD)]
+RouterName = Literal[tuple(ROUTERS)]
+ReplicaRole = Literal[tuple(REPLICA_ROLES)]
+TransferMode = Literal[tuple(KV_TRANSFER_MODES)]
 MAX_TIER_GB = 1e9
 """A tier of at most 10^9 GB (an exabyte)."""
 
 
 class Parallelism(Strict):
-    """tensor_parallel_size: GPUs one replica's weights and KV are split across. replicas: identical
-    engine replicas behind a round-robin router. Each at most 1024."""
+    """tensor_parallel_size: GPUs one replica's weights and KV are split across. replicas (or vLLM's name,
+    data_parallel_size): identical engine replicas behind the router (`router:`). Each at most 1024. For
+    pools of different replicas use `cluster:`."""
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
-    replicas: int = Field(default=1, ge=1, le=1024)
+    replicas: int = Field(default=1, ge=1, le=1024,
+                          validation_alias=AliasChoices("replicas", "data_parallel_size"))
 
 
 class TierConfig(Strict):
@@ -148,6 +156,55 @@ class CostConfig(Strict):
     attention_efficiency: float = Field(default=0.5, gt=0, le=1)
 
 
+class RouterConfig(Strict):
+    """Which replica a request goes to (docs/fleet.md): `policy` for mixed or prefill replicas, and
+    `decode_policy` for the decode replica a prefill hands its KV to (P/D). load_weight: what a unit of
+    load costs prefix_aware / store_aware against a whole prompt's overlap; load_metric: queue (waiting +
+    running requests) or kv (KV usage); store_weight: what a token in the shared store counts
+    (store_aware)."""
+
+    policy: RouterName = "round_robin"
+    decode_policy: RouterName = "least_loaded"
+    load_weight: float = Field(default=1.0, ge=0, le=1e6)
+    load_metric: Literal["queue", "kv"] = "queue"
+    store_weight: float = Field(default=0.5, ge=0, le=1)
+
+
+class PoolConfig(Strict):
+    """One pool of identical replicas: `data_parallel_size` replicas (vLLM's name) of `role`, each on
+    `tensor_parallel_size` GPUs of `hardware` (defaults: the scenario's), with `kv` and `scheduler` keys
+    overriding the scenario's for this pool only."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=64)
+    role: ReplicaRole = "mixed"
+    data_parallel_size: int = Field(default=1, ge=1, le=1024, validation_alias=AliasChoices(
+        "data_parallel_size", "replicas"))
+    hardware: str | dict[str, Any] | None = None
+    tensor_parallel_size: int | None = Field(default=None, ge=1, le=1024)
+    kv: dict[str, Any] = Field(default_factory=dict)
+    scheduler: dict[str, Any] = Field(default_factory=dict)
+
+
+class KVTransferConfig(Strict):
+    """How a prefill replica's KV reaches a decode replica (docs/fleet.md): `mode` after_prefill or
+    layerwise; `link` nvlink (both in one node: the profile's interconnect bandwidth) or network (RDMA:
+    the profile's network bandwidth per GPU); `bandwidth_gbps` per GPU (GB/s) overrides the profile;
+    `latency_s` per transfer."""
+
+    mode: TransferMode = "after_prefill"
+    link: Literal["network", "nvlink"] = "network"
+    bandwidth_gbps: float | None = Field(default=None, gt=0, le=1e6)
+    latency_s: float = Field(default=1e-5, ge=0, le=MAX_SECONDS)
+
+
+class ClusterConfig(Strict):
+    """A fleet of replica pools (heterogeneous hardware, parallelism, KV settings; prefill / decode
+    roles) and the KV link between prefill and decode replicas."""
+
+    pools: list[PoolConfig] = Field(min_length=1, max_length=64)
+    kv_transfer: KVTransferConfig = Field(default_factory=KVTransferConfig)
+
+
 class Simulation(Strict):
     """seed: the one RNG seed. requests: how many requests to generate; duration_s: stop admitting
     arrivals after this simulated time (whichever limit is hit first); each in-flight request still runs."""
@@ -177,6 +234,10 @@ class Scenario(Strict):
     cost: CostConfig = Field(default_factory=CostConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     simulation: Simulation = Field(default_factory=Simulation)
+    router: RouterConfig | None = None
+    """Default: round_robin (and least_loaded for decode replicas)."""
+    cluster: ClusterConfig | None = None
+    """Pools of replicas; without it, parallelism.replicas mixed replicas of the scenario's hardware."""
     _base_dir: str | None = PrivateAttr(default=None)
 
     @property
@@ -331,6 +392,7 @@ def build_scenario(data: dict[str, Any], source: str = "scenario") -> Scenario:
     problem = cross_check(scenario)
     if problem is not None:
         raise KvsimError(f"{source}: {problem}")
+    pool_scenarios(scenario, source)  # each pool's keys, checked now
     return scenario
 
 
@@ -338,7 +400,7 @@ def cross_check(sc: Scenario) -> str | None:
     """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
     combinations would otherwise fail only when the run starts, or stall it."""
     kv = sc.kv
-    tier_rule = _tier_rule(kv)
+    tier_rule = _tier_rule(kv) or _cluster_rule(sc)
     if tier_rule:
         return tier_rule
     if kv.prefix_cache != "none" and kv.layout != "paged":
@@ -379,6 +441,66 @@ def _tier_rule(kv: KVConfig) -> str | None:
         return (f"kv.tier_chunk_tokens: {kv.tier_chunk_tokens} is not a multiple of kv.block_size "
                 f"({kv.block_size})")
     return None
+
+
+def _cluster_rule(sc: Scenario) -> str | None:
+    """The fleet's rules: replicas set once, roles that make a fleet, what P/D does not model."""
+    cl = sc.cluster
+    if cl is None:
+        return None
+    if sc.parallelism.replicas != 1:
+        return ("parallelism.replicas: with cluster: set each pool's replicas "
+                "(cluster.pools[].data_parallel_size)")
+    roles = [p.role for p in cl.pools]
+    names = [p.name or f"pool{i}" for i, p in enumerate(cl.pools)]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            return f"cluster.pools.{i}.name: '{n}' names two pools"
+    if sum(p.data_parallel_size for p in cl.pools) > 1024:
+        return "cluster.pools: more than 1024 replicas in all"
+    if "prefill" in roles or "decode" in roles:
+        if "mixed" in roles:
+            return (f"cluster.pools.{roles.index('mixed')}.role: mixed replicas next to prefill / decode "
+                    "pools are not modelled (give every pool role prefill or decode)")
+        if "prefill" not in roles or "decode" not in roles:
+            return "cluster.pools: disaggregated serving needs a prefill pool and a decode pool"
+    return None
+
+
+def pool_scenarios(sc: Scenario, source: str = "scenario") -> list[tuple[str, str, int, Scenario]]:
+    """(name, role, replicas, the scenario one replica of the pool runs) per pool: the cluster's pools
+    with their hardware, tensor parallelism and kv / scheduler keys applied, or the one pool of
+    parallelism.replicas mixed replicas. A pool's bad key is a one-line error naming it."""
+    if sc.cluster is None:
+        return [("default", "mixed", sc.parallelism.replicas, sc)]
+    out = []
+    for i, p in enumerate(sc.cluster.pools):
+        where = f"cluster.pools.{i}"
+        kv = _validate_part(KVConfig, {**sc.kv.model_dump(), **p.kv}, source, f"{where}.kv")
+        sched = _validate_part(SchedulerConfig, {**sc.scheduler.model_dump(), **p.scheduler}, source,
+                               f"{where}.scheduler")
+        par = Parallelism(tensor_parallel_size=p.tensor_parallel_size or sc.parallelism.tensor_parallel_size,
+                          replicas=1)
+        one = sc.model_copy(update={"kv": kv, "scheduler": sched, "parallelism": par,
+                                    "hardware": p.hardware if p.hardware is not None else sc.hardware,
+                                    "cluster": None})
+        one._base_dir = sc._base_dir
+        problem = cross_check(one)
+        if problem is not None:
+            if problem.startswith(("kv.", "scheduler.")):
+                problem = f"{where}.{problem}"
+            raise KvsimError(f"{source}: {problem}")
+        out.append((p.name or f"pool{i}", p.role, p.data_parallel_size, one))
+    return out
+
+
+def _validate_part(model: type, data: dict, source: str, where: str):
+    """model validated from data; an error reads 'source: where.key: message'."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        msg = _format_validation_error(err, "").removeprefix(": ")
+        raise KvsimError(f"{source}: {where}.{msg}") from None
 
 
 def _workloads(wl: WorkloadConfig) -> list[tuple[str, WorkloadConfig]]:
@@ -424,5 +546,9 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json)."""
-    return scenario.model_dump(mode="json")
+    """The resolved scenario as plain data (for summary.json); `router` and `cluster` only when set."""
+    data = scenario.model_dump(mode="json")
+    for key in ("router", "cluster"):
+        if data[key] is None:
+            del data[key]
+    return data

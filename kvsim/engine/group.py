@@ -50,3 +50,16 @@ class Group:
     """Prompt tokens its first admission found, by tier (Hit.by_tier)."""
     load_wait_s: float = 0.0
     """Seconds its prefill waited for KV loaded from the tiers (over all admissions)."""
+    remote_tokens: int = 0
+    """P/D, on a decode replica: prompt tokens whose KV a prefill replica holds for it (until admitted)."""
+    prefill_replica: int = -1
+    prefill_done_s: float = float("nan")
+    """P/D: when its prefill finished on the prefill replica."""
+    last_chunk_s: float = float("nan")
+    """P/D: when the prefill replica's iteration that finished its prefill began (layerwise streaming)."""
+    decode_admit_s: float = float("nan")
+    """P/D: when the decode replica admitted it (its blocks reserved)."""
+    kv_arrival_s: float = float("nan")
+    kv_transfer_bytes: float = 0.0
+    kv_transfer_s: float = 0.0
+    """P/D: seconds from asking the link for the transfer to the KV's arrival (queueing included)."""

@@ -22,8 +22,10 @@ class Replica:
 
     def __init__(self, index: int, env: simpy.Environment, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
-                 extra_columns: Callable[[], tuple] | None = None) -> None:
+                 extra_columns: Callable[[], tuple] | None = None, role: str = "mixed") -> None:
         self.index = index
+        self.role = role
+        """mixed, prefill or decode (kvsim/engine/cluster.py moves the KV between the last two)."""
         self.env = env
         self.sched = scheduler
         self.cost = cost
@@ -37,6 +39,10 @@ class Replica:
     def submit(self, g: Group) -> None:
         g.replica = self.index
         self.sched.add(g)
+        self.wake()
+
+    def wake(self) -> None:
+        """Something changed that may let a sleeping replica schedule (an arrival, freed blocks)."""
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
 
@@ -52,17 +58,21 @@ class Replica:
             if not sched.has_work():
                 if sched.it:
                     self._record_idle(env.now)
-                self._wakeup = env.event()
-                yield self._wakeup
-                self._wakeup = None
+                while not sched.has_work():  # (a prefill replica also wakes when held KV is freed)
+                    self._wakeup = env.event()
+                    yield self._wakeup
+                    self._wakeup = None
             now = env.now
             batch = sched.schedule(now)
-            if batch is None:  # only requests waiting for KV from the tiers: wait for it, or an arrival
+            if batch is None:  # only requests waiting for KV (tiers, a prefill replica) or for held blocks
                 ready = sched.next_load_s(now)
-                if ready is None:
-                    raise RuntimeError("replica has work but scheduled nothing")
+                if ready is None and not sched.held:
+                    raise RuntimeError(f"replica {index} ({self.role}) has work but scheduled nothing")
                 self._wakeup = env.event()
-                yield env.any_of([env.timeout(ready - now), self._wakeup])
+                if ready is None:  # a prefill replica whose blocks are held for transfers: wait for one
+                    yield self._wakeup
+                else:
+                    yield env.any_of([env.timeout(ready - now), self._wakeup])
                 self._wakeup = None
                 continue
             dt = step_time(batch)

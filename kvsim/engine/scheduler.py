@@ -61,12 +61,24 @@ class Scheduler:
     """
 
     def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None,
-                 loader: Callable[[float, tuple], float] | None = None) -> None:
+                 loader: Callable[[float, tuple], float] | None = None, hand_off: bool = False) -> None:
         self.lim = limits
         self.kv = kv
         self.loader = loader
         """KV tiers: `loader(now, hit.by_tier) -> arrival time` of the KV a hit loads from below the GPU
         (kvsim/kvcache/links.py TierLinks.load); None without tiers."""
+        self.hand_off = hand_off
+        """Prefill replica (P/D): a finished prefill leaves the batch with its KV held (`held`) until
+        `release`; it is returned by complete() like a finished group."""
+        self.held: dict[int, tuple[int, int]] = {}
+        """Prefill replica: sequence -> (tokens, blocks) of KV kept for a transfer to a decode replica."""
+        self.held_tokens = 0
+        self.held_blocks = 0
+        self.kv_transfer: Callable[[float, Group, int], float] | None = None
+        """Decode replica (P/D): `kv_transfer(now, group, tokens) -> arrival time` of the KV of `tokens`
+        prompt tokens of a group that arrives with them on a prefill replica (Group.remote_tokens); called
+        when the group is admitted here with blocks reserved for them."""
+        self._now = 0.0
         self._load_wait = 0.0
         self.bs = kv.block_size
         self.sizing: DecodeSizing = ContextSizing() if sizing is None else sizing
@@ -109,8 +121,10 @@ class Scheduler:
         return bool(self.running or self.waiting or self.swapped)
 
     def token_slots(self) -> int:
-        """Sum over sequences of KV tokens held (shared slots counted once per sequence)."""
-        return self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it + self.prefill_tokens_held
+        """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
+        transfer included."""
+        return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it + self.prefill_tokens_held
+                + self.held_tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
@@ -124,19 +138,20 @@ class Scheduler:
 
     def unshared_blocks(self) -> int:
         """Sum of block-table lengths over the sequences on the GPU (what they would hold without sharing):
-        the decoding sequences' running sum plus each prefilling request's one sequence."""
-        return self.dec_blocks + self.prefill_blocks()
+        the decoding sequences' running sum plus each prefilling request's one sequence (and those held for
+        a transfer)."""
+        return self.dec_blocks + self.prefill_blocks() + self.held_blocks
 
     def _iteration_figures(self) -> tuple[int, int, int]:
         """(KV tokens the sequences' contexts hold, blocks of the decoding sequences, blocks of the
         prefilling ones) for the decode sizing's accounting (decode_sizing.Figures)."""
-        return (self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held, self.dec_blocks,
-                self.prefill_blocks())
+        return (self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held + self.held_tokens,
+                self.dec_blocks, self.prefill_blocks() + self.held_blocks)
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
         if not self.windows:
-            return ContextSums(self.token_slots(), (), self.running_seqs)
+            return ContextSums(self.token_slots(), (), self.running_seqs + len(self.held))
         it = self.it
         windowed = [b + n * it + p * cap for b, n, p, cap in
                     zip(self._below_base, self._below_n, self._past_n, self.windows, strict=True)]
@@ -144,7 +159,7 @@ class Scheduler:
             held = g.computed + g.chunk
             for i, cap in enumerate(self.windows):
                 windowed[i] += min(held, cap)
-        return ContextSums(self.token_slots(), tuple(windowed), self.running_seqs)
+        return ContextSums(self.token_slots(), tuple(windowed), self.running_seqs + len(self.held))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load still in flight arrives (None if none): a replica with nothing
@@ -158,6 +173,13 @@ class Scheduler:
     def add(self, g: Group) -> None:
         g.state = WAITING
         self.waiting.append(g)
+
+    def release(self, seq: int) -> None:
+        """Prefill replica: the KV held for seq's transfer has gone; free its blocks."""
+        tokens, blocks = self.held.pop(seq)
+        self.held_tokens -= tokens
+        self.held_blocks -= blocks
+        self.kv.free(seq)
 
     # ----------------------------------------------------------------- heaps
     def _push(self, heap: list, it: int, g: Group) -> None:
@@ -352,6 +374,7 @@ class Scheduler:
         self._scheduled_prefills = []
         self._budget = lim.max_num_batched_tokens
         self._load_wait = 0.0
+        self._now = now
         if self.windows:
             self._cross_windows(it)
 
@@ -400,7 +423,7 @@ class Scheduler:
 
         prefills = self._scheduled_prefills
         if not prefills and not self.dec_seqs:
-            if self.has_work() and not self.running:
+            if self.has_work() and not self.running and not self.held:
                 raise KvsimError("internal error: the scheduler stalled with waiting work it cannot "
                                  "schedule (please report the scenario)")
             return None
@@ -490,6 +513,10 @@ class Scheduler:
             seq = g.seqs[0]
             hit = kv.admit(seq, g.req, g.prompt, g.output)
             cached = hit.tokens
+            # P/D: the prompt's KV beyond the local hit comes from the prefill replica, all but the last
+            # token, which the decode replica computes for the first output token (as vLLM's connectors)
+            remote = max(0, min(g.remote_tokens, g.prompt - 1) - cached)
+            cached += remote
             remaining = g.prompt - cached
             chunk = min(remaining, self._budget)
             need = kv.blocks_needed(seq, cached + chunk)
@@ -505,11 +532,18 @@ class Scheduler:
             if self.loader is not None and by_tier and (len(by_tier) > 1 or by_tier[0][0] != "gpu"):
                 ready = self.loader(now, by_tier)
                 g.load_wait_s += ready - now
+            handed = g.remote_tokens > 0
+            if handed:
+                g.decode_admit_s = now
+                if remote:
+                    ready = max(ready, self.kv_transfer(now, g, remote))
+                g.remote_tokens = 0  # a later preemption recomputes here
             g.ready_s = ready
-            blocked = ready > now and lim.tier_load == "blocking"
+            blocked = ready > now and (lim.tier_load == "blocking" or remote > 0)
             kv.allocate(seq, cached if blocked else cached + chunk)
-            if not g.preemptions:  # hit of the first admission: later ones find the request's own KV
-                g.cached_tokens = cached
+            # hit of the first admission (on the prefill replica, for P/D): later ones find its own KV
+            if not g.preemptions and not handed and g.prefill_replica < 0:
+                g.cached_tokens = hit.tokens
                 g.hit_by_tier = hit.by_tier
             g.computed = cached
             g.state = RUNNING
@@ -537,6 +571,10 @@ class Scheduler:
                 continue
             del self.prefilling[g]
             g.generated += 1
+            if self.hand_off and g.output > 1:
+                self._hand_off(g, t_end)
+                finished.append(g)
+                continue
             if g.first_token_s != g.first_token_s:
                 g.first_token_s = t_end
             if g.generated >= g.output:
@@ -557,6 +595,20 @@ class Scheduler:
             finished.append(g)
         self.it += 1
         return finished
+
+    def _hand_off(self, g: Group, t_end: float) -> None:
+        """Prefill replica: g's prefill is done; it leaves the batch, its KV held until `release`."""
+        seq = g.seqs[0]
+        self.prefill_tokens_held -= g.prompt
+        blocks = self.kv.num_blocks_of(seq)
+        self.held[seq] = (g.prompt, blocks)
+        self.held_tokens += g.prompt
+        self.held_blocks += blocks
+        del self.running[g]
+        self.running_seqs -= g.n
+        g.state = FINISHED
+        g.prefill_done_s = t_end
+        g.last_chunk_s = self._now
 
     def _finish(self, g: Group, t_end: float) -> None:
         for s in g.seqs:

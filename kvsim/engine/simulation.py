@@ -1,4 +1,4 @@
-"""Wires a scenario into a simpy run: specs -> capacity -> workload -> replicas -> recorder."""
+"""Wires a scenario into a simpy run: pools (deployments) -> fleet (cluster) -> workload -> recorder."""
 
 from __future__ import annotations
 
@@ -11,26 +11,17 @@ import pandas as pd
 import simpy
 
 from kvsim import __version__
-from kvsim.cost.factory import build_cost_model
-from kvsim.engine import sparse_columns, tier_columns
+from kvsim.engine import pd_columns, sparse_columns, tier_columns
+from kvsim.engine.cluster import Cluster
+from kvsim.engine.deployment import Deployment
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
-from kvsim.engine.router import RoundRobinRouter
-from kvsim.engine.scheduler import Scheduler, SchedulerLimits
-from kvsim.engine.sparse_sizing import SparseSizing
+from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
-from kvsim.kvcache.factory import build_kv_manager
-from kvsim.kvcache.links import TierLinks
 from kvsim.metrics.recorder import Recorder, RequestRow
-from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, scenario_dict
-from kvsim.specs.catalog import get_model
-from kvsim.specs.footprint import kv_capacity
-from kvsim.specs.hardware import load_hardware
-from kvsim.specs.layers import window_caps
+from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, pool_scenarios, scenario_dict
 from kvsim.workload.factory import build_requests
 from kvsim.workload.request import Request
-
-GIB = 1024**3
 
 
 @dataclass(slots=True)
@@ -43,186 +34,94 @@ class SimResult:
 
 
 class Simulation:
-    """One simulated serving deployment for one scenario. `run()` executes it once."""
+    """One simulated serving deployment for one scenario. `run()` executes it once.
+
+    A fleet of pools (kvsim.scenario.pool_scenarios, one Deployment each) behind routers
+    (kvsim/engine/cluster.py). The attributes of one replica configuration (capacity, num_blocks, ...)
+    are the first pool's."""
 
     def __init__(self, scenario: Scenario, progress: Callable[[int, int], None] | None = None) -> None:
         self.sc = scenario
         self.progress = progress
-        self.model = get_model(scenario.model)
-        self.hw = load_hardware(scenario.hardware)
-        tp = scenario.parallelism.tensor_parallel_size
-        kvc = scenario.kv
-        reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
-        self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, tp, kvc.gpu_memory_utilization,
-                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager)
-        self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
-        self.bytes_per_block = self.capacity.bytes_per_block
-        self.plan = self.capacity.plan
-        self.layer_groups = self.model.layer_groups(kvc.dtype, tp)
-        self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
-        self.block_size = self.capacity.block_size
-        """Tokens per block (page): kv.block_size, raised by the page plan for state or compressed layers."""
-        self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
-        self._check_settings()
-        self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
+        problem = cross_check(scenario)  # load_scenario checked it already; a Scenario built directly did not
+        if problem is not None:
+            raise KvsimError(problem)
+        self.deployments = [Deployment(one, name, role, n) for name, role, n, one in pool_scenarios(scenario)]
+        first = self.deployments[0]
+        self.model = first.model
+        self.hw = first.hw
+        self.capacity = first.capacity
+        self.num_blocks = first.num_blocks
+        self.bytes_per_block = first.bytes_per_block
+        self.plan = first.plan
+        self.layer_groups = first.layer_groups
+        self.block_size = first.block_size
+        """Tokens per block (page) of the first pool's replicas."""
+        self.max_model_len = first.max_model_len
+        self.cost = first.cost
+        self._check_fleet()
         self.recorder = Recorder()
         self.replicas: list[Replica] = []  # built by run()
-        self.tier_links: list[TierLinks | None] = []  # per replica, built by run()
-        self.sparse = scenario.kv.sparsity.enabled
+        self.sparse = first.sparse
         if self.sparse:
             sparse_columns.register_columns(self.recorder)
-        self.tier_media = [t.medium for t in scenario.kv.tiers]
+        self.tier_media = first.tier_media
         if self.tier_media:
             tier_columns.register_columns(self.recorder, self.tier_media)
+        self.disaggregated = any(d.role == "decode" for d in self.deployments)
+        if self.disaggregated:
+            pd_columns.register_columns(self.recorder)
+        self.fleet = scenario.cluster is not None or sum(d.replicas for d in self.deployments) > 1
         self._seq_no = 0
         self._completed = 0
 
-    def _check_settings(self) -> None:
-        """One-line errors for settings that only the model and the pool size reveal. `kvsim validate` and
-        `run` both construct the Simulation, so both report them before simulating (the rules that need
-        the scenario alone are scenario.cross_check)."""
-        sc = self.sc
-        problem = cross_check(sc)  # load_scenario checked it already; a Scenario built directly did not
-        if problem is not None:
-            raise KvsimError(problem)
-        replicas = sc.parallelism.replicas
-        if self.num_blocks < 1:
-            raise KvsimError(f"kv.block_size: not one block of {sc.kv.block_size} tokens fits in the KV "
-                             f"memory of {self.hw.name} ({self.capacity.usable_bytes / GIB:.2f} GiB usable); "
-                             "lower kv.block_size or kv.dtype, or raise gpu_memory_utilization")
-        if self.num_blocks * replicas > MAX_GPU_BLOCKS:
-            raise KvsimError(f"kv: {replicas} replica(s) x {self.num_blocks:,} KV blocks exceed the "
-                             f"simulator's bound of {MAX_GPU_BLOCKS:,} blocks in all (the ids it can address "
+    def _check_fleet(self) -> None:
+        """Rules across pools: the simulator's block bound, one set of timeline columns (same tiers,
+        sparsity on or off everywhere), what P/D hands over, one shared store."""
+        deps = self.deployments
+        total = sum(d.num_blocks * d.replicas for d in deps)
+        if total > MAX_GPU_BLOCKS:
+            replicas = sum(d.replicas for d in deps)
+            raise KvsimError(f"kv: {replicas} replica(s) with {total:,} KV blocks in all exceed the "
+                             f"simulator's bound of {MAX_GPU_BLOCKS:,} blocks (the ids it can address "
                              "here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
                              "parallelism.replicas")
-        self._check_layer_groups()
-        self._check_tiers()
-        capacity = self.num_blocks * self.block_size
-        if sc.kv.layout == "contiguous:max" and self.max_model_len > capacity:
-            raise KvsimError(f"kv.layout: {sc.kv.layout} reserves max_model_len ({self.max_model_len}) slots "
-                             f"per sequence, more than the KV capacity ({capacity} slots)")
-
-    def _check_layer_groups(self) -> None:
-        """What a model with several cache groups (or a sliding, state or compressed one) is not modelled
-        with: one-line errors naming the key."""
-        plan, sc = self.plan, self.sc
-        model_kinds = sorted({g.kind for g in self.layer_groups})
-        if sc.kv.sparsity.enabled and model_kinds not in (["full"], ["mla"]):
-            raise KvsimError(f"kv.sparsity.policy: {self.model.name} has {'/'.join(model_kinds)} layer "
-                             "groups; token-level policies are modelled for full or MLA attention only "
-                             "(set kv.sparsity.policy: none)")
-        if plan is None or plan.single:
-            return
-        kinds = sorted({g.kind for g in plan.groups})
-        what = f"{self.model.name} keeps KV in {'/'.join(kinds)} layer groups"
-        if sc.kv.layout != "paged":
-            raise KvsimError(f"kv.layout: {what}; contiguous layouts model one group of full attention "
-                             "(use kv.layout: paged)")
-        if sc.kv.prefix_cache == "radix":
-            raise KvsimError(f"kv.prefix_cache: {what}; the radix cache is not modelled across layer groups "
-                             "(use kv.prefix_cache: hash, vLLM's hybrid prefix caching)")
-        # a per-sequence state: Mamba / linear-attention layers, or DeepSeek-V4's state cache
-        states = any(g.state_pages for g in plan.groups)
-        if states and sc.kv.prefix_cache != "none":
-            raise KvsimError(f"kv.prefix_cache: {what}; per-sequence states are not cached at block "
-                             "checkpoints, so no prefix could hit (set kv.prefix_cache: none)")
-        if states and (sc.workload.n > 1 or sc.workload.beam_width > 1):
-            raise KvsimError(f"workload.n: {what}; parallel sampling and beam search fork per-sequence "
-                             "states, which is not modelled (set workload.n and workload.beam_width to 1)")
-
-    def _check_tiers(self) -> None:
-        """KV tiers against the hardware (a cpu tier within the host DRAM per GPU, an ssd tier within the
-        local NVMe) and the model (one cache group): one-line errors naming the key."""
-        sc, hw = self.sc, self.hw
-        if not sc.kv.tiers:
-            return
-        if self.plan is not None and not self.plan.single:
-            raise KvsimError(f"kv.tiers: {self.model.name} keeps KV in several layer groups; tiers are "
-                             "modelled below one group's cache (remove kv.tiers)")
-        tp = sc.parallelism.tensor_parallel_size
-        for i, t in enumerate(sc.kv.tiers):
-            have = {"cpu": hw.host_dram_bytes, "ssd": hw.ssd_bytes}.get(t.medium)
-            what = {"cpu": "host DRAM", "ssd": "local SSD"}.get(t.medium)
-            if have is not None and t.capacity_gb * 1e9 > have * tp:
-                raise KvsimError(f"kv.tiers.{i}.capacity_gb: {t.capacity_gb:g} GB exceeds the {what} of "
-                                 f"{tp} x {hw.name} ({have * tp / 1e9:.1f} GB in its hardware profile)")
-            if t.capacity_gb * 1e9 < self.bytes_per_block * tp:
-                raise KvsimError(f"kv.tiers.{i}.capacity_gb: {t.capacity_gb:g} GB holds no KV block of "
-                                 f"{self.bytes_per_block * tp / 1e6:.2f} MB")
-
-    def _tier_links(self) -> TierLinks | None:
-        sc, hw = self.sc, self.hw
-        if not sc.kv.tiers:
-            return None
-        tiers = []
-        for t in sc.kv.tiers:
-            bw = t.bandwidth_gbps * 1e9 if t.bandwidth_gbps else (
-                hw.ssd_bandwidth if t.medium == "ssd" else hw.host_link_bandwidth)
-            tiers.append((t.medium, bw, t.latency_s))
-        # each of the replica's TP GPUs loads its shard over its own host link, in parallel; an SSD or
-        # network link carries all of them
-        return TierLinks(hw.host_link_bandwidth, tiers, self.capacity.kv_bytes_per_token,
-                         sc.parallelism.tensor_parallel_size)
-
-    def _new_scheduler(self) -> Scheduler:
-        sc = self.sc
-        swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
-        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan,
-                              self.bytes_per_block * sc.parallelism.tensor_parallel_size)
-        limits = SchedulerLimits(
-            max_num_seqs=sc.scheduler.max_num_seqs,
-            # without chunked prefill a whole prompt (after a recompute: prompt + generated) must fit one
-            # iteration, so the budget is at least max_model_len, as vLLM sets it
-            max_num_batched_tokens=(sc.scheduler.max_num_batched_tokens if sc.scheduler.chunked_prefill
-                                    else max(sc.scheduler.max_num_batched_tokens, self.max_model_len)),
-            chunked_prefill=sc.scheduler.chunked_prefill,
-            preemption_mode=sc.scheduler.preemption_mode,
-            watermark_blocks=self._watermark_blocks(),
-            bytes_per_block=self.bytes_per_block,
-            beam_seed=sc.simulation.seed,
-            windows=self.windows,
-            tier_load=sc.kv.tier_load,
-        )
-        if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
-            return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
-                                                      self.capacity.kv_bytes_per_token,
-                                                      self.hw.host_link_bandwidth))
-        links = self._tier_links()
-        self.tier_links.append(links)
-        return Scheduler(limits, kv, loader=None if links is None else links.load)
+        first = deps[0]
+        for i, d in enumerate(deps[1:], start=1):
+            key = f"cluster.pools.{i}.kv"
+            if d.tier_media != first.tier_media:
+                raise KvsimError(f"{key}.tiers: every pool has the same tier media in this version "
+                                 f"({'/'.join(first.tier_media) or 'none'} in pool '{first.name}')")
+            if d.sparse != first.sparse:
+                raise KvsimError(f"{key}.sparsity.policy: token-level policies on some pools only are not "
+                                 "modelled (set it on every pool or none)")
+        shared = [(d, t) for d in deps for t in d.sc.kv.tiers if t.shared]
+        for d, t in shared[1:]:
+            d0, t0 = shared[0]
+            if (t.capacity_gb, t.eviction, d.block_size, d.replica_block_bytes) != (
+                    t0.capacity_gb, t0.eviction, d0.block_size, d0.replica_block_bytes):
+                raise KvsimError(f"cluster.pools: pool '{d.name}' shares the {t.medium} store of pool "
+                                 f"'{d0.name}' with another capacity, eviction, block size or KV bytes per "
+                                 "block; one store holds one kind of block")
+        if self.sc.cluster is not None and any(d.role != "mixed" for d in deps):
+            for i, d in enumerate(deps):
+                if d.sc.kv.layout != "paged":
+                    raise KvsimError(f"cluster.pools.{i}.kv.layout: disaggregated prefill / decode moves "
+                                     "paged KV (use kv.layout: paged)")
+                if d.sparse:
+                    raise KvsimError(f"cluster.pools.{i}.kv.sparsity.policy: token-level policies are not "
+                                     "modelled with disaggregated prefill / decode")
+                if d.plan is not None and not d.plan.single:
+                    raise KvsimError(f"cluster.pools.{i}: {d.model.name} keeps KV in several layer groups; "
+                                     "disaggregated prefill / decode moves one group's KV in this version")
+            if self.sc.workload.n > 1 or self.sc.workload.beam_width > 1 or any(
+                    c.n > 1 or c.beam_width > 1 for c in self.sc.workload.mix):
+                raise KvsimError("workload.n: parallel sampling and beam search are not modelled with "
+                                 "disaggregated prefill / decode (set workload.n and beam_width to 1)")
 
     def reject_reason(self, r: Request) -> str | None:
-        """Why the engine would refuse r outright (as vLLM refuses over-long prompts), or None."""
-        if r.prompt_len >= self.max_model_len:
-            return "prompt longer than max_model_len"
-        output = min(r.output_len, self.max_model_len - r.prompt_len)
-        # a sequence holds at most prompt + output - 1 slots: the last token's KV is never written
-        total = r.prompt_len + max(output - 1, 0)
-        seqs = max(r.n, r.beam_width)
-        blocks = seqs * self._pages_for(total, r.prompt_len)
-        if blocks > self.num_blocks:
-            return "request needs more KV blocks than the pool has"
-        if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self._watermark_blocks():
-            # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
-            return "request needs more KV blocks than the pool has above the watermark"
-        return self.replicas[0].sched.kv.refuse_reason(r, output) if self.replicas else None
-
-    def _pages_for(self, total: int, prompt: int) -> int:
-        """Most pages one sequence of the request holds at once: total tokens' worth (the page plan's count:
-        sliding groups their window), or what its prefill holds, a chunk and the window before it in a
-        sliding group (as vLLM allocates a chunk before trimming)."""
-        if self.plan is None or self.plan.single:
-            return -(-total // self.block_size)
-        sched = self.sc.scheduler
-        chunk = sched.max_num_batched_tokens if sched.chunked_prefill else prompt
-        return max(self.plan.pages(total), self.plan.pages_during_prefill(prompt, chunk))
-
-    def _may_swap(self, seqs: int) -> bool:
-        """Whether a group of `seqs` sequences can be swapped out (multi-sequence groups always are)."""
-        return self.sc.scheduler.preemption_mode == "swap" or seqs > 1
-
-    def _watermark_blocks(self) -> int:
-        return int(self.sc.kv.watermark * self.num_blocks)
+        """Why the first pool would refuse r outright (as vLLM refuses over-long prompts), or None."""
+        return self.deployments[0].reject_reason(r)
 
     def _group(self, r: Request) -> Group:
         output = min(r.output_len, self.max_model_len - r.prompt_len)
@@ -244,27 +143,26 @@ class Simulation:
         self.total_requests = len(requests)
         env = simpy.Environment()
         self.env = env
-        replicas = []
-        for i in range(sc.parallelism.replicas):
-            sched = self._new_scheduler()
-            replicas.append(Replica(i, env, sched, self.cost, self.recorder, self._on_finish,
-                                    check=sc.kv.check_invariants, extra_columns=self._timeline_extra(sched)))
-        self.replicas = replicas
-        self.router = RoundRobinRouter(len(replicas))
+        self.cluster = Cluster(env, self.deployments, sc, self.recorder, self._on_finish,
+                               self._timeline_extra)
+        self.replicas = self.cluster.replicas
         self._followups: dict[int, list[Request]] = {}
         for r in requests:
             if r.after >= 0:
                 self._followups.setdefault(r.after, []).append(r)
-        self._replica_of: dict[int, int] = {}
         env.process(self._arrivals([r for r in requests if r.after < 0]))
         env.run()
         meta = self._meta()
+        replicas = self.replicas
         if self.sparse:
             meta["sparsity"] = sparse_columns.run_totals([r.sched.sizing for r in replicas])
         if self.tier_media:
-            block_bytes = self.bytes_per_block * sc.parallelism.tensor_parallel_size
-            meta["tiers"] = tier_columns.run_totals(sc.kv, [r.sched.kv.tiers for r in replicas],
-                                                    [x for x in self.tier_links if x], block_bytes)
+            first = self.deployments[0]
+            meta["tiers"] = tier_columns.run_totals(first.sc.kv, [r.sched.kv.tiers for r in replicas],
+                                                    [x for x in self.cluster.tier_links if x],
+                                                    first.replica_block_bytes)
+        if self.fleet:
+            meta["fleet"] = self.cluster.describe()
         return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
 
     def _arrivals(self, open_loop: list[Request]):
@@ -272,39 +170,39 @@ class Simulation:
         for r in open_loop:
             if r.arrival_s > env.now:
                 yield env.timeout(r.arrival_s - env.now)
-            self._dispatch(r, self.router.route(r))
+            self._dispatch(r)
 
-    def _dispatch(self, r: Request, replica: int) -> None:
-        self._replica_of[r.rid] = replica
-        reason = self.reject_reason(r)
+    def _dispatch(self, r: Request) -> None:
+        """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
+        replica, reason = self.cluster.route(r)
         if reason is not None:
             self._record(r, replica, None)
             # the user goes on: the next turn follows think_s after the refusal
             for child in self._followups.pop(r.rid, ()):
-                self._release(child, replica, self.env.now + child.think_s)
+                self._release(child, self.env.now + child.think_s)
             return
-        self.replicas[replica].submit(self._group(r))
+        self.cluster.submit(self._group(r), replica)
 
-    def _release(self, r: Request, replica: int, t: float) -> None:
+    def _release(self, r: Request, t: float) -> None:
         dur = self.sc.simulation.duration_s
         if dur is not None and t > dur:
             return
         r.arrival_s = t
 
         def fire(_event: simpy.Event) -> None:
-            self._dispatch(r, replica)
+            self._dispatch(r)
 
         if t > self.env.now:
             self.env.timeout(t - self.env.now).callbacks.append(fire)
         else:
-            self._dispatch(r, replica)
+            self._dispatch(r)
 
     def _on_finish(self, g: Group) -> None:
         self._record(g.req, g.replica, g)
         for child in self._followups.pop(g.req.rid, ()):
-            self._release(child, g.replica, g.finish_s + child.think_s)
+            self._release(child, g.finish_s + child.think_s)
 
-    def _timeline_extra(self, sched: Scheduler) -> Callable[[], tuple] | None:
+    def _timeline_extra(self, sched: Scheduler, _deployment=None) -> Callable[[], tuple] | None:
         """The values of the registered timeline column groups for one replica, in registration order."""
         parts: list[Callable[[], tuple]] = []
         if self.sparse:
@@ -332,6 +230,8 @@ class Simulation:
             extra.append(self.replicas[replica].sched.sizing.request_values(r.rid))
         if self.tier_media:
             extra.append(None if g is None else tier_columns.request_values(g, self.tier_media))
+        if self.disaggregated:
+            extra.append(None if g is None else pd_columns.request_values(g))
         self.recorder.request(row, *extra)
         self._completed += 1
         if self.progress is not None:
@@ -346,7 +246,7 @@ class Simulation:
             "bytes_per_block": cap.bytes_per_block,
             "weight_bytes_per_gpu": cap.weight_bytes,
             "max_model_len": self.max_model_len,
-            "replicas": self.sc.parallelism.replicas,
+            "replicas": sum(d.replicas for d in self.deployments),
             "model": self.model.name,
             "hardware": self.hw.name,
             "cost_model": self.cost.describe(),

@@ -43,10 +43,11 @@ def timeline_values(chain) -> tuple:
 
 def run_totals(kv_cfg, chains: list, links: list, bytes_per_block: float) -> dict[str, Any]:
     """The `tiers` entry of the run's meta: settings, per-tier counters and per-link traffic, summed over
-    replicas (bytes: blocks x the replica's bytes per block)."""
+    replicas (bytes: blocks x the replica's bytes per block); a shared tier (one store in every chain)
+    counted once, with `shared: true`."""
     tiers = {}
     for i, t in enumerate(kv_cfg.tiers):
-        ts = [c.tiers[i] for c in chains]
+        ts = list({id(c.tiers[i]): c.tiers[i] for c in chains}.values())
         tiers[t.medium] = {
             "capacity_blocks": ts[0].capacity_blocks,
             "capacity_bytes": ts[0].capacity_blocks * bytes_per_block,
@@ -58,6 +59,8 @@ def run_totals(kv_cfg, chains: list, links: list, bytes_per_block: float) -> dic
             "bytes_stored": sum(x.stores for x in ts) * bytes_per_block,
             "bytes_loaded": sum(x.loads for x in ts) * bytes_per_block,
         }
+        if t.shared:
+            tiers[t.medium]["shared"] = True
     by_link: dict[str, dict[str, float]] = {}
     for lk in links:
         for link in lk.links():

@@ -137,9 +137,9 @@ class ContiguousKVManager:
         self.pending[seq] = self.request_reservation(req, output_tokens)
         return NO_HIT
 
-    def peek_hit(self, req, prompt_tokens: int) -> int:
+    def peek_hit(self, req, prompt_tokens: int) -> Hit:
         """Nothing is cached."""
-        return 0
+        return NO_HIT
 
     def token_states(self, sums) -> int:
         """Slots holding real KV: every sequence's tokens (regions share nothing)."""

@@ -125,11 +125,11 @@ class KVCoordinator:
                 m.start(seq, content, prompt_tokens)
         return Hit.gpu(blocks * self.block_size)
 
-    def peek_hit(self, req, prompt_tokens: int) -> int:
+    def peek_hit(self, req, prompt_tokens: int) -> Hit:
         """Prompt tokens admit would serve from the cache, without changing anything."""
         if self.memo is None:
-            return 0
-        return self._hit_blocks(self.memo.get(req), prompt_tokens) * self.block_size
+            return NO_HIT
+        return Hit.gpu(self._hit_blocks(self.memo.get(req), prompt_tokens) * self.block_size)
 
     def _hit_blocks(self, content, prompt_tokens: int) -> int:
         """Blocks of the longest prefix hit: the full groups' common run, then lowered until every sliding

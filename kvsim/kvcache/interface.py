@@ -53,8 +53,8 @@ class KVManager(Protocol):
         again for the same request if it is not admitted this iteration."""
         ...
 
-    def peek_hit(self, req, prompt_tokens: int) -> int:
-        """Prompt tokens `admit` would find cached now, with no side effect (KVView.hit_tokens)."""
+    def peek_hit(self, req, prompt_tokens: int) -> Hit:
+        """What `admit` would find cached now (tokens, by tier), with no side effect (KVView.hit)."""
         ...
 
     # ---- growth ----------------------------------------------------------------------------------

@@ -39,6 +39,26 @@ class Link:
         return self.busy_until
 
 
+def transfer_on(links: tuple[Link, ...], now: float, nbytes: float,
+                earliest: float | None = None) -> tuple[float, float]:
+    """One transfer that occupies every link of a path at once (a sender's NIC and a receiver's, say): it
+    starts when all are free (and not before `earliest`, default now) and runs at the slowest link's
+    bandwidth, plus the largest latency. Returns (start, arrival); each link is busy until the arrival."""
+    start = now if earliest is None else earliest
+    for link in links:
+        if link.busy_until > start:
+            start = link.busy_until
+    bw = min(link.bandwidth for link in links)
+    duration = max(link.latency for link in links) + nbytes / bw
+    end = start + duration
+    for link in links:
+        link.busy_until = end
+        link.bytes += nbytes
+        link.busy_s += duration
+        link.transfers += 1
+    return start, end
+
+
 class TierLinks:
     """The links a tier chain's loads go over, one set per replica: the host link (H2D) for every tier,
     behind it the SSD's read path or the network to the remote store. A load from several tiers starts

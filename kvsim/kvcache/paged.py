@@ -124,9 +124,9 @@ class PagedKVManager:
         """No prefix cache here: nothing is served from cache."""
         return NO_HIT
 
-    def peek_hit(self, req, prompt_tokens: int) -> int:
+    def peek_hit(self, req, prompt_tokens: int) -> Hit:
         """Prompt tokens admit would find cached, without changing anything: none here."""
-        return 0
+        return NO_HIT
 
     def token_states(self, sums: ContextSums) -> int:
         """Slots holding real KV: every sequence's tokens, a slot shared by several tables counted once."""

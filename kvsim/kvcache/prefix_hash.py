@@ -159,17 +159,30 @@ class PrefixHashKVManager(PagedKVManager):
     def evictions(self) -> int:
         return self.pool.evictions
 
-    def peek_hit(self, req, prompt_tokens: int) -> int:
-        """Tokens of the longest cached run of prompt blocks, without changing anything."""
+    def peek_hit(self, req, prompt_tokens: int) -> Hit:
+        """The longest cached run of prompt blocks (on the GPU, then in the tiers below), without changing
+        anything."""
         limit = (prompt_tokens - 1) // self.block_size
         keys = self._memo.get(req).upto(limit)
         by_key = self.pool.by_key
         n = 0
         while n < min(limit, len(keys)) and keys[n] in by_key:
             n += 1
-        if self.tiers is not None:  # and the blocks right after, from the tiers below
-            n += len(self.tiers.match(keys, n, min(limit, len(keys))))
-        return n * self.block_size
+        if self.tiers is None:
+            return Hit.gpu(n * self.block_size)
+        return self._hit(n, self.tiers.match(keys, n, min(limit, len(keys))))
+
+    def _hit(self, gpu_blocks: int, below: list[int]) -> Hit:
+        """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""
+        bs = self.block_size
+        if not below:
+            return Hit.gpu(gpu_blocks * bs)
+        by_tier = [("gpu", gpu_blocks * bs)] if gpu_blocks else []
+        for i, t in enumerate(self.tiers.tiers):
+            n = below.count(i)
+            if n:
+                by_tier.append((t.name, n * bs))
+        return Hit((gpu_blocks + len(below)) * bs, tuple(by_tier))
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """Map the longest cached run of prompt blocks into seq's (new) table; return its tokens."""
@@ -204,15 +217,8 @@ class PrefixHashKVManager(PagedKVManager):
         if self.tiers is None:
             return Hit.gpu(len(table) * bs)
         below = self.tiers.match(keys, len(table), min(limit, len(keys)))
-        if not below:
-            return Hit.gpu(len(table) * bs)
         st.tier_hits = below
-        by_tier = [("gpu", len(table) * bs)] if table else []
-        for i, t in enumerate(self.tiers.tiers):
-            n = below.count(i)
-            if n:
-                by_tier.append((t.name, n * bs))
-        return Hit((len(table) + len(below)) * bs, tuple(by_tier))
+        return self._hit(len(table), below)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         if not PagedKVManager.allocate(self, seq, num_tokens):

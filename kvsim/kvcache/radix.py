@@ -110,10 +110,10 @@ class RadixKVManager(PagedKVManager):
     def evictions(self) -> int:
         return self.pool.evictions
 
-    def peek_hit(self, req, prompt_tokens: int) -> int:
-        """Tokens of the longest cached prefix path, without changing anything."""
+    def peek_hit(self, req, prompt_tokens: int) -> Hit:
+        """The longest cached prefix path, without changing anything."""
         limit = (prompt_tokens - 1) // self.block_size
-        return self.tree.match_length(self._memo.get(req).upto(limit), limit) * self.block_size
+        return Hit.gpu(self.tree.match_length(self._memo.get(req).upto(limit), limit) * self.block_size)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"

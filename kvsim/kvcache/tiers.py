@@ -213,17 +213,20 @@ class _S3Fifo:
 
 
 class Tier:
-    """One cache tier: up to `capacity_blocks` block keys, evicted by `policy`."""
+    """One cache tier: up to `capacity_blocks` block keys, evicted by `policy`. A `shared` tier (the
+    fleet's remote store, Mooncake Store / LMCache remote) sits in the chain of every replica: what one
+    replica stores, another's lookup finds, and a hit leaves it there (exclusive placement or not)."""
 
-    __slots__ = ("name", "capacity_blocks", "policy", "_keys", "_hits", "_heap", "_clock", "_q",
+    __slots__ = ("name", "capacity_blocks", "policy", "shared", "_keys", "_hits", "_heap", "_clock", "_q",
                  "stores", "loads", "evictions", "peak")
 
-    def __init__(self, name: str, capacity_blocks: int, policy: str = "lru") -> None:
+    def __init__(self, name: str, capacity_blocks: int, policy: str = "lru", shared: bool = False) -> None:
         if policy not in TIER_EVICTION:  # (the scenario schema names the key; this guards direct use)
             raise ValueError(f"unknown tier eviction {policy!r}")
         self.name = name
         self.capacity_blocks = capacity_blocks
         self.policy = policy
+        self.shared = shared
         self._keys: OrderedDict[Hashable, None] = OrderedDict()  # lru / fifo order, oldest first
         self._hits: dict[Hashable, tuple[int, int]] = {}  # lfu: key -> (hits, last)
         self._heap: list[tuple[int, int, Hashable]] = []  # lfu: lazy (hits, last, key)
@@ -404,16 +407,19 @@ class TierChain:
         return out
 
     def load(self, keys: list[Hashable], tiers: list[int]) -> None:
-        """Account a hit on these keys from these tiers (exclusive: they leave the chain)."""
+        """Account a hit on these keys from these tiers (exclusive: they leave the chain, except a shared
+        tier's: other replicas read them too)."""
         for k, i in zip(keys, tiers, strict=True):
-            self.tiers[i].hit(k, take=self.exclusive)
+            t = self.tiers[i]
+            t.hit(k, take=self.exclusive and not t.shared)
 
     def check(self) -> None:
-        """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two."""
+        """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two of
+        the replica's own tiers (a shared tier may hold what another replica put there)."""
         seen: set = set()
         for t in self.tiers:
             assert len(t) <= t.capacity_blocks or t.capacity_blocks <= 0, f"tier {t.name} over capacity"
-            if self.exclusive:
+            if self.exclusive and not t.shared:
                 ks = set(t.keys())
                 assert not (ks & seen), f"a block in two exclusive tiers ({t.name})"
                 seen |= ks

@@ -5,7 +5,7 @@
 - `Hit`: what an admission found in the caches: prompt tokens served, and by which tier (the GPU only,
   until tiers below it exist).
 - `KVView`: a read-only view of one replica's caches, for a router or a report: capacity, free and used
-  pages, and how many prompt tokens of a request would hit, without changing anything.
+  pages, and what of a request's prompt would hit (tokens, by tier), without changing anything.
 """
 
 from __future__ import annotations
@@ -66,7 +66,12 @@ class KVView:
         n = self._kv.num_blocks
         return self._kv.used_blocks / n if n else 0.0
 
-    def hit_tokens(self, request, prompt_tokens: int | None = None) -> int:
-        """Prompt tokens of `request` its caches would serve now."""
+    def hit(self, request, prompt_tokens: int | None = None) -> Hit:
+        """What its caches would serve of `request`'s prompt now: tokens, and per tier (`Hit.by_tier`:
+        gpu, then cpu / ssd / remote where the replica has those tiers)."""
         prompt = request.prompt_len if prompt_tokens is None else prompt_tokens
         return self._kv.peek_hit(request, prompt)
+
+    def hit_tokens(self, request, prompt_tokens: int | None = None) -> int:
+        """Prompt tokens of `request` its caches would serve now."""
+        return self.hit(request, prompt_tokens).tokens

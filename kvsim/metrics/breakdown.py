@@ -12,10 +12,11 @@ import pandas as pd
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
 
 
-def breakdown_means(timeline: pd.DataFrame, capacity_tokens: int,
+def breakdown_means(timeline: pd.DataFrame, capacity_tokens: int | pd.Series,
                     mean: Callable[[pd.DataFrame, pd.Series], float | None]) -> dict[str, Any]:
-    """Each breakdown part as a fraction of the KV capacity, averaged with `mean` (the summary's per-replica
-    time-weighted mean); None for a part whose column the timeline lacks."""
+    """Each breakdown part as a fraction of the KV capacity (one number, or per timeline row: each
+    replica's own in a heterogeneous fleet), averaged with `mean` (the summary's per-replica time-weighted
+    mean); None for a part whose column the timeline lacks."""
     out: dict[str, Any] = {}
     for key, col in SUMMARY_KEYS.items():
         out[key] = mean(timeline, timeline[col] / capacity_tokens) if col in timeline.columns else None

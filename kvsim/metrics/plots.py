@@ -1,4 +1,4 @@
-"""PNG plots of one run: KV usage, concurrency and latency CDFs.
+"""PNG plots of one run: KV usage, concurrency and latency CDFs; with a fleet, per-replica bars.
 
 Figures are built with matplotlib's object API on an Agg canvas rather than pyplot, so plotting never
 touches the global backend or leaks figures, and runs under matplotlib's default style whatever the
@@ -16,14 +16,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from kvsim.metrics.summary import with_hold
+from kvsim.metrics.summary import replica_capacities, row_capacity, with_hold
 
 PLOT_BINS = 1000
 CDF_POINTS = 1001
 _SAVE_KW: dict[str, Any] = {"dpi": 100, "format": "png", "metadata": {"Software": None}}
 
 PLOT_FILES: tuple[str, ...] = ("kv_usage.png", "concurrency.png", "latency_cdf.png")
+FLEET_PLOT_FILES: tuple[str, ...] = ("replicas.png",)
+"""Written too when the summary has a `fleet` section."""
+ROLE_COLORS: dict[str, str] = {"mixed": "tab:blue", "prefill": "tab:orange", "decode": "tab:green"}
 
 
 def step_bin_means(t: np.ndarray, hold: np.ndarray, v: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -84,8 +88,15 @@ def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -
     if len(timeline) == 0:
         _no_data(ax)
     else:
-        scale_t = 1.0 / cap_tokens if cap_tokens else 1.0
-        scale_b = 1.0 / cap_blocks if cap_blocks else 1.0
+        scale_t: Any = 1.0 / cap_tokens if cap_tokens else 1.0
+        scale_b: Any = 1.0 / cap_blocks if cap_blocks else 1.0
+        fleet = summary.get("fleet")
+        if fleet is not None:  # each replica's rows over its own capacity (heterogeneous fleets)
+            caps = replica_capacities(fleet["per_replica"], fleet.get("pools"), kv.get("block_size"))
+            blocks, sizes = row_capacity(timeline, caps)
+            if (blocks * sizes).notna().any():  # a replica of unknown capacity draws as 0
+                scale_b, scale_t = (1.0 / blocks).fillna(0.0), (1.0 / (blocks * sizes)).fillna(0.0)
+                cap_tokens = 1  # label and y-limits as fractions, as with one known capacity
         series = [("token states", timeline["kv_token_states"] * scale_t),
                   ("used blocks", timeline["kv_used_blocks"] * scale_b)]
         if (timeline["kv_cached_blocks"] > 0).any():
@@ -151,13 +162,59 @@ def plot_latency_cdf(path: Path, requests: pd.DataFrame) -> None:
     fig.savefig(path, **_SAVE_KW)
 
 
+def _bars(ax: Any, per_replica: list[dict[str, Any]], key: str, title: str, fraction: bool) -> None:
+    """One panel: a bar per replica of per_replica[i][key] (no bar where it is None), colored by role."""
+    x = [p["index"] for p in per_replica]
+    y = [np.nan if p.get(key) is None else p[key] for p in per_replica]
+    ax.bar(x, y, color=[ROLE_COLORS.get(p.get("role"), "tab:gray") for p in per_replica], width=0.8)
+    ax.set_title(title)
+    ax.set_xlabel("replica")
+    if fraction:
+        ax.set_ylim(0, 1.05)
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlim(min(x) - 0.6, max(x) + 0.6)  # every replica's slot, with or without a bar
+    if len(x) <= 16:
+        ax.set_xticks(x)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def plot_replicas(path: Path, summary: dict[str, Any], requests: pd.DataFrame,
+                  timeline: pd.DataFrame) -> None:
+    """Per replica of the fleet (summary["fleet"]["per_replica"]): requests routed there, prefix-cache
+    hit rate and busy fraction, one panel each, bars colored by role. `requests` and `timeline` are
+    accepted for symmetry with the other plots; the figures come from the summary."""
+    del requests, timeline
+    fig, axes = _figure(ncols=3, width=12.0)
+    per_replica = (summary.get("fleet") or {}).get("per_replica") or []
+    panels = (("routed", "routed requests", False), ("hit_rate", "prefix-cache hit rate", True),
+              ("busy_fraction", "busy fraction", True))
+    for ax, (key, title, fraction) in zip(axes, panels, strict=True):
+        if per_replica:
+            _bars(ax, per_replica, key, title, fraction)
+        else:
+            _no_data(ax)
+            ax.set_title(title)
+    roles = [r for r in ROLE_COLORS if any(p.get("role") == r for p in per_replica)]
+    if roles:  # above the panels, clear of the bars
+        fig.subplots_adjust(top=0.84)
+        fig.legend(handles=[Patch(color=ROLE_COLORS[r], label=r) for r in roles], loc="upper center",
+                   ncol=len(roles), frameon=False)
+    fig.savefig(path, **_SAVE_KW)
+
+
 def write_plots(out_dir: Path, summary: dict[str, Any], requests: pd.DataFrame,
                 timeline: pd.DataFrame) -> list[str]:
-    """Write PLOT_FILES into out_dir; returns their file names."""
+    """Write PLOT_FILES (and FLEET_PLOT_FILES when the summary has a fleet) into out_dir; returns their
+    file names."""
     out_dir = Path(out_dir)
     timeline = with_hold(timeline)
+    files = list(PLOT_FILES)
     with matplotlib.style.context("default"):
         plot_kv_usage(out_dir / "kv_usage.png", summary, timeline)
         plot_concurrency(out_dir / "concurrency.png", timeline)
         plot_latency_cdf(out_dir / "latency_cdf.png", requests)
-    return list(PLOT_FILES)
+        if summary.get("fleet") is not None:
+            plot_replicas(out_dir / "replicas.png", summary, requests, timeline)
+            files += FLEET_PLOT_FILES
+    return files

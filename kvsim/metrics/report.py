@@ -20,6 +20,7 @@ PLOT_TITLES: dict[str, str] = {
     "kv_usage.png": "KV cache usage",
     "concurrency.png": "Concurrency",
     "latency_cdf.png": "Latency CDFs",
+    "replicas.png": "Replicas: routed requests, hit rate, busy fraction",
 }
 
 

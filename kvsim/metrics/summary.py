@@ -41,6 +41,10 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
     if meta.get("sparsity") is not None:  # token-level eviction / offload (docs/sparsity.md)
         summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
                                                summary["concurrency"]["mean"])
+    if meta.get("fleet") is not None:  # several replicas or a cluster: section (docs/metrics.md, Fleet)
+        from kvsim.metrics.fleet import fleet_section  # here: fleet.py builds on this module's helpers
+
+        summary["fleet"] = fleet_section(requests, timeline, meta)
     for key in META_COPIES:
         summary[key] = meta.get(key)
     return summary
@@ -150,9 +154,54 @@ def _concurrency_section(timeline: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def replica_capacities(replicas: list[dict[str, Any]], pools: list[dict[str, Any]] | None,
+                       block_size: Any) -> dict[int, tuple[float, float]]:
+    """Replica index -> (capacity_blocks, block_size) of a fleet: each replica's own `capacity_blocks`, and
+    its `block_size` if it has one, else its pool's, else `block_size`. A figure that is missing or not
+    positive is NaN (the rows of that replica drop out of the time-weighted means)."""
+    pool_bs = {p.get("name"): p.get("block_size") for p in pools or ()}
+    out: dict[int, tuple[float, float]] = {}
+    for r in replicas:
+        bs = r.get("block_size")
+        if bs is None:
+            bs = pool_bs.get(r.get("pool"))
+        if bs is None:
+            bs = block_size
+        out[int(r["index"])] = (_positive(r.get("capacity_blocks")), _positive(bs))
+    return out
+
+
+def _positive(x: Any) -> float:
+    x = plain(x)
+    return float(x) if isinstance(x, (int, float)) and x > 0 else float("nan")
+
+
+def row_capacity(timeline: pd.DataFrame, capacities: dict[int, tuple[float, float]]
+                 ) -> tuple[pd.Series, pd.Series]:
+    """(capacity_blocks, block_size) of each timeline row's replica, as float Series on the timeline's
+    index (NaN for a replica `capacities` lacks)."""
+    replica = timeline["replica"]
+    blocks = replica.map({k: v[0] for k, v in capacities.items()}).astype("float64")
+    sizes = replica.map({k: v[1] for k, v in capacities.items()}).astype("float64")
+    return blocks, sizes
+
+
+def _common(values: list[float]) -> int | None:
+    """The one value every replica has (as an int), or None when they differ or one is unknown."""
+    first = values[0] if values else float("nan")
+    if first != first or any(v != first for v in values):
+        return None
+    return whole(first)
+
+
 def _kv_section(timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
     blocks = plain(meta.get("capacity_blocks"))
     block_size = plain(meta.get("block_size"))
+    fleet = meta.get("fleet")
+    if fleet is not None:  # the fleet-wide capacity only when every replica has the same one
+        caps = replica_capacities(fleet["replicas"], fleet.get("pools"), block_size)
+        blocks = _common([c[0] for c in caps.values()])
+        block_size = _common([c[1] for c in caps.values()])
     bytes_per_block = whole(meta.get("bytes_per_block"))
     cap_tokens = blocks * block_size if blocks is not None and block_size is not None else None
     out: dict[str, Any] = {
@@ -163,22 +212,32 @@ def _kv_section(timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
         "bytes_per_block": bytes_per_block,
         "capacity_bytes": whole(blocks * bytes_per_block) if blocks is not None and bytes_per_block else None,
     }
+    # each row over its replica's capacity: one number without a fleet, the replica's own with one
+    row_blocks: Any = blocks
+    row_bs: Any = block_size
+    row_tokens: Any = cap_tokens
+    if fleet is not None:
+        row_blocks, row_bs = row_capacity(timeline, caps)
+        row_tokens = row_blocks * row_bs
+        known = bool(row_tokens.notna().any())
+    else:
+        known = bool(cap_tokens)
     ratios = ("utilization_mean", "utilization_max", "used_blocks_mean", "used_blocks_max",
               "cached_blocks_mean", "internal_fragmentation_mean")
-    if not cap_tokens or not len(timeline):
+    if not known or not len(timeline):
         return {**out, **dict.fromkeys(ratios), "breakdown": dict.fromkeys(SUMMARY_KEYS),
                 "sharing_saving": None}
-    util = timeline["kv_token_states"] / cap_tokens
-    used = timeline["kv_used_blocks"] / blocks
-    unfilled = (timeline["kv_used_blocks"] * block_size - timeline["kv_token_states"]) / cap_tokens
+    util = timeline["kv_token_states"] / row_tokens
+    used = timeline["kv_used_blocks"] / row_blocks
+    unfilled = (timeline["kv_used_blocks"] * row_bs - timeline["kv_token_states"]) / row_tokens
     out.update({
         "utilization_mean": _per_replica_mean(timeline, util),
         "utilization_max": _max(util),
         "used_blocks_mean": _per_replica_mean(timeline, used),
         "used_blocks_max": _max(used),
-        "cached_blocks_mean": _per_replica_mean(timeline, timeline["kv_cached_blocks"] / blocks),
+        "cached_blocks_mean": _per_replica_mean(timeline, timeline["kv_cached_blocks"] / row_blocks),
         "internal_fragmentation_mean": _per_replica_mean(timeline, unfilled),
-        "breakdown": breakdown_means(timeline, cap_tokens, _per_replica_mean),
+        "breakdown": breakdown_means(timeline, row_tokens, _per_replica_mean),
         "sharing_saving": sharing_saving(timeline),
     })
     return out
@@ -245,4 +304,8 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("iterations", _fmt(summary["iterations"])),
         ("copy-on-write copies", _fmt(summary["cow_copies"])),
     ]
+    if summary.get("fleet") is not None:
+        from kvsim.metrics.fleet import fleet_rows
+
+        rows += fleet_rows(summary["fleet"], _fmt, _pct)
     return rows

@@ -29,7 +29,8 @@ class HardwareSpec:
     memory_bytes: device memory as the runtime reports it (CUDA/HIP total, what vLLM multiplies by
         gpu_memory_utilization); memory_gb: the datasheet figure in GB (1e9 bytes), informational.
     hbm_bandwidth, host_link_bandwidth (GPU<->host, one direction), interconnect_bandwidth (GPU<->GPU
-        for tensor-parallel all-reduce, one direction), ssd_bandwidth (read): bytes/s.
+        for tensor-parallel all-reduce, one direction), network_bandwidth (the GPU's scale-out NIC, one
+        direction; optional), ssd_bandwidth (read): bytes/s.
     peak_flops: dtype -> dense FLOP/s (no sparsity); keys among fp32, tf32, bf16, fp16, fp8, int8.
     host_dram_bytes, ssd_bytes: this GPU's share of the host's DRAM and local NVMe.
     sources: field -> citation. calibration: raw mapping from a kernel-measurement fit, or None
@@ -48,6 +49,9 @@ class HardwareSpec:
     ssd_bytes: int
     ssd_bandwidth: float
     interconnect_bandwidth: float
+    network_bandwidth: float = 0.0
+    """Scale-out network per GPU, one direction (RDMA NIC), bytes/s: KV transfer between nodes (P/D);
+    0 when the profile does not say."""
     memory_gb: float = 0.0
     description: str = ""
     sources: dict[str, str] | None = None
@@ -216,6 +220,8 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         ssd_bytes=int(_positive(data["ssd_bytes"], "ssd_bytes", source, MAX_BYTES, True)),
         ssd_bandwidth=rate("ssd_bandwidth"),
         interconnect_bandwidth=rate("interconnect_bandwidth"),
+        network_bandwidth=(_positive(data["network_bandwidth"], "network_bandwidth", source, MAX_RATE)
+                           if data.get("network_bandwidth") is not None else 0.0),
         memory_gb=_positive(data.get("memory_gb", memory / GB), "memory_gb", source, MAX_BYTES / GB),
         description=_text(data.get("description"), "description", source),
         sources=_sources(data.get("sources"), source),

@@ -91,9 +91,9 @@ def test_contiguous_max_larger_than_the_pool_fails_at_construction():
 
 def test_pool_size_is_bounded():
     assert error_of("kv.num_gpu_blocks_override=200000000", "parallelism.replicas=10") == (
-        "kv: 10 replica(s) x 200,000,000 KV blocks exceed the simulator's bound of 1,073,741,824 blocks in "
-        "all (the ids it can address here); raise kv.block_size, or lower kv.num_gpu_blocks_override or "
-        "parallelism.replicas")
+        "kv: 10 replica(s) with 2,000,000,000 KV blocks in all exceed the simulator's bound of "
+        "1,073,741,824 blocks (the ids it can address here); raise kv.block_size, or lower "
+        "kv.num_gpu_blocks_override or parallelism.replicas")
     with pytest.raises(KvsimError, match="num_gpu_blocks_override: Input should be less than or equal to "
                                          "1073741824"):
         sim("kv.num_gpu_blocks_override=2000000000")

@@ -153,7 +153,7 @@ def test_prefix_hit_is_the_prefix_every_group_can_serve():
     kv.check_invariants()
     assert kv.cached_blocks == 24  # 12 pages per group, all keyed and unreferenced
     second = _request(2, 16 * 12 + 5, 16 * 12)
-    assert kv.peek_hit(second, second.prompt_len) == 16 * 12
+    assert kv.peek_hit(second, second.prompt_len).tokens == 16 * 12
     hit = kv.admit(2, second, second.prompt_len, 4)
     assert hit.tokens == 16 * 12 and hit.by_tier == (("gpu", 192),)
     # the sliding group maps only the blocks holding the last window - 1 = 63 tokens before token 192
@@ -178,7 +178,7 @@ def test_a_sliding_group_that_lost_its_window_lowers_the_hit():
     second = _request(2, 16 * 12 + 5, 16 * 12)
     # blocks 11 is cached but 10 is not: the window ending at 12 fails; the one ending at 10 needs
     # blocks (160 - 63) // 16 = 6 .. 9, all cached
-    assert kv.peek_hit(second, second.prompt_len) == 16 * 10
+    assert kv.peek_hit(second, second.prompt_len).tokens == 16 * 10
     kv.check_invariants()
 
 

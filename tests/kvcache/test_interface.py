@@ -52,7 +52,7 @@ def _instance_attributes(cls) -> set[str]:
 def test_neutral_answers_of_a_plain_paged_manager():
     kv = PagedKVManager(10, 4)
     req = Request(0, 0.0, 6, 3)
-    assert kv.evictions == 0 and kv.refuse_reason(req, 3) is None and kv.peek_hit(req, 6) == 0
+    assert kv.evictions == 0 and kv.refuse_reason(req, 3) is None and kv.peek_hit(req, 6).tokens == 0
     kv.allocate(1, 6)
     kv.allocate(2, 3)
     kv.reparent(2, 1)  # beam: 2 continues from 1, sharing its two blocks

@@ -1,0 +1,209 @@
+"""One replica configuration of a fleet (a pool): the model on its hardware and parallelism, its KV
+capacity and page plan, its cost model, the checks only those reveal, and its replicas' schedulers."""
+
+from __future__ import annotations
+
+from kvsim.cost.factory import build_cost_model
+from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.sparse_sizing import SparseSizing
+from kvsim.errors import KvsimError
+from kvsim.kvcache.factory import build_kv_manager
+from kvsim.kvcache.links import TierLinks
+from kvsim.kvcache.tiers import Tier
+from kvsim.scenario import Scenario
+from kvsim.specs.catalog import get_model
+from kvsim.specs.footprint import kv_capacity
+from kvsim.specs.hardware import load_hardware
+from kvsim.specs.layers import window_caps
+from kvsim.workload.request import Request
+
+GIB = 1024**3
+
+
+class Deployment:
+    """The replicas of one pool share this: `sc` is the scenario one of them runs (a pool's hardware,
+    tensor parallelism, kv and scheduler keys applied: kvsim.scenario.pool_scenarios)."""
+
+    def __init__(self, scenario: Scenario, name: str = "default", role: str = "mixed",
+                 replicas: int = 1) -> None:
+        self.sc = scenario
+        self.name = name
+        self.role = role
+        self.replicas = replicas
+        self.model = get_model(scenario.model)
+        self.hw = load_hardware(scenario.hardware)
+        self.tp = scenario.parallelism.tensor_parallel_size
+        kvc = scenario.kv
+        reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
+        self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization,
+                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager)
+        self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
+        self.bytes_per_block = self.capacity.bytes_per_block
+        self.plan = self.capacity.plan
+        self.layer_groups = self.model.layer_groups(kvc.dtype, self.tp)
+        self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
+        self.block_size = self.capacity.block_size
+        """Tokens per block (page): kv.block_size, raised by the page plan for state or compressed layers."""
+        self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
+        self.sparse = kvc.sparsity.enabled
+        self.tier_media = [t.medium for t in kvc.tiers]
+        self.check_settings()
+        self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
+        self.first_kv = None  # the first replica's KV manager (refuse_reason), set by new_scheduler
+
+    @property
+    def replica_block_bytes(self) -> float:
+        """Bytes of one block over the replica's GPUs (tensor parallel shards together)."""
+        return self.bytes_per_block * self.tp
+
+    def check_settings(self) -> None:
+        """One-line errors for settings that only the model and the pool size reveal. `kvsim validate` and
+        `run` both construct the Simulation, so both report them before simulating (the rules that need
+        the scenario alone are scenario.cross_check)."""
+        sc = self.sc
+        if self.num_blocks < 1:
+            raise KvsimError(f"kv.block_size: not one block of {sc.kv.block_size} tokens fits in the KV "
+                             f"memory of {self.hw.name} ({self.capacity.usable_bytes / GIB:.2f} GiB usable); "
+                             "lower kv.block_size or kv.dtype, or raise gpu_memory_utilization")
+        self._check_layer_groups()
+        self._check_tiers()
+        capacity = self.num_blocks * self.block_size
+        if sc.kv.layout == "contiguous:max" and self.max_model_len > capacity:
+            raise KvsimError(f"kv.layout: {sc.kv.layout} reserves max_model_len ({self.max_model_len}) slots "
+                             f"per sequence, more than the KV capacity ({capacity} slots)")
+
+    def _check_layer_groups(self) -> None:
+        """What a model with several cache groups (or a sliding, state or compressed one) is not modelled
+        with: one-line errors naming the key."""
+        plan, sc = self.plan, self.sc
+        model_kinds = sorted({g.kind for g in self.layer_groups})
+        if sc.kv.sparsity.enabled and model_kinds not in (["full"], ["mla"]):
+            raise KvsimError(f"kv.sparsity.policy: {self.model.name} has {'/'.join(model_kinds)} layer "
+                             "groups; token-level policies are modelled for full or MLA attention only "
+                             "(set kv.sparsity.policy: none)")
+        if plan is None or plan.single:
+            return
+        kinds = sorted({g.kind for g in plan.groups})
+        what = f"{self.model.name} keeps KV in {'/'.join(kinds)} layer groups"
+        if sc.kv.layout != "paged":
+            raise KvsimError(f"kv.layout: {what}; contiguous layouts model one group of full attention "
+                             "(use kv.layout: paged)")
+        if sc.kv.prefix_cache == "radix":
+            raise KvsimError(f"kv.prefix_cache: {what}; the radix cache is not modelled across layer groups "
+                             "(use kv.prefix_cache: hash, vLLM's hybrid prefix caching)")
+        # a per-sequence state: Mamba / linear-attention layers, or DeepSeek-V4's state cache
+        states = any(g.state_pages for g in plan.groups)
+        if states and sc.kv.prefix_cache != "none":
+            raise KvsimError(f"kv.prefix_cache: {what}; per-sequence states are not cached at block "
+                             "checkpoints, so no prefix could hit (set kv.prefix_cache: none)")
+        if states and (sc.workload.n > 1 or sc.workload.beam_width > 1):
+            raise KvsimError(f"workload.n: {what}; parallel sampling and beam search fork per-sequence "
+                             "states, which is not modelled (set workload.n and workload.beam_width to 1)")
+
+    def _check_tiers(self) -> None:
+        """KV tiers against the hardware (a cpu tier within the host DRAM per GPU, an ssd tier within the
+        local NVMe) and the model (one cache group): one-line errors naming the key."""
+        sc, hw = self.sc, self.hw
+        if not sc.kv.tiers:
+            return
+        if self.plan is not None and not self.plan.single:
+            raise KvsimError(f"kv.tiers: {self.model.name} keeps KV in several layer groups; tiers are "
+                             "modelled below one group's cache (remove kv.tiers)")
+        tp = self.tp
+        for i, t in enumerate(sc.kv.tiers):
+            have = {"cpu": hw.host_dram_bytes, "ssd": hw.ssd_bytes}.get(t.medium)
+            what = {"cpu": "host DRAM", "ssd": "local SSD"}.get(t.medium)
+            if have is not None and t.capacity_gb * 1e9 > have * tp:
+                raise KvsimError(f"kv.tiers.{i}.capacity_gb: {t.capacity_gb:g} GB exceeds the {what} of "
+                                 f"{tp} x {hw.name} ({have * tp / 1e9:.1f} GB in its hardware profile)")
+            if t.capacity_gb * 1e9 < self.bytes_per_block * tp:
+                raise KvsimError(f"kv.tiers.{i}.capacity_gb: {t.capacity_gb:g} GB holds no KV block of "
+                                 f"{self.bytes_per_block * tp / 1e6:.2f} MB")
+
+    def tier_links(self) -> TierLinks | None:
+        """A replica's own links to its tiers (None without tiers)."""
+        sc, hw = self.sc, self.hw
+        if not sc.kv.tiers:
+            return None
+        tiers = []
+        for t in sc.kv.tiers:
+            bw = t.bandwidth_gbps * 1e9 if t.bandwidth_gbps else (
+                hw.ssd_bandwidth if t.medium == "ssd" else hw.host_link_bandwidth)
+            tiers.append((t.medium, bw, t.latency_s))
+        # each of the replica's TP GPUs loads its shard over its own host link, in parallel; an SSD or
+        # network link carries all of them
+        return TierLinks(hw.host_link_bandwidth, tiers, self.capacity.kv_bytes_per_token, self.tp)
+
+    def new_scheduler(self, shared_tiers: dict[str, Tier] | None = None
+                      ) -> tuple[Scheduler, TierLinks | None]:
+        """A fresh scheduler (and KV manager) for one replica of this pool, and its tier links.
+        shared_tiers: the fleet's shared store tiers by medium (built on first use, then reused)."""
+        sc = self.sc
+        swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
+        kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan,
+                              self.replica_block_bytes, shared_tiers)
+        if self.first_kv is None:
+            self.first_kv = kv
+        limits = SchedulerLimits(
+            max_num_seqs=sc.scheduler.max_num_seqs,
+            # without chunked prefill a whole prompt (after a recompute: prompt + generated) must fit one
+            # iteration, so the budget is at least max_model_len, as vLLM sets it
+            max_num_batched_tokens=(sc.scheduler.max_num_batched_tokens if sc.scheduler.chunked_prefill
+                                    else max(sc.scheduler.max_num_batched_tokens, self.max_model_len)),
+            chunked_prefill=sc.scheduler.chunked_prefill,
+            preemption_mode=sc.scheduler.preemption_mode,
+            watermark_blocks=self.watermark_blocks(),
+            bytes_per_block=self.bytes_per_block,
+            beam_seed=sc.simulation.seed,
+            windows=self.windows,
+            tier_load=sc.kv.tier_load,
+        )
+        if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
+            return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
+                                                      self.capacity.kv_bytes_per_token,
+                                                      self.hw.host_link_bandwidth)), None
+        links = self.tier_links()
+        return Scheduler(limits, kv, loader=None if links is None else links.load,
+                         hand_off=self.role == "prefill"), links
+
+    def reject_reason(self, r: Request) -> str | None:
+        """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
+        None."""
+        if r.prompt_len >= self.max_model_len:
+            return "prompt longer than max_model_len"
+        output = min(r.output_len, self.max_model_len - r.prompt_len)
+        # a sequence holds at most prompt + output - 1 slots: the last token's KV is never written
+        total = r.prompt_len + max(output - 1, 0)
+        if self.role == "prefill":
+            total = r.prompt_len  # it holds the prompt's KV only, until the transfer
+        seqs = max(r.n, r.beam_width)
+        blocks = seqs * self._pages_for(total, r.prompt_len)
+        if blocks > self.num_blocks:
+            return "request needs more KV blocks than the pool has"
+        if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self.watermark_blocks():
+            # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
+            return "request needs more KV blocks than the pool has above the watermark"
+        return self.first_kv.refuse_reason(r, output) if self.first_kv is not None else None
+
+    def _pages_for(self, total: int, prompt: int) -> int:
+        """Most pages one sequence of the request holds at once: total tokens' worth (the page plan's count:
+        sliding groups their window), or what its prefill holds, a chunk and the window before it in a
+        sliding group (as vLLM allocates a chunk before trimming)."""
+        if self.plan is None or self.plan.single:
+            return -(-total // self.block_size)
+        sched = self.sc.scheduler
+        chunk = sched.max_num_batched_tokens if sched.chunked_prefill else prompt
+        return max(self.plan.pages(total), self.plan.pages_during_prefill(prompt, chunk))
+
+    def _may_swap(self, seqs: int) -> bool:
+        """Whether a group of `seqs` sequences can be swapped out (multi-sequence groups always are)."""
+        return self.sc.scheduler.preemption_mode == "swap" or seqs > 1
+
+    def watermark_blocks(self) -> int:
+        return int(self.sc.kv.watermark * self.num_blocks)
+
+    def describe(self) -> dict:
+        """The pool's row in meta['fleet']['pools']."""
+        return {"name": self.name, "role": self.role, "replicas": self.replicas, "hardware": self.hw.name,
+                "tensor_parallel_size": self.tp, "capacity_blocks": self.num_blocks,
+                "block_size": self.block_size}

@@ -1,0 +1,167 @@
+"""The fleet in a run (docs/fleet.md): routing of every request, disaggregated prefill / decode with a
+timed KV transfer (hand-checked bytes and times, admission only after arrival, NICs never over their
+bandwidth), a shared store across replicas, heterogeneous pools, and the one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.engine.simulation import Simulation
+from kvsim.errors import KvsimError
+from kvsim.scenario import load_scenario
+from kvsim.workload.request import Request
+
+PD = "cluster={pools: [{role: prefill, data_parallel_size: %d}, {role: decode, data_parallel_size: %d}]%s}"
+
+
+def sim(*overrides: str, requests: list[Request] | None = None) -> Simulation:
+    s = Simulation(load_scenario(None, list(overrides)))
+    if requests is not None:
+        s.build_requests = lambda: [Request(r.rid, r.arrival_s, r.prompt_len, r.output_len,
+                                            segments=r.segments, session=r.session) for r in requests]
+    return s
+
+
+def chat(*overrides: str):
+    s = sim("workload.kind=chat", "simulation.requests=150", "workload.arrival.rate=20",
+            "kv.check_invariants=true", *overrides)
+    return s, s.run()
+
+
+def test_one_request_hand_off_by_hand():
+    # Llama-3-8B bf16: 131,072 B of KV per token; a 1,601-token prompt moves 1,600 tokens' KV
+    s = sim(PD % (1, 1, ", kv_transfer: {bandwidth_gbps: 10, latency_s: 0.001}"), "kv.check_invariants=true",
+            requests=[Request(0, 0.0, 1601, 5)])
+    r = s.run().requests.iloc[0]
+    nbytes = 1600 * 131_072
+    assert r["kv_transfer_bytes"] == nbytes
+    assert r["prefill_replica"] == 0 and r["replica"] == 1
+    # the decode replica is idle: it admits at once, pulls over idle NICs: latency + bytes / bandwidth
+    assert r["decode_admit_s"] == pytest.approx(r["prefill_done_s"])
+    assert r["kv_arrival_s"] - r["decode_admit_s"] == pytest.approx(0.001 + nbytes / 10e9)
+    assert r["kv_transfer_s"] == pytest.approx(0.001 + nbytes / 10e9)
+    # the first token comes from the decode replica's first step after the KV arrived
+    assert r["first_token_s"] > r["kv_arrival_s"]
+    assert r["finish_s"] > r["first_token_s"]
+
+
+def test_layerwise_overlaps_the_transfer_with_the_last_prefill_iteration():
+    reqs = [Request(0, 0.0, 1601, 5)]
+    after = sim(PD % (1, 1, ", kv_transfer: {bandwidth_gbps: 10}"), requests=reqs).run().requests.iloc[0]
+    layer = sim(PD % (1, 1, ", kv_transfer: {bandwidth_gbps: 10, mode: layerwise}"),
+                requests=reqs).run().requests.iloc[0]
+    nbytes = 1600 * 131_072
+    # one prefill iteration: the stream starts with it; it ends no earlier than the last layer's share
+    start = 0.0
+    assert layer["kv_arrival_s"] == pytest.approx(max(start + 1e-5 + nbytes / 10e9,
+                                                      layer["prefill_done_s"] + 1e-5 + nbytes / 32 / 10e9))
+    assert layer["kv_transfer_s"] < after["kv_transfer_s"]
+    assert layer["first_token_s"] < after["first_token_s"]
+
+
+@pytest.mark.parametrize("mode", ["after_prefill", "layerwise"])
+def test_pd_every_request_finishes_once_and_never_decodes_before_its_kv(mode):
+    s, res = chat(PD % (1, 2, f", kv_transfer: {{mode: {mode}, bandwidth_gbps: 5}}"))
+    q = res.requests
+    assert len(q) == s.total_requests and q["rid"].is_unique
+    assert q["finish_s"].notna().all()
+    moved = q[q["prefill_replica"] >= 0]
+    assert (moved["output_len"] > 1).all() and len(moved) == (q["output_len"] > 1).sum()
+    assert set(moved["prefill_replica"]) == {0} and set(moved["replica"]) <= {1, 2}
+    assert (moved["decode_admit_s"] >= moved["prefill_done_s"]).all()
+    assert (moved["first_token_s"] > moved["kv_arrival_s"]).all()
+    if mode == "after_prefill":
+        assert (moved["kv_arrival_s"] > moved["decode_admit_s"]).all()
+
+
+def test_transfers_never_exceed_a_nic_bandwidth():
+    s, res = chat(PD % (2, 2, ", kv_transfer: {bandwidth_gbps: 2, latency_s: 0}"))
+    q = res.requests
+    moved = q[q["prefill_replica"] >= 0].copy()
+    moved["start"] = moved["kv_arrival_s"] - moved["kv_transfer_bytes"] / 2e9
+    for col in ("prefill_replica", "replica"):  # the sender's NIC and the receiver's
+        for _, rows in moved.groupby(col):
+            rows = rows.sort_values("start")
+            # FCFS at full bandwidth: one transfer at a time on each NIC, so the intervals never overlap
+            starts, ends = rows["start"].to_numpy(), rows["kv_arrival_s"].to_numpy()
+            assert (starts[1:] >= ends[:-1] - 1e-9).all()
+    meta = res.meta["fleet"]["kv_transfer"]
+    assert meta["transfers"] == len(moved)
+    assert meta["bytes"] == pytest.approx(moved["kv_transfer_bytes"].sum())
+
+
+def test_a_one_token_request_ends_on_the_prefill_replica():
+    res = sim(PD % (1, 1, ""), requests=[Request(0, 0.0, 100, 1)]).run()
+    r = res.requests.iloc[0]
+    assert r["replica"] == 0 and r["prefill_replica"] == -1 and r["kv_transfer_bytes"] == 0
+
+
+def test_follow_ups_are_routed_and_affinity_keeps_sessions():
+    s, res = chat("parallelism.replicas=4", "router.policy=session_affinity")
+    reqs = {r.rid: r for r in s.build_requests()}
+    q = res.requests
+    q["session"] = [reqs[r].session for r in q["rid"]]
+    assert (q.groupby("session")["replica"].nunique() == 1).all()
+    s2, rr = chat("parallelism.replicas=4")
+    rr = rr.requests
+    rr["session"] = [reqs[r].session for r in rr["rid"]]
+    assert (rr.groupby("session")["replica"].nunique() > 1).any()  # round robin splits sessions
+    assert res.meta["fleet"]["router"] == "session_affinity"
+    assert sum(x["routed"] for x in res.meta["fleet"]["replicas"]) == len(q)
+
+
+def test_prefix_aware_beats_round_robin_on_hits():
+    hits = {}
+    for policy in ("round_robin", "prefix_aware"):
+        _, res = chat("parallelism.replicas=4", "kv.prefix_cache=hash", f"router.policy={policy}")
+        q = res.requests
+        hits[policy] = q["cached_tokens"].sum() / q["prompt_len"].sum()
+    assert hits["prefix_aware"] > hits["round_robin"]
+
+
+def test_a_shared_store_serves_another_replica_prefill():
+    tiers = "kv.tiers=[{medium: remote, capacity_gb: 10, bandwidth_gbps: 10, shared: %s}]"
+    reqs = [Request(0, 0.0, 161, 2, segments=((7, 161),)), Request(1, 1.0, 161, 2, segments=((7, 161),))]
+    got = {}
+    for shared in ("true", "false"):
+        res = sim("parallelism.replicas=2", "kv.prefix_cache=hash", "kv.tier_store=write_through",
+                  tiers % shared, "kv.check_invariants=true", requests=reqs).run()
+        r = res.requests.set_index("rid")
+        assert list(r["replica"]) == [0, 1]
+        got[shared] = int(r.loc[1, "hit_tokens_remote"])
+        assert res.meta["tiers"]["tiers"]["remote"]["stores"] == (10 if shared == "true" else 20)
+    # 161 tokens: (161 - 1) // 16 = 10 blocks the second replica finds in the store, none in its own
+    assert got == {"true": 160, "false": 0}
+
+
+def test_heterogeneous_pools():
+    s, res = chat("cluster={pools: [{name: big, hardware: h200, data_parallel_size: 1}, "
+                  "{name: small, hardware: h100-sxm, tensor_parallel_size: 2, data_parallel_size: 2}]}",
+                  "router.policy=least_loaded")
+    fleet = res.meta["fleet"]
+    assert [p["name"] for p in fleet["pools"]] == ["big", "small"]
+    assert [x["pool"] for x in fleet["replicas"]] == ["big", "small", "small"]
+    assert fleet["pools"][0]["capacity_blocks"] != fleet["pools"][1]["capacity_blocks"]
+    assert set(res.requests["replica"]) == {0, 1, 2}
+    assert res.meta["replicas"] == 3
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["parallelism.replicas=2", "cluster={pools: [{}]}"], "parallelism.replicas: with cluster:"),
+    (["cluster={pools: [{role: prefill}, {role: mixed}]}"], "cluster.pools.1.role: mixed replicas"),
+    (["cluster={pools: [{role: decode}]}"], "cluster.pools: disaggregated serving needs"),
+    (["cluster={pools: [{name: a}, {name: a}]}"], "cluster.pools.1.name: 'a' names two pools"),
+    (["cluster={pools: [{kv: {block_size: 0}}]}"], "cluster.pools.0.kv.block_size: Input should be"),
+    (["cluster={pools: [{kv: {gpu_memory_utilisation: 1}}]}"], "cluster.pools.0.kv.gpu_memory_utilisation: "
+                                                              "unknown key"),
+    (["router.policy=nearest"], "router.policy: Input should be"),
+    ([PD % (1, 1, ""), "kv.sparsity.policy=h2o"],
+     "cluster.pools.0.kv.sparsity.policy: token-level policies are not modelled with disaggregated"),
+    ([PD % (1, 1, ""), "workload.n=2"], "workload.n: parallel sampling"),
+    (["cluster={pools: [{kv: {tiers: [{medium: cpu, capacity_gb: 1}]}}, {}]}", "kv.prefix_cache=hash"],
+     "cluster.pools.1.kv.tiers: every pool has the same tier media"),
+])
+def test_bad_fleets_are_one_line_errors(overrides, message):
+    with pytest.raises(KvsimError) as err:
+        Simulation(load_scenario(None, overrides))
+    assert message in str(err.value) and "\n" not in str(err.value)
