@@ -157,11 +157,16 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."
         return sim, len(sim.build_requests())
 
     sim, n_requests = _guard(check)
-    sc = sim.sc
-    console.print(f"{printable(scenario)}: ok — {printable(sim.model.name)} on {printable(sim.hw.name)} "
-                  f"(tp={sc.parallelism.tensor_parallel_size}), {sim.num_blocks} KV blocks of "
-                  f"{sim.block_size} tokens = {sim.num_blocks * sim.block_size} tokens per replica; "
-                  f"{n_requests} requests")
+    deps = sim.deployments
+
+    def pool(d, fleet: bool) -> str:
+        who = f"{d.replicas} x {d.role} {printable(d.hw.name)}" if fleet else f"on {printable(d.hw.name)}"
+        return (f"{who} (tp={d.tp}), {d.num_blocks} KV blocks of {d.block_size} tokens = "
+                f"{d.num_blocks * d.block_size} tokens per replica")
+
+    what = (pool(deps[0], False) if sim.sc.cluster is None
+            else "; ".join(pool(d, True) for d in deps))
+    console.print(f"{printable(scenario)}: ok — {printable(sim.model.name)} {what}; {n_requests} requests")
 
 
 @app.command()

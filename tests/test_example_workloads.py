@@ -51,3 +51,23 @@ def test_long_context_example_holds_more_with_the_sliding_rule():
     (_, with_rule), (_, without) = runs[True], runs[False]
     assert with_rule["requests"]["completed"] == without["requests"]["completed"] == 40
     assert with_rule["kv"]["used_blocks_mean"] < 0.5 * without["kv"]["used_blocks_mean"]
+
+
+def test_fleet_examples_run():
+    """workloads/fleet_chat.yaml (8 replicas, prefix_aware) and fleet_pd.yaml (2P2D) run briefly; the
+    Mooncake fleet loads (and runs where the traces are present)."""
+    for name, replicas in (("fleet_chat", 8), ("fleet_pd", 4)):
+        sc = load_scenario(WORKLOADS / f"{name}.yaml", ["simulation.requests=80", "kv.check_invariants=true"])
+        res = Simulation(sc).run()
+        s = build_summary(res.requests, res.timeline, res.meta)
+        assert s["requests"]["completed"] == 80
+        assert len(s["fleet"]["per_replica"]) == replicas
+    sc = load_scenario(WORKLOADS / "fleet_mooncake.yaml")
+    assert sc.parallelism.replicas == 4 and sc.workload.trace.format == "mooncake"
+    if not SHARED.is_dir():
+        pytest.skip("Mooncake traces not present (../shared/traces)")
+    shared = "kv.tiers=[{medium: remote, capacity_gb: 1024, bandwidth_gbps: 50, shared: true}]"
+    sc = load_scenario(WORKLOADS / "fleet_mooncake.yaml",
+                       ["simulation.requests=40", "workload.trace.limit=40", shared])
+    res = Simulation(sc).run()
+    assert res.meta["tiers"]["tiers"]["remote"]["shared"] is True

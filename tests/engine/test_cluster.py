@@ -70,6 +70,12 @@ def test_pd_every_request_finishes_once_and_never_decodes_before_its_kv(mode):
     assert set(moved["prefill_replica"]) == {0} and set(moved["replica"]) <= {1, 2}
     assert (moved["decode_admit_s"] >= moved["prefill_done_s"]).all()
     assert (moved["first_token_s"] > moved["kv_arrival_s"]).all()
+    # the decode-replica iteration that gave the first token started once the KV was there
+    tl = res.timeline
+    steps = tl[tl["iteration"] >= 0].assign(end=lambda d: d["t_s"] + d["dt_s"])
+    for _, r in moved.iterrows():
+        step = steps[(steps["replica"] == r["replica"]) & (abs(steps["end"] - r["first_token_s"]) < 1e-9)]
+        assert len(step) == 1 and step["t_s"].iloc[0] >= r["kv_arrival_s"] - 1e-12
     if mode == "after_prefill":
         assert (moved["kv_arrival_s"] > moved["decode_admit_s"]).all()
 
