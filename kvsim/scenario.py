@@ -54,6 +54,13 @@ MAX_TIER_GB = 1e9
 """A tier of at most 10^9 GB (an exabyte)."""
 
 
+def _one_of(data: Any, a: str, b: str) -> Any:
+    """Two names for one key: refuse both at once."""
+    if isinstance(data, dict) and a in data and b in data:
+        raise ValueError(f"give {a} or {b} (the same number), not both")
+    return data
+
+
 class Parallelism(Strict):
     """tensor_parallel_size: GPUs one replica's weights and KV are split across. replicas (or vLLM's name,
     data_parallel_size): identical engine replicas behind the router (`router:`). Each at most 1024. For
@@ -62,6 +69,11 @@ class Parallelism(Strict):
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     replicas: int = Field(default=1, ge=1, le=1024,
                           validation_alias=AliasChoices("replicas", "data_parallel_size"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name(cls, data: Any) -> Any:
+        return _one_of(data, "replicas", "data_parallel_size")
 
 
 class TierConfig(Strict):
@@ -183,6 +195,11 @@ class PoolConfig(Strict):
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=1024)
     kv: dict[str, Any] = Field(default_factory=dict)
     scheduler: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name(cls, data: Any) -> Any:
+        return _one_of(data, "data_parallel_size", "replicas")
 
 
 class KVTransferConfig(Strict):

@@ -23,7 +23,6 @@ from kvsim.engine.group import PREFILL, WAITING, Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.replica_view import ReplicaView
 from kvsim.engine.router import build_router
-from kvsim.errors import KvsimError
 from kvsim.kvcache.links import Link, TierLinks, transfer_on
 from kvsim.kvcache.tiers import Tier
 from kvsim.metrics.recorder import Recorder
@@ -46,8 +45,8 @@ class Cluster:
         self.deployment_of: list[Deployment] = []
         self.tier_links: list[TierLinks | None] = []
         self.shared_tiers: dict[str, Tier] = {}
-        check = scenario.kv.check_invariants
         for d in deployments:
+            check = d.sc.kv.check_invariants
             for _ in range(d.replicas):
                 sched, links = d.new_scheduler(self.shared_tiers)
                 i = len(self.replicas)
@@ -83,16 +82,7 @@ class Cluster:
         """One NIC link per prefill and per decode replica: the per-GPU bandwidth x its GPUs."""
         t = self.transfer
         for i, d in enumerate(self.deployment_of):
-            if t.bandwidth_gbps is not None:
-                per_gpu = t.bandwidth_gbps * 1e9
-            elif t.link == "nvlink":
-                per_gpu = d.hw.interconnect_bandwidth
-            else:
-                per_gpu = d.hw.network_bandwidth
-            if per_gpu <= 0:
-                raise KvsimError(f"cluster.kv_transfer.bandwidth_gbps: the hardware profile of pool "
-                                 f"'{d.name}' ({d.hw.name}) has no network_bandwidth; give the link's GB/s")
-            self.nic[i] = Link(f"{t.link}:{i}", per_gpu * d.tp, t.latency_s)
+            self.nic[i] = Link(f"{t.link}:{i}", d.nic_bandwidth(t), t.latency_s)
 
     def _kv_bytes(self, p: int, tokens: int) -> float:
         d = self.deployment_of[p]
@@ -141,6 +131,7 @@ class Cluster:
         ok = [i for i in self.decode if dec[id(self.deployment_of[i])] is None]
         d = ok[self.decode_router.route(g.req, [self.views[j] for j in ok])]
         self.routed[d] += 1
+        g.output = min(g.req.output_len, self.deployment_of[d].max_model_len - g.req.prompt_len)
         g.prefill_replica = p
         g.remote_tokens = g.prompt
         g.state = WAITING
@@ -155,9 +146,14 @@ class Cluster:
         self.replicas[d].submit(g)
 
     def _stream(self, g: Group, p: int, d: int) -> None:
-        """layerwise: the KV of all but the last prompt token streams from the start of the prefill's last
-        iteration; the last layer's share leaves when that iteration ends."""
-        nbytes = self._kv_bytes(p, g.prompt - 1)
+        """layerwise: the KV of all but the last prompt token, less what the decode replica's cache holds
+        now, streams from the start of the prefill's last iteration; the last layer's share leaves when
+        that iteration ends."""
+        tokens = max(0, g.prompt - 1 - self.views[d].kv.hit_tokens(g.req, g.prompt))
+        nbytes = self._kv_bytes(p, tokens)
+        if nbytes == 0:
+            self._arrive(g, p, 0.0, g.prefill_done_s, g.prefill_done_s)
+            return
         links = (self.nic[p], self.nic[d])
         done = g.prefill_done_s
         _, end = transfer_on(links, done, nbytes, earliest=g.last_chunk_s)
@@ -173,6 +169,9 @@ class Cluster:
         """after_prefill: decode replica d, having reserved blocks, pulls `tokens` tokens' KV."""
         p = g.prefill_replica
         nbytes = self._kv_bytes(p, tokens)
+        if nbytes == 0:  # the decode replica's own cache had it all
+            self._arrive(g, p, 0.0, now, now)
+            return now
         _, end = transfer_on((self.nic[p], self.nic[d]), now, nbytes)
         self._arrive(g, p, nbytes, now, end)
         return end

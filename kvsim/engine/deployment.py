@@ -202,6 +202,20 @@ class Deployment:
     def watermark_blocks(self) -> int:
         return int(self.sc.kv.watermark * self.num_blocks)
 
+    def nic_bandwidth(self, transfer) -> float:
+        """Bytes/s a replica of this pool sends or receives KV at (P/D: cluster.kv_transfer): the per-GPU
+        bandwidth (the key, else the profile's network or NVLink figure) x its GPUs."""
+        if transfer.bandwidth_gbps is not None:
+            per_gpu = transfer.bandwidth_gbps * 1e9
+        else:
+            per_gpu = (self.hw.interconnect_bandwidth if transfer.link == "nvlink"
+                       else self.hw.network_bandwidth)
+        if per_gpu <= 0:
+            field = "interconnect_bandwidth" if transfer.link == "nvlink" else "network_bandwidth"
+            raise KvsimError(f"cluster.kv_transfer.bandwidth_gbps: the hardware profile of pool "
+                             f"'{self.name}' ({self.hw.name}) has no {field}; give the link's GB/s")
+        return per_gpu * self.tp
+
     def describe(self) -> dict:
         """The pool's row in meta['fleet']['pools']."""
         return {"name": self.name, "role": self.role, "replicas": self.replicas, "hardware": self.hw.name,

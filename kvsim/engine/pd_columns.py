@@ -7,7 +7,7 @@ from kvsim.engine.group import Group
 from kvsim.metrics.recorder import ColumnGroup, Recorder
 
 REQUEST_COLUMNS: dict[str, str] = {
-    "prefill_replica": "q",     # the replica that ran the prefill (-1: none, a refused request)
+    "prefill_replica": "q",     # the replica that ran the prefill (-1: not handed off; NaN: refused)
     "prefill_done_s": "d",      # when the prefill finished there
     "decode_admit_s": "d",      # when the decode replica admitted it, blocks reserved
     "kv_arrival_s": "d",        # when its KV had arrived at the decode replica

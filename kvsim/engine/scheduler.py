@@ -280,7 +280,17 @@ class Scheduler:
 
     # ----------------------------------------------------------------- preemption
     def _preempt_last(self) -> Group:
-        victim = next(reversed(self.running))
+        """Preempt the most recently admitted running group, passing over those still waiting for their
+        KV to arrive (a blocking tier load, a P/D transfer: as vLLM keeps them out of its running queue)
+        unless only such groups run."""
+        now = self._now
+        victim = None
+        for g in reversed(self.running):
+            if not (g.phase == PREFILL and g.chunk == 0 and g.ready_s > now):
+                victim = g
+                break
+        if victim is None:
+            victim = next(reversed(self.running))
         del self.running[victim]
         self.running_seqs -= victim.n
         victim.preemptions += 1
@@ -533,14 +543,16 @@ class Scheduler:
                 ready = self.loader(now, by_tier)
                 g.load_wait_s += ready - now
             handed = g.remote_tokens > 0
-            if handed:
+            if handed:  # (with nothing to move, the prefill replica's copy is freed at once)
                 g.decode_admit_s = now
-                if remote:
-                    ready = max(ready, self.kv_transfer(now, g, remote))
+                ready = max(ready, self.kv_transfer(now, g, remote))
                 g.remote_tokens = 0  # a later preemption recomputes here
             g.ready_s = ready
             blocked = ready > now and (lim.tier_load == "blocking" or remote > 0)
-            kv.allocate(seq, cached if blocked else cached + chunk)
+            if blocked:  # its blocks are held, but hit by nobody until the KV is there
+                kv.reserve(seq, cached)
+            else:
+                kv.allocate(seq, cached + chunk)
             # hit of the first admission (on the prefill replica, for P/D): later ones find its own KV
             if not g.preemptions and not handed and g.prefill_replica < 0:
                 g.cached_tokens = hit.tokens

@@ -118,13 +118,15 @@ class Simulation:
                     c.n > 1 or c.beam_width > 1 for c in self.sc.workload.mix):
                 raise KvsimError("workload.n: parallel sampling and beam search are not modelled with "
                                  "disaggregated prefill / decode (set workload.n and beam_width to 1)")
+            for d in deps:
+                d.nic_bandwidth(self.sc.cluster.kv_transfer)  # a profile without the link's figure: now
 
     def reject_reason(self, r: Request) -> str | None:
         """Why the first pool would refuse r outright (as vLLM refuses over-long prompts), or None."""
         return self.deployments[0].reject_reason(r)
 
-    def _group(self, r: Request) -> Group:
-        output = min(r.output_len, self.max_model_len - r.prompt_len)
+    def _group(self, r: Request, max_model_len: int) -> Group:
+        output = min(r.output_len, max_model_len - r.prompt_len)
         n = max(r.n, r.beam_width)  # beam search runs beam_width sequences
         seqs = list(range(self._seq_no, self._seq_no + n))
         self._seq_no += n
@@ -181,7 +183,7 @@ class Simulation:
             for child in self._followups.pop(r.rid, ()):
                 self._release(child, self.env.now + child.think_s)
             return
-        self.cluster.submit(self._group(r), replica)
+        self.cluster.submit(self._group(r, self.cluster.deployment_of[replica].max_model_len), replica)
 
     def _release(self, r: Request, t: float) -> None:
         dur = self.sc.simulation.duration_s

@@ -171,6 +171,10 @@ class ContiguousKVManager:
         except KeyError:
             raise RuntimeError(f"sequence {seq}: admit() must come before its first allocation") from None
 
+    def reserve(self, seq: int, num_tokens: int) -> bool:
+        """allocate() of slots whose KV has not arrived (nothing is cached: the same)."""
+        return self.allocate(seq, num_tokens)
+
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Place seq's regions (all n of them) on first use; later calls only record the token count."""
         region = self.regions.get(seq)

@@ -160,6 +160,11 @@ class KVCoordinator:
     def group_blocks_needed(self, seqs: list[int], num_tokens: int) -> int:
         return sum(m.group_blocks_needed(seqs, num_tokens) for m in self.groups)
 
+    def reserve(self, seq: int, num_tokens: int) -> bool:
+        """allocate() of slots whose KV has not arrived. Neither tiers nor P/D hand-offs are modelled with
+        several layer groups, so nothing reserves here in a run; the same as allocate()."""
+        return self.allocate(seq, num_tokens)
+
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq to num_tokens in every group; all or nothing (False if pages are short). Sliding groups
         give back what left their window before any group takes new pages."""

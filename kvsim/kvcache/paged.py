@@ -84,6 +84,10 @@ class PagedKVManager:
         rc = self.pool.refcount
         return need - sum(1 for b, c in sharers.items() if c == rc[b])
 
+    def reserve(self, seq: int, num_tokens: int) -> bool:
+        """allocate() of slots whose KV has not arrived (no prefix cache here: the same)."""
+        return PagedKVManager.allocate(self, seq, num_tokens)
+
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
         need = self.blocks_needed(seq, num_tokens)

@@ -221,6 +221,13 @@ class PrefixHashKVManager(PagedKVManager):
         return self._hit(len(table), below)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
+        return self._allocate(seq, num_tokens, True)
+
+    def reserve(self, seq: int, num_tokens: int) -> bool:
+        """allocate() without registering the new full blocks' keys: their KV is still on its way."""
+        return self._allocate(seq, num_tokens, False)
+
+    def _allocate(self, seq: int, num_tokens: int, register: bool) -> bool:
         if not PagedKVManager.allocate(self, seq, num_tokens):
             return False
         st = self.seqcache.get(seq)
@@ -235,7 +242,7 @@ class PrefixHashKVManager(PagedKVManager):
                     keys = st.content.upto(end)[st.hits:end]
                     self.tiers.load(keys, st.tier_hits)
             upto = min(num_tokens, st.prompt) // self.block_size
-            if upto > st.done:
+            if register and upto > st.done:
                 self._register(seq, st, upto)
         self._spill()
         return True

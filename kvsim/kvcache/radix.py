@@ -133,6 +133,13 @@ class RadixKVManager(PagedKVManager):
         return Hit.gpu(len(blocks) * bs)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
+        return self._allocate(seq, num_tokens, True)
+
+    def reserve(self, seq: int, num_tokens: int) -> bool:
+        """allocate() without inserting the new pages into the tree: their KV is still on its way."""
+        return self._allocate(seq, num_tokens, False)
+
+    def _allocate(self, seq: int, num_tokens: int, insert: bool) -> bool:
         if not PagedKVManager.allocate(self, seq, num_tokens):
             return False
         st = self.paths.get(seq)
@@ -141,7 +148,7 @@ class RadixKVManager(PagedKVManager):
                 st.pending = False
                 self.tree.hit(st.node)
             upto = min(num_tokens, st.prompt) // self.block_size
-            if upto > st.pages:
+            if insert and upto > st.pages:
                 self._insert(seq, st, upto)
         return True
 

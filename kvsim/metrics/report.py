@@ -74,9 +74,15 @@ def headline(summary: dict[str, Any]) -> str:
     sc = summary.get("scenario") or {}
     model = _name(summary.get("model") or _get(sc, "model"))
     hardware = _name(summary.get("hardware") or _get(sc, "hardware"))
-    parts = [f"{model} on {hardware}"]
-    tp = _get(sc, "parallelism", "tensor_parallel_size")
-    parts.append(f"TP={tp if tp is not None else '?'} x {summary.get('replicas', '?')} replica(s)")
+    pools = (summary.get("fleet") or {}).get("pools") if sc.get("cluster") else None
+    if pools:  # a cluster: its pools, e.g. 2 x prefill h100-sxm TP=1 + 2 x decode h100-sxm TP=1
+        parts = [f"{model} on " + " + ".join(
+            f"{p.get('replicas')} x {p.get('role')} {p.get('hardware')} TP={p.get('tensor_parallel_size')}"
+            for p in pools)]
+    else:
+        parts = [f"{model} on {hardware}"]
+        tp = _get(sc, "parallelism", "tensor_parallel_size")
+        parts.append(f"TP={tp if tp is not None else '?'} x {summary.get('replicas', '?')} replica(s)")
     kind, rate = _get(sc, "workload", "kind"), _get(sc, "workload", "arrival", "rate")
     if kind is not None:
         parts.append(f"workload {kind}" + (f" at {rate} req/s" if rate is not None else ""))

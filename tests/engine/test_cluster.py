@@ -171,3 +171,64 @@ def test_bad_fleets_are_one_line_errors(overrides, message):
     with pytest.raises(KvsimError) as err:
         Simulation(load_scenario(None, overrides))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_prompt_the_decode_replica_holds_moves_nothing_and_frees_the_prefill_copy():
+    # five equal prompts: from the second on, the decode replica's cache has the prompt's blocks
+    reqs = [Request(i, float(i), 161, 4, segments=((7, 161),)) for i in range(5)]
+    s = sim(PD % (1, 1, ""), "kv.prefix_cache=hash", "kv.check_invariants=true", requests=reqs)
+    q = s.run().requests.set_index("rid")
+    assert q["finish_s"].notna().all()
+    # 160 tokens: all ten full blocks cached there, nothing to move, the prefill replica holds nothing
+    assert list(q["kv_transfer_bytes"]) == [160 * 131_072] + [0.0] * 4
+    assert not s.replicas[0].sched.held and s.replicas[0].sched.kv.used_blocks == 0
+
+
+def test_blocks_on_their_way_are_hit_by_nobody():
+    # B (same prompt, 50 ms later) must not hit A's blocks on the decode replica while A's KV is in flight
+    reqs = [Request(0, 0.0, 3201, 4, segments=((7, 3201),)), Request(1, 0.05, 3201, 4, segments=((7, 3201),))]
+    s = sim(PD % (1, 1, ", kv_transfer: {bandwidth_gbps: 0.2}"), "kv.prefix_cache=hash", requests=reqs)
+    q = s.run().requests.set_index("rid")
+    assert (q["first_token_s"] > q["kv_arrival_s"]).all()
+    assert q.loc[1, "kv_transfer_bytes"] == 3200 * 131_072  # it moved its own KV: nothing to hit yet
+
+
+def test_a_request_waiting_for_its_kv_is_not_preempted():
+    s, res = chat("cluster={pools: [{role: prefill, data_parallel_size: 2}, "
+                  "{role: decode, data_parallel_size: 2, kv: {num_gpu_blocks_override: 700}}], "
+                  "kv_transfer: {bandwidth_gbps: 0.5}}",
+                  "workload.kind=synthetic", "workload.arrival.rate=50",
+                  "workload.prompt_len={dist: lognormal, mean: 1500, p50: 1000, max: 6000}")
+    q = res.requests
+    moved = q[q["prefill_replica"] >= 0]
+    assert q["preemptions"].sum() > 0  # the decode pool is tight
+    assert (moved["first_token_s"] > moved["kv_arrival_s"]).all()
+
+
+def test_each_pool_caps_outputs_by_its_own_max_model_len():
+    reqs = [Request(i, i * 0.01, 500, 2000) for i in range(4)]
+    res = sim("cluster={pools: [{name: big, scheduler: {max_model_len: 4096}}, "
+              "{name: small, scheduler: {max_model_len: 1024}}]}", requests=reqs).run()
+    q = res.requests.set_index("rid")
+    assert [int(q.loc[i, "output_len"]) for i in range(4)] == [2000, 524, 2000, 524]
+
+
+def test_layerwise_moves_what_the_decode_replica_lacks():
+    reqs = [Request(i, float(i), 1601, 4, segments=((7, 1200), (100 + i, 401))) for i in range(3)]
+    res = sim(PD % (1, 1, ", kv_transfer: {mode: layerwise}"), "kv.prefix_cache=hash", requests=reqs).run()
+    # the first moves 1,600 tokens; the next find the 1,200-token prefix (75 blocks) there: 400 tokens
+    assert list(res.requests["kv_transfer_bytes"]) == [1600 * 131_072, 400 * 131_072, 400 * 131_072]
+
+
+def test_a_pool_without_the_link_figure_fails_at_construction(tmp_path):
+    hw = tmp_path / "nonet.yaml"
+    hw.write_text("memory_gb: 80\nhbm_bandwidth: 3.35 TB/s\npeak_flops: {bf16: 989 TFLOPS}\n"
+                  "host_link_bandwidth: 64 GB/s\nhost_dram_bytes: 256 GiB\nssd_bytes: 3.84 TB\n"
+                  "ssd_bandwidth: 7 GB/s\ninterconnect_bandwidth: 450 GB/s\n")
+    with pytest.raises(KvsimError, match="has no network_bandwidth; give the link's GB/s"):
+        Simulation(load_scenario(None, [f"hardware={hw}", PD % (1, 1, "")]))
+
+
+def test_replicas_named_twice_is_an_error():
+    with pytest.raises(KvsimError, match="give replicas or data_parallel_size"):
+        load_scenario(None, ["parallelism={replicas: 2, data_parallel_size: 2}"])

@@ -122,3 +122,14 @@ def test_headline_and_inline_model(run):
     summary["scenario"] = None
     assert headline(summary).startswith("tiny on h100-sxm · TP=? x 2 replica(s)")
     assert render_report(summary, []).startswith("# kvsim report: run\n")
+
+
+def test_headline_names_a_cluster_pools():
+    summary = {"model": "llama-3.1-8b", "hardware": "h100-sxm",
+               "scenario": {"cluster": {"pools": []}, "workload": {"kind": "synthetic"}},
+               "fleet": {"pools": [{"replicas": 2, "role": "prefill", "hardware": "h100-sxm",
+                                    "tensor_parallel_size": 1},
+                                   {"replicas": 1, "role": "decode", "hardware": "h200",
+                                    "tensor_parallel_size": 2}]}}
+    assert headline(summary).startswith(
+        "llama-3.1-8b on 2 x prefill h100-sxm TP=1 + 1 x decode h200 TP=2 · workload synthetic")
