@@ -45,10 +45,11 @@ class Cluster:
         self.deployment_of: list[Deployment] = []
         self.tier_links: list[TierLinks | None] = []
         self.shared_tiers: dict[str, Tier] = {}
+        memos: dict | None = {} if sum(d.replicas for d in deployments) > 1 else None
         for d in deployments:
             check = d.sc.kv.check_invariants
             for _ in range(d.replicas):
-                sched, links = d.new_scheduler(self.shared_tiers)
+                sched, links = d.new_scheduler(self.shared_tiers, memos)
                 i = len(self.replicas)
                 self.replicas.append(Replica(i, env, sched, d.cost, recorder, self._finished, check=check,
                                              extra_columns=extra_columns(sched, d), role=d.role))

@@ -134,14 +134,15 @@ class Deployment:
         # network link carries all of them
         return TierLinks(hw.host_link_bandwidth, tiers, self.capacity.kv_bytes_per_token, self.tp)
 
-    def new_scheduler(self, shared_tiers: dict[str, Tier] | None = None
+    def new_scheduler(self, shared_tiers: dict[str, Tier] | None = None, memos: dict | None = None
                       ) -> tuple[Scheduler, TierLinks | None]:
         """A fresh scheduler (and KV manager) for one replica of this pool, and its tier links.
-        shared_tiers: the fleet's shared store tiers by medium (built on first use, then reused)."""
+        shared_tiers: the fleet's shared store tiers by medium (built on first use, then reused); memos:
+        the fleet's block-key memos (kvsim/kvcache/factory.py)."""
         sc = self.sc
         swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
         kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan,
-                              self.replica_block_bytes, shared_tiers)
+                              self.replica_block_bytes, shared_tiers, memos)
         if self.first_kv is None:
             self.first_kv = kv
         limits = SchedulerLimits(

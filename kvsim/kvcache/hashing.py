@@ -21,6 +21,7 @@ request generates when it does not name them (`Request.output_id`).
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 
 from kvsim.workload.request import Request
 
@@ -130,20 +131,35 @@ def page_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size
 
 
 class ContentMemo:
-    """The BlockContent of the request admitted last: a request that waits is offered for admission again
-    every iteration, and its keys should be computed once."""
+    """The BlockContent of the requests looked up last (`size` of them, by request id): a request that waits
+    is offered for admission again every iteration, and its keys should be computed once. One memo of a
+    larger size may serve every replica of a fleet with the same block size (a router peeks at each of
+    them for the same request; BlockContent is a pure function of the request)."""
 
-    __slots__ = ("block_size", "chained", "namespace", "_rid", "_content")
+    __slots__ = ("block_size", "chained", "namespace", "size", "_rid", "_content", "_lru")
 
-    def __init__(self, block_size: int, chained: bool, namespace: str | int = "") -> None:
+    def __init__(self, block_size: int, chained: bool, namespace: str | int = "", size: int = 1) -> None:
         self.block_size = block_size
         self.chained = chained
         self.namespace = namespace
+        self.size = size
         self._rid = -1
         self._content: BlockContent | None = None
+        self._lru: OrderedDict[int, BlockContent] = OrderedDict()
 
     def get(self, req) -> BlockContent:
-        if self._content is None or self._rid != req.rid:
-            self._content = BlockContent(request_content(req), self.block_size, self.chained, self.namespace)
-            self._rid = req.rid
-        return self._content
+        if self._content is not None and self._rid == req.rid:
+            return self._content
+        lru = self._lru
+        content = lru.get(req.rid) if self.size > 1 else None
+        if content is None:
+            content = BlockContent(request_content(req), self.block_size, self.chained, self.namespace)
+            if self.size > 1:
+                lru[req.rid] = content
+                if len(lru) > self.size:
+                    lru.popitem(last=False)
+        else:
+            lru.move_to_end(req.rid)
+        self._content = content
+        self._rid = req.rid
+        return content

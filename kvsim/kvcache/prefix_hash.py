@@ -132,12 +132,12 @@ class PrefixHashKVManager(PagedKVManager):
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", namespace: str | int = "", tiers: TierChain | None = None,
-                 write_through: bool = False) -> None:
+                 write_through: bool = False, memo: ContentMemo | None = None) -> None:
         super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
         self.pool: HashCachePool = HashCachePool(num_blocks, block_size, eviction)
         self.seqcache: dict[int, _SeqCache] = {}
         self.namespace = namespace
-        self._memo = ContentMemo(block_size, chained=True, namespace=namespace)
+        self._memo = memo or ContentMemo(block_size, chained=True, namespace=namespace)
         self.tiers = tiers
         """KV tiers below this cache (kvsim/kvcache/tiers.py), or None."""
         self._through = tiers is not None and write_through

@@ -95,12 +95,12 @@ class RadixKVManager(PagedKVManager):
     __slots__ = ("tree", "paths", "_memo")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
-                 eviction: str = "lru") -> None:
+                 eviction: str = "lru", memo: ContentMemo | None = None) -> None:
         super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
         self.tree = RadixTree(eviction)
         self.pool: RadixPool = RadixPool(num_blocks, block_size, self.tree)
         self.paths: dict[int, _SeqPath] = {}
-        self._memo = ContentMemo(block_size, chained=False)
+        self._memo = memo or ContentMemo(block_size, chained=False)
 
     @property
     def cached_blocks(self) -> int:

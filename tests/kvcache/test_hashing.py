@@ -85,3 +85,15 @@ def test_mooncake_same_hash_ids_same_keys_for_every_block():
         n = 1536 // bs
         assert block_keys(segs_a, 1536, bs) == block_keys(segs_b, 1536, bs)
         assert block_keys(segs_a, 1712, bs)[n:] != block_keys(segs_b, 1712, bs)[n:] or 1712 // bs == n
+
+
+def test_a_shared_memo_keeps_several_requests():
+    from kvsim.kvcache.hashing import ContentMemo
+    from kvsim.workload.request import Request
+    memo = ContentMemo(16, chained=True, size=2)
+    a, b, c = (Request(i, 0.0, 64, 4, segments=((7, 64),)) for i in range(3))
+    ca = memo.get(a)
+    assert memo.get(b) is not ca and memo.get(a) is ca  # a kept while b was looked up
+    memo.get(c)  # evicts b (a was used more recently)
+    assert memo.get(a) is ca
+    assert list(ca.upto(4)) == list(ContentMemo(16, chained=True).get(a).upto(4))
