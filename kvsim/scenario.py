@@ -119,8 +119,9 @@ class KVConfig(Strict):
     layout: Layout = "paged"
     """paged (PagedAttention blocks) or a contiguous per-sequence reservation: max_model_len (max), prompt
     + next power of two of the output (pow2), prompt + output (oracle). See docs/layouts.md."""
-    placement: Literal["first_fit", "best_fit"] = "first_fit"
-    """Where a contiguous layout puts a new region: the lowest-addressed or the smallest hole that fits."""
+    placement: Literal["first_fit", "best_fit", "buddy"] = "first_fit"
+    """Where a contiguous layout puts a new region: the lowest-addressed or the smallest hole that fits, or
+    a binary buddy allocator (regions rounded up to a power of two; the Orca baselines' allocator)."""
     prefix_cache: PrefixCache = "none"
     """Prefix caching (paged layout): none, hash (vLLM automatic prefix caching: chained block hashes) or
     radix (SGLang RadixAttention: radix tree, leaf eviction). See docs/prefix_cache.md."""

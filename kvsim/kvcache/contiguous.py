@@ -5,6 +5,7 @@ real."""
 from __future__ import annotations
 
 from kvsim.kvcache.address_space import AddressSpace
+from kvsim.kvcache.buddy import BuddySpace, ceil_pow2
 from kvsim.kvcache.view import NO_HIT, Hit
 
 POLICIES: tuple[str, ...] = ("max", "pow2", "oracle")
@@ -36,8 +37,9 @@ def final_slots(prompt: int, output: int) -> int:
 
 
 class ContiguousKVManager:
-    """Per-sequence contiguous regions in an AddressSpace of num_blocks * block_size token slots (the same
-    KV bytes as the paged pool).
+    """Per-sequence contiguous regions in an AddressSpace (first / best fit) or a BuddySpace (`buddy`:
+    regions rounded up to a power of two) of num_blocks * block_size token slots (the same KV bytes as the
+    paged pool).
 
     Units: regions are placed and sized in token slots (block_size 1 semantics inside); the KVManager
     interface still counts in blocks of `block_size` slots, so figures compare with the paged layout:
@@ -66,7 +68,8 @@ class ContiguousKVManager:
         self.block_size = block_size
         self.policy = policy
         self.max_model_len = max_model_len
-        self.space = AddressSpace(num_blocks * block_size, placement)
+        self.space = (BuddySpace(num_blocks * block_size) if placement == "buddy"
+                      else AddressSpace(num_blocks * block_size, placement))
         self.regions: dict[int, tuple[int, int]] = {}      # seq -> (start, size)
         self.ntok: dict[int, int] = {}                     # seq -> tokens at the last allocate/fork
         self.spare: dict[int, list[tuple[int, int]]] = {}  # seq -> regions reserved for its forks
@@ -107,6 +110,8 @@ class ContiguousKVManager:
         prompt = req.prompt_len
         count = max(req.n, req.beam_width)
         size = reservation_slots(self.policy, prompt, output_tokens, self.max_model_len)
+        if self.space.placement == "buddy":  # a buddy block: the next power of two
+            size = ceil_pow2(size)
         return size, final_slots(prompt, output_tokens), count
 
     def refuse_reason(self, req, output_tokens: int) -> str | None:

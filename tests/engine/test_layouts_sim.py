@@ -58,6 +58,15 @@ def test_best_fit_runs():
     assert summary["requests"]["completed"] == 30
 
 
+@pytest.mark.parametrize("layout", ["contiguous:oracle", "contiguous:pow2", "contiguous:max"])
+def test_buddy_runs(layout):
+    res, summary = run(layout, "buddy")  # (allocator and breakdown invariants checked every iteration)
+    assert summary["requests"]["completed"] == 30
+    if layout == "contiguous:max":
+        # max_model_len 160 -> 256-slot buddy blocks; 480 slots = chunks 256 + 128 + 64 + 32: one at a time
+        assert res.timeline["running_reqs"].max() == 1
+
+
 def test_contiguous_max_batches_fewer_requests_than_paged():
     _, paged = run("paged")
     _, cmax = run("contiguous:max")

@@ -157,3 +157,29 @@ def test_external_fragmentation_when_no_hole_fits():
         (7, 0, 1, 16, 0),   # r2 gone: r1 at 7 of its 8 slots; holes 8 + 8 < 9
         (5, 3, 1, 0, 15),   # r3 admitted at [0, 9): prefill 5 of final 8
     ]
+
+
+def test_breakdown_buddy_rounds_regions_up():
+    # oracle reservations 7 and 8 slots become buddy blocks of 8 and 8: never-filled 8 - 6 and 8 - 7
+    s = sched_with(ContiguousKVManager(num_blocks=8, block_size=4, policy="oracle", max_model_len=16,
+                                       placement="buddy"))
+    add(s, 0, 4, 3)
+    add(s, 1, 6, 2)
+    assert rows(s, 3) == [(10, 3, 3, 0, 16), (12, 1, 3, 0, 16), (6, 0, 2, 0, 24)]
+    assert s.kv.space.holes() == [(0, 32)]  # both gone: the buddies merged back into one block
+
+
+def test_buddy_external_fragmentation():
+    """Oracle + buddy, 32 slots: r0 (P6 O2 -> 8), r1 (P9 O7 -> 16 -> 16), r2 (P3 O3 -> 6 -> 8) fill it;
+    r3 (P5 O4 -> 9 -> 16) waits until a 16-block is free: r0 and r2 leaving frees two 8-blocks that are
+    not buddies of each other, all of it external fragmentation for a 16-slot block."""
+    m = ContiguousKVManager(num_blocks=8, block_size=4, policy="oracle", max_model_len=32, placement="buddy")
+    for seq, (p, o) in enumerate([(6, 2), (9, 7), (3, 3)]):
+        m.admit(seq, Request(seq, 0.0, p, o), p, o)
+        assert m.allocate(seq, p)
+    assert [m.regions[s] for s in range(3)] == [(0, 8), (16, 16), (8, 8)]
+    m.free(0)
+    m.free(2)  # [0, 8) + [8, 8) merge: buddies -> one 16-block
+    m.admit(3, Request(3, 0.0, 5, 4), 5, 4)
+    assert m.allocate(3, 5) and m.regions[3] == (0, 16)
+    m.check_invariants()
