@@ -418,9 +418,9 @@ def cross_check(sc: Scenario) -> str | None:
     """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
     combinations would otherwise fail only when the run starts, or stall it."""
     kv = sc.kv
-    tier_rule = _tier_rule(kv) or _cluster_rule(sc)
-    if tier_rule:
-        return tier_rule
+    rule = _tier_rule(kv) or _cluster_rule(sc)
+    if rule:
+        return rule
     if kv.prefix_cache != "none" and kv.layout != "paged":
         return f"kv.prefix_cache: '{kv.prefix_cache}' needs kv.layout: paged (got '{kv.layout}')"
     if kv.sparsity.enabled and kv.layout != "paged":

@@ -33,11 +33,11 @@ class Cluster:
     """Every replica of every pool, the routers, and the P/D links (module docstring).
 
     `on_done(g)` is called once per request, when it has finished where its output is produced (a mixed
-    or decode replica). `extra_columns(sched, deployment)` gives a replica's timeline column values."""
+    or decode replica). `extra_columns(sched)` gives a replica's timeline column values."""
 
     def __init__(self, env: simpy.Environment, deployments: list[Deployment], scenario, recorder: Recorder,
                  on_done: Callable[[Group], None],
-                 extra_columns: Callable[..., Callable[[], tuple] | None]) -> None:
+                 extra_columns: Callable[[object], Callable[[], tuple] | None]) -> None:
         self.env = env
         self.deployments = deployments
         self.on_done = on_done
@@ -52,7 +52,7 @@ class Cluster:
                 sched, links = d.new_scheduler(self.shared_tiers, memos)
                 i = len(self.replicas)
                 self.replicas.append(Replica(i, env, sched, d.cost, recorder, self._finished, check=check,
-                                             extra_columns=extra_columns(sched, d), role=d.role))
+                                             extra_columns=extra_columns(sched), role=d.role))
                 self.deployment_of.append(d)
                 self.tier_links.append(links)
         self.views = [ReplicaView(i, self.deployment_of[i].name, self.deployment_of[i].role, rep.sched)
@@ -60,6 +60,9 @@ class Cluster:
         self.front = [i for i, d in enumerate(self.deployment_of) if d.role != "decode"]
         self.decode = [i for i, d in enumerate(self.deployment_of) if d.role == "decode"]
         self.disaggregated = bool(self.decode)
+        # per stage, each pool with its replicas' indices and views (candidates are chosen per pool)
+        self._front_pools = self._pools(lambda d: d.role != "decode")
+        self._decode_pools = self._pools(lambda d: d.role == "decode")
         rc = scenario.router
         self.router_cfg = rc
         seed = scenario.simulation.seed
@@ -90,29 +93,42 @@ class Cluster:
         return tokens * d.capacity.kv_bytes_per_token * d.tp
 
     # ----------------------------------------------------------------- routing
-    def _reason(self, r: Request, replicas: list[int]) -> dict[int, str | None]:
-        """Each deployment's refusal of r (None: it accepts), by id, over the given replicas' pools."""
-        out: dict[int, str | None] = {}
-        for i in replicas:
-            d = self.deployment_of[i]
-            if id(d) not in out:
-                out[id(d)] = d.reject_reason(r)
+    def _pools(self, keep: Callable[[Deployment], bool]) -> list[tuple[Deployment, list[int], list]]:
+        out = []
+        for d in self.deployments:
+            if keep(d):
+                idx = [i for i, x in enumerate(self.deployment_of) if x is d]
+                out.append((d, idx, [self.views[i] for i in idx]))
         return out
+
+    @staticmethod
+    def _candidates(r: Request, pools: list[tuple[Deployment, list[int], list]]
+                    ) -> tuple[list[int], list[ReplicaView], str | None]:
+        """The replicas of `pools` whose pool accepts r (indices and views, fleet order) and the first
+        refusal (None if none refused)."""
+        accepted = []
+        reason = None
+        for pool in pools:
+            why = pool[0].reject_reason(r)
+            if why is None:
+                accepted.append(pool)
+            elif reason is None:
+                reason = why
+        if len(accepted) == 1:
+            return accepted[0][1], accepted[0][2], reason
+        return [i for p in accepted for i in p[1]], [v for p in accepted for v in p[2]], reason
 
     def route(self, r: Request) -> tuple[int, str | None]:
         """The replica r goes to and, if the fleet refuses it, why (then the index is where it is
         recorded)."""
-        reasons = self._reason(r, self.front)
-        reason = next((x for x in reasons.values() if x is not None), None)
+        idx, views, reason = self._candidates(r, self._front_pools)
         if self.disaggregated:
-            dec = self._reason(r, self.decode)
-            if all(x is not None for x in dec.values()):
-                reason = next(iter(dec.values()))
-                return self.front[0], reason
-        ok = [i for i in self.front if reasons[id(self.deployment_of[i])] is None]
-        if not ok:
+            decode_idx, _, decode_reason = self._candidates(r, self._decode_pools)
+            if not decode_idx:
+                return self.front[0], decode_reason
+        if not idx:
             return self.front[0], reason
-        i = ok[self.router.route(r, [self.views[j] for j in ok])]
+        i = idx[self.router.route(r, views)]
         self.routed[i] += 1
         return i, None
 
@@ -128,9 +144,8 @@ class Cluster:
 
     def _hand_off(self, g: Group) -> None:
         p = g.replica
-        dec = self._reason(g.req, self.decode)
-        ok = [i for i in self.decode if dec[id(self.deployment_of[i])] is None]
-        d = ok[self.decode_router.route(g.req, [self.views[j] for j in ok])]
+        idx, views, _ = self._candidates(g.req, self._decode_pools)
+        d = idx[self.decode_router.route(g.req, views)]
         self.routed[d] += 1
         g.output = min(g.req.output_len, self.deployment_of[d].max_model_len - g.req.prompt_len)
         g.prefill_replica = p

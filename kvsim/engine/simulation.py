@@ -54,7 +54,6 @@ class Simulation:
         self.num_blocks = first.num_blocks
         self.bytes_per_block = first.bytes_per_block
         self.plan = first.plan
-        self.layer_groups = first.layer_groups
         self.block_size = first.block_size
         """Tokens per block (page) of the first pool's replicas."""
         self.max_model_len = first.max_model_len
@@ -204,7 +203,7 @@ class Simulation:
         for child in self._followups.pop(g.req.rid, ()):
             self._release(child, g.finish_s + child.think_s)
 
-    def _timeline_extra(self, sched: Scheduler, _deployment=None) -> Callable[[], tuple] | None:
+    def _timeline_extra(self, sched: Scheduler) -> Callable[[], tuple] | None:
         """The values of the registered timeline column groups for one replica, in registration order."""
         parts: list[Callable[[], tuple]] = []
         if self.sparse:
