@@ -29,6 +29,13 @@ PREEMPTION = {
     "recompute": "free the blocks; prefill prompt + generated tokens again later",
     "swap": "move the blocks to CPU swap space and back",
 }
+SCHEDULER_POLICIES = {
+    "vllm_v1": "vLLM V1: decodes first, charged to the token budget; prefills and decodes share an iteration",
+    "vllm_v0": "vLLM V0: without chunked prefill, prefill-only iterations (whole budget), else decodes",
+    "sarathi": "Sarathi-Serve: chunked prefill forced on, decodes first in one token budget (stall-free)",
+    "orca": "Orca: whole prompts batched with decodes, the prefill budget not charged by decodes",
+}
+"""Scheduler variants (kvsim/engine/scheduler_policy.py holds each name's rules)."""
 COST_MODELS = {
     "roofline": "memory- or compute-bound terms from datasheet numbers",
     "calibrated": "terms fitted to measured kernels (hardware profile `calibration`), roofline elsewhere",
@@ -66,6 +73,7 @@ def all_policies() -> list[tuple[str, str, str]]:
     rows += [("kv.eviction", k, _first_line(fn.__doc__)) for k, fn in EVICTION_POLICIES.items()]
     rows += [("kv.sparsity.policy", k, SPARSITY_POLICIES[k].summary) for k in policy_names()]
     rows += [("scheduler.preemption_mode", k, v) for k, v in PREEMPTION.items()]
+    rows += [("scheduler.policy", k, v) for k, v in SCHEDULER_POLICIES.items()]
     rows += [("cost.model", k, v) for k, v in COST_MODELS.items()]
     rows += [("kv.tiers[].medium", k, v) for k, v in TIER_MEDIA.items()]
     rows += [("kv.tiers[].eviction", k, v) for k, v in TIER_EVICTION.items()]

@@ -21,6 +21,7 @@ from kvsim.registry import (
     PREFIX_CACHES,
     REPLICA_ROLES,
     ROUTERS,
+    SCHEDULER_POLICIES,
     TIER_EVICTION,
     TIER_LOAD,
     TIER_MEDIA,
@@ -42,6 +43,7 @@ Layout = Literal[tuple(LAYOUTS)]
 PrefixCache = Literal[tuple(PREFIX_CACHES)]
 Eviction = Literal[tuple(EVICTION_POLICIES)]
 Preemption = Literal[tuple(PREEMPTION)]
+SchedulerPolicy = Literal[tuple(SCHEDULER_POLICIES)]
 CostModelName = Literal[tuple(COST_MODELS)]
 TierMedium = Literal[tuple(TIER_MEDIA)]
 TierEviction = Literal[tuple(TIER_EVICTION)]
@@ -142,13 +144,15 @@ class KVConfig(Strict):
 
 class SchedulerConfig(Strict):
     """vLLM-style continuous batching limits and preemption mode. Sequences at most 10^6, tokens at most
-    10^9."""
+    10^9. `policy`: the scheduler variant (docs/engine.md "Scheduler policies"); left out of the resolved
+    scenario when it is the default, vllm_v1."""
 
     max_num_seqs: int = Field(default=256, ge=1, le=MAX_COUNT)
     max_num_batched_tokens: int = Field(default=8192, ge=1, le=MAX_TOKENS)
     chunked_prefill: bool = True
     preemption_mode: Preemption = "recompute"
     max_model_len: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    policy: SchedulerPolicy = "vllm_v1"
 
     @model_validator(mode="after")
     def _check(self) -> SchedulerConfig:
@@ -158,11 +162,19 @@ class SchedulerConfig(Strict):
 
 
 class CostConfig(Strict):
-    """Which cost model advances time, and the roofline's tunables."""
+    """Which cost model advances time, and the roofline's tunables. The overhead defaults are the fitted
+    ones of kvsim/cost/roofline.py (ITERATION_OVERHEAD_S, ...; docs/cost_model.md); tests check they
+    agree."""
 
     model: CostModelName = "roofline"
-    iteration_overhead_s: float = Field(default=0.003, ge=0, le=3600)
-    """Fixed seconds per iteration, at most 3600."""
+    iteration_overhead_s: float = Field(default=4.4e-4, ge=0, le=3600)
+    """Fixed (CPU) seconds per iteration, whatever the batch, at most 3600."""
+    layer_overhead_s: float = Field(default=7.2e-5, ge=0, le=1)
+    """Seconds per layer per iteration of a decode-only batch (CUDA graphs)."""
+    eager_layer_overhead_s: float = Field(default=1.0e-4, ge=0, le=1)
+    """Seconds per layer per iteration of a batch with prefill tokens (eager launches)."""
+    seq_overhead_s: float = Field(default=1.0e-5, ge=0, le=1)
+    """Seconds per sequence in the batch per iteration (sampling, scheduling)."""
     gemm_efficiency_max: float = Field(default=0.75, gt=0, le=1)
     gemm_efficiency_m_half: float = Field(default=64.0, gt=0, le=MAX_TOKENS)
     bandwidth_efficiency: float = Field(default=0.85, gt=0, le=1)
@@ -425,6 +437,9 @@ def cross_check(sc: Scenario) -> str | None:
         return f"kv.prefix_cache: '{kv.prefix_cache}' needs kv.layout: paged (got '{kv.layout}')"
     if kv.sparsity.enabled and kv.layout != "paged":
         return f"kv.sparsity.policy: '{kv.sparsity.policy}' needs kv.layout: paged (got '{kv.layout}')"
+    if kv.sparsity.enabled and sc.scheduler.policy == "vllm_v0" and not sc.scheduler.chunked_prefill:
+        return (f"kv.sparsity.policy: '{kv.sparsity.policy}' is not modelled with scheduler.policy: vllm_v0 "
+                "without chunked prefill (prefill-only iterations); set scheduler.chunked_prefill: true")
     for key, wl in _workloads(sc.workload):
         seqs = max(wl.n, wl.beam_width)
         field = "n" if wl.n >= wl.beam_width else "beam_width"
@@ -564,9 +579,15 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router` and `cluster` only when set."""
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster` and
+    `workload.length_pairs` only when set, `scheduler.policy` only when not the default."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster"):
         if data[key] is None:
             del data[key]
+    if data["scheduler"]["policy"] == "vllm_v1":
+        del data["scheduler"]["policy"]
+    for workload in (data["workload"], *data["workload"]["mix"]):
+        if workload["length_pairs"] is None:
+            del workload["length_pairs"]
     return data

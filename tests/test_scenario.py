@@ -422,3 +422,22 @@ def test_a_character_yaml_refuses_is_a_one_line_error(tmp_path):
 def test_a_path_with_a_nul_is_refused():
     assert error_of(None, ["workload.kind=trace", "workload.trace.path=a\x00b"]) == (
         "default scenario: workload.trace.path: a file path cannot hold a NUL character")
+
+
+@pytest.mark.parametrize("key", ["layer_overhead_s", "eager_layer_overhead_s", "seq_overhead_s",
+                                 "iteration_overhead_s"])
+@pytest.mark.parametrize("value, message", [
+    (-1e-6, "greater than or equal to 0"), ("fast", "valid number"), (float("inf"), "finite number"),
+    (True, "expected a number, got a boolean"),
+])
+def test_cost_overhead_keys_are_one_line_errors_naming_the_key(key, value, message):
+    with pytest.raises(KvsimError, match=rf"cost\.{key}: .*{message}") as exc:
+        build_scenario({"cost": {key: value}})
+    assert "\n" not in str(exc.value)
+
+
+def test_cost_overhead_keys_default_to_the_fitted_terms_and_iteration_overhead_is_still_accepted():
+    c = build_scenario({}).cost
+    assert (c.iteration_overhead_s, c.layer_overhead_s, c.eager_layer_overhead_s, c.seq_overhead_s) == (
+        4.4e-4, 7.2e-5, 1.0e-4, 1.0e-5)
+    assert build_scenario({"cost": {"iteration_overhead_s": 0.003}}).cost.iteration_overhead_s == 0.003

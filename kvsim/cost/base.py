@@ -14,6 +14,11 @@ class CostModel(Protocol):
 
     def step_time(self, batch: Batch) -> float: ...
 
+    def prefetch_overlap(self, batch: Batch) -> tuple[float, float, float]:
+        """(forward time the batch's prefetch overlaps, its transfer time, the part step_time adds because
+        compute does not hide it); read by the replica only for batches with prefetch_bytes."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """Parameters that determine the timing (goes into summary.json)."""
         ...

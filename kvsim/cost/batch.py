@@ -17,7 +17,8 @@ class Batch(NamedTuple):
     decode_blocks: sum over decode sequences of KV blocks read through the block table.
     swap_in_bytes / swap_out_bytes: KV bytes moved between GPU and host memory this iteration.
     copy_blocks: blocks copied on device (copy-on-write).
-    recall_bytes: KV recalled from host memory by an offload policy (kv.sparsity); the iteration waits.
+    recall_bytes: KV recalled from host memory by an offload policy (kv.sparsity) on a re-read of evicted
+        content; the iteration waits for it (charged serially).
     offload_bytes: KV written to host memory by an offload policy.
     kv_copy_bytes: KV bytes copied on device when token-level eviction compacts a sequence.
     decode_window_tokens: for each window cap of the KV manager (`kv.windows`: sliding-window layers'
@@ -26,6 +27,10 @@ class Batch(NamedTuple):
         window of cap + 1 keys (the pairs of prefill_attn_pairs a sliding layer computes).
     kv_load_wait_s: KV tiers with pipelined loads: how long after the iteration starts the last KV its
         prefills load from the tiers arrives; the iteration lasts at least that long.
+    prefetch_bytes: host -> GPU bytes fetched ahead of the layer that uses them (InfiniGen's per-step
+        prefetch of the selected entries, kv.sparsity.policy infinigen): overlapped with the forward
+        pass layer by layer, so only the part compute cannot hide adds to the iteration
+        (RooflineCost.prefetch_overlap, docs/cost_model.md).
     """
 
     num_seqs: int = 0
@@ -44,6 +49,7 @@ class Batch(NamedTuple):
     decode_window_tokens: tuple[int, ...] = ()
     prefill_window_pairs: tuple[float, ...] = ()
     kv_load_wait_s: float = 0.0
+    prefetch_bytes: float = 0.0
 
     @property
     def num_tokens(self) -> int:

@@ -14,14 +14,17 @@ import math
 from typing import Any
 
 from kvsim.cost.batch import Batch
-from kvsim.cost.roofline import RooflineCost
+from kvsim.cost.roofline import RooflineCost, prefetch_exposed
 from kvsim.errors import KvsimError, excerpt
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.model import ModelSpec
 
 TERMS = ("linear", "decode_attention", "prefill_attention", "cow_copy", "swap_out", "swap_in")
-"""Terms a calibration can time; the all-reduce and the per-iteration overhead always come from the
-roofline / the scenario."""
+"""Terms a calibration can time; the all-reduce and the overhead (fixed, per layer, per sequence) always
+come from the roofline / the scenario."""
+
+OVERHEAD_KEYS = ("iteration_overhead_s", "layer_overhead_s", "eager_layer_overhead_s", "seq_overhead_s")
+"""The roofline's overhead tunables, as summary.json's cost_model.terms.overhead lists them."""
 
 SAME_WIDTH = {"bf16": ("bf16", "fp16"), "fp16": ("fp16", "bf16"), "fp8": ("fp8", "int8"),
               "int8": ("int8", "fp8")}
@@ -125,7 +128,9 @@ def _number(value: Any, key: str, maximum: float) -> float:
 
 
 class CalibratedCost:
-    """Iteration time = overhead + linear + decode attention + prefill attention + all-reduce + copies.
+    """Iteration time = overhead + linear + decode attention + prefill attention + all-reduce + copies
+    + the exposed part of a layer-ahead prefetch, the overhead and the all-reduce as the roofline's
+    (RooflineCost.overhead_time, allreduce_time).
 
     With P the fitted coefficients of a term (kvsim.calibrate.features), L layers, T tokens, and
     kv / q heads per GPU:
@@ -135,8 +140,14 @@ class CalibratedCost:
     - prefill: L (P.fixed + P.per_seq seqs + P.per_token_head tokens q) + P.per_flop x pairs x attention
       FLOPs per pair.
     - copy-on-write, swap out, swap in: one call each: P.fixed + P.per_byte bytes. Token-level sparsity
-      traffic is timed the same way: offload writes as swap out, recalls as swap in, compaction copies
-      as copy-on-write (each one more call).
+      traffic is timed the same way: offload writes as swap out, re-read recalls as swap in, compaction
+      copies as copy-on-write (each one more call), all serial.
+    - InfiniGen's prefetch (Batch.prefetch_bytes) overlaps the forward pass as in the roofline
+      (RooflineCost.prefetch_exposed): C = forward_time (the roofline's per-layer overhead + linear +
+      all-reduce + decode and prefill attention, each as timed here), F = one swap-in call per layer,
+      L P.fixed + P.per_byte bytes (bytes / host link bandwidth without a swap_in fit); the iteration
+      grows by max(F / L, F - C (L - 1) / L), transfer-bound when F > C. The fixed and per-sequence
+      overhead and every copy above stay serial.
     """
 
     name = "calibrated"
@@ -164,7 +175,7 @@ class CalibratedCost:
             "model": self.name, "hardware": hw.name,
             "calibration": {k: _json_safe(cal[k]) for k in ("source", "sha256", "provenance") if k in cal},
             "terms": dict(self.used, allreduce="roofline",
-                          overhead=f"iteration_overhead_s {roofline.overhead:g}"),
+                          overhead=", ".join(f"{k} {roofline.describe()[k]:g}" for k in OVERHEAD_KEYS)),
             "params": {t: dict(p) for t, p in self.p.items()},
         }
 
@@ -214,7 +225,7 @@ class CalibratedCost:
 
     def step_time(self, batch: Batch) -> float:
         tokens = batch.prefill_tokens + batch.decode_seqs
-        t = self.rl.overhead + self.linear_time(tokens) + self.rl.allreduce_time(tokens)
+        t = self.rl.overhead_time(batch) + self.linear_time(tokens) + self.rl.allreduce_time(tokens)
         t += self.decode_time(batch) + self.prefill_time(batch)
         if batch.copy_blocks:
             t += self.copy_time("cow_copy", batch.copy_blocks * self.bytes_per_block)
@@ -228,7 +239,31 @@ class CalibratedCost:
             t += self.copy_time("swap_in", batch.recall_bytes)
         if batch.kv_copy_bytes:
             t += self.copy_time("cow_copy", batch.kv_copy_bytes)
+        if batch.prefetch_bytes:
+            t += self.prefetch_overlap(batch)[2]
         return t
+
+    def forward_time(self, batch: Batch) -> float:
+        """The forward pass a prefetch overlaps (RooflineCost.forward_time, each term as timed here)."""
+        tokens = batch.prefill_tokens + batch.decode_seqs
+        return (self.rl.layer_overhead_time(batch) + self.linear_time(tokens) + self.rl.allreduce_time(tokens)
+                + self.decode_time(batch) + self.prefill_time(batch))
+
+    def prefetch_time(self, nbytes: float) -> float:
+        """A prefetch of `nbytes`, one host -> GPU call per layer: L P.fixed + P.per_byte bytes (swap_in
+        fit), else bytes / host link bandwidth."""
+        if nbytes <= 0:
+            return 0.0
+        p = self.p.get("swap_in")
+        if p is None:
+            return nbytes / self.rl.host_bw
+        return self.layers * p["fixed_s"] + p["per_byte_s"] * nbytes
+
+    def prefetch_overlap(self, batch: Batch) -> tuple[float, float, float]:
+        """(C, F, exposed) as RooflineCost.prefetch_overlap, with this model's terms."""
+        compute = self.forward_time(batch)
+        transfer = self.prefetch_time(batch.prefetch_bytes)
+        return compute, transfer, prefetch_exposed(compute, transfer, self.layers)
 
     def describe(self) -> dict[str, Any]:
         return dict(self._describe)

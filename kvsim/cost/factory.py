@@ -17,7 +17,8 @@ def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_blo
         model, hw, tp, scenario.kv.dtype, bytes_per_block,
         iteration_overhead_s=c.iteration_overhead_s, gemm_efficiency_max=c.gemm_efficiency_max,
         gemm_efficiency_m_half=c.gemm_efficiency_m_half, bandwidth_efficiency=c.bandwidth_efficiency,
-        attention_efficiency=c.attention_efficiency)
+        attention_efficiency=c.attention_efficiency, layer_overhead_s=c.layer_overhead_s,
+        eager_layer_overhead_s=c.eager_layer_overhead_s, seq_overhead_s=c.seq_overhead_s)
     if c.model == "roofline":
         return roofline
     if c.model == "calibrated":

@@ -13,10 +13,30 @@ from kvsim.specs.model import ModelSpec
 
 ALLREDUCE_LATENCY_S = 8e-6
 """Fixed latency of one small all-reduce across GPUs of one node (NCCL, NVLink), per call."""
+CUDA_GRAPH_MAX_SEQS = 512
+"""Largest decode-only batch vLLM replays as a CUDA graph (its largest default capture size); a bigger
+one, or any batch with prefill tokens, pays the eager per-layer overhead."""
+
+ITERATION_OVERHEAD_S = 4.4e-4
+"""Fixed CPU time per iteration (scheduler, input preparation, output processing), whatever the batch:
+fitted with LAYER_OVERHEAD_S to vLLM's CI latency tests (kvsim/cost/published_runs.yaml,
+docs/cost_model.md)."""
+LAYER_OVERHEAD_S = 7.2e-5
+"""Seconds per layer per iteration on each GPU for a decode-only batch under CUDA graphs: the fixed time
+of a layer's small kernels (norms, rotary, KV-cache write, attention, activation, the GEMMs' tails),
+which do not stream at HBM bandwidth; fitted (see ITERATION_OVERHEAD_S)."""
+EAGER_LAYER_OVERHEAD_S = 1.0e-4
+"""Seconds per layer per iteration for batches run eagerly (prefill or mixed): LAYER_OVERHEAD_S plus the
+CPU launch of ~14 kernels per layer at ~2 us each (an estimate, not fitted: prefill is 1 of the 128
+steps of the latency tests)."""
+SEQ_OVERHEAD_S = 1.0e-5
+"""Seconds per sequence in the batch per iteration (sampling, scheduling, detokenizing one sequence): an
+estimate; the published batch-8 tests cannot tell it from the fixed term (docs/cost_model.md)."""
 
 
 class RooflineCost:
-    """Iteration time = overhead + linear + prefill attention + decode attention + all-reduce + copies.
+    """Iteration time = overhead + linear + prefill attention + decode attention + all-reduce + copies
+    + the part of a layer-ahead prefetch the forward pass does not hide.
 
     - linear layers: max(W / (B * e_bw), 2 * P_active * T / (F * e_gemm(T))), with W the weight bytes one
       step streams per GPU (ModelSpec.weight_stream_bytes: all weights but an untied input-embedding table,
@@ -29,25 +49,48 @@ class RooflineCost:
     - tensor-parallel all-reduce (tp > 1): 2 per layer over T x hidden x 2 bytes, ring algorithm:
       2 (tp - 1) / tp x bytes / interconnect bandwidth + a fixed latency per call.
     - swap traffic over the host link, copy-on-write copies (read + write) at HBM bandwidth.
-    - token-level sparsity (kv.sparsity): offload writes and recalls over the host link, compaction
-      copies (read + write) at HBM bandwidth.
-    - a fixed per-iteration overhead (scheduling, sampling, kernel launches).
+    - token-level sparsity (kv.sparsity): offload writes and re-read recalls over the host link and
+      compaction copies (read + write) at HBM bandwidth, all added serially (the iteration waits).
+    - InfiniGen's per-step prefetch (Batch.prefetch_bytes) is overlapped with the forward pass, layer by
+      layer: with C the forward time it overlaps (forward_time: the per-layer overhead, linear layers,
+      all-reduce, prefill and decode attention; not the fixed and per-sequence overhead, nor swap,
+      copy-on-write, recall, offload or compaction traffic, which stay serial), F = prefetch bytes /
+      host link bandwidth and L layers, layer i + 1's fetch runs during layer i's compute, the first
+      layer's fetch before any: the forward pass takes max(C + F / L, F + C / L) instead of C, so the
+      iteration grows by exposed = max(F / L, F - C (L - 1) / L) (prefetch_exposed); it is
+      transfer-bound (a stall) when F > C (prefetch_overlap).
+    - overhead: iteration_overhead_s (fixed CPU time) + layers x layer_overhead_s (decode-only batches of
+      at most CUDA_GRAPH_MAX_SEQS sequences, replayed as CUDA graphs) or eager_layer_overhead_s (any
+      batch with prefill tokens, or a larger one: eager launches) + sequences x seq_overhead_s, the
+      defaults fitted to vLLM's published latency tests (docs/cost_model.md). An empty batch (nothing
+      scheduled) costs the fixed term only.
+    - tensor-parallel all-reduce bandwidth: the profile's interconnect_bandwidth_by_tp[tp] where it has
+      one (a mesh such as MI300X's Infinity Fabric, where tp GPUs use only the links among them), else
+      interconnect_bandwidth (a switch: NVSwitch).
 
-    The tunables must be finite: overhead >= 0, the efficiencies in (0, 1], m_half > 0 (KvsimError
+    The tunables must be finite: overheads >= 0, the efficiencies in (0, 1], m_half > 0 (KvsimError
     naming the `cost.` key otherwise).
     """
 
     name = "roofline"
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, bytes_per_block: float,
-                 iteration_overhead_s: float = 0.003, gemm_efficiency_max: float = 0.75,
+                 iteration_overhead_s: float = ITERATION_OVERHEAD_S, gemm_efficiency_max: float = 0.75,
                  gemm_efficiency_m_half: float = 64.0, bandwidth_efficiency: float = 0.85,
-                 attention_efficiency: float = 0.5) -> None:
+                 attention_efficiency: float = 0.5, layer_overhead_s: float = LAYER_OVERHEAD_S,
+                 eager_layer_overhead_s: float = EAGER_LAYER_OVERHEAD_S,
+                 seq_overhead_s: float = SEQ_OVERHEAD_S) -> None:
         _check_tunables(iteration_overhead_s=iteration_overhead_s, gemm_efficiency_max=gemm_efficiency_max,
                         gemm_efficiency_m_half=gemm_efficiency_m_half,
-                        bandwidth_efficiency=bandwidth_efficiency, attention_efficiency=attention_efficiency)
+                        bandwidth_efficiency=bandwidth_efficiency, attention_efficiency=attention_efficiency,
+                        layer_overhead_s=layer_overhead_s, eager_layer_overhead_s=eager_layer_overhead_s,
+                        seq_overhead_s=seq_overhead_s)
         self.tp = tp
+        self.layers = model.num_layers
         self.overhead = iteration_overhead_s
+        self.graph_layers_s = model.num_layers * layer_overhead_s
+        self.eager_layers_s = model.num_layers * eager_layer_overhead_s
+        self.seq_overhead = seq_overhead_s
         self.weight_bytes = model.weight_stream_bytes(tp)  # the input-embedding table is only looked up
         self.linear_flops_per_token = model.linear_flops_per_token() / tp
         self.attn_flops_per_pair = model.attention_flops_per_pair(tp)
@@ -62,12 +105,16 @@ class RooflineCost:
         self.host_bw = hw.host_link_bandwidth
         self.ar_bytes_per_token = 2 * model.hidden_size * 2 * model.num_layers
         self.ar_calls = 2 * model.num_layers
-        self.ic_bw = hw.interconnect_bandwidth or hw.host_link_bandwidth
+        by_tp = hw.interconnect_bandwidth_by_tp or {}
+        self.ic_bw = by_tp.get(tp) or hw.interconnect_bandwidth or hw.host_link_bandwidth
         self._params = {
             "model": self.name, "iteration_overhead_s": iteration_overhead_s,
+            "layer_overhead_s": layer_overhead_s, "eager_layer_overhead_s": eager_layer_overhead_s,
+            "seq_overhead_s": seq_overhead_s,
             "gemm_efficiency_max": gemm_efficiency_max, "gemm_efficiency_m_half": gemm_efficiency_m_half,
             "bandwidth_efficiency": bandwidth_efficiency, "attention_efficiency": attention_efficiency,
             "effective_hbm_bandwidth": self.bw, "peak_flops": self.flops,
+            "allreduce_bandwidth": self.ic_bw if tp > 1 else None,
         }
 
     def linear_time(self, tokens: int) -> float:
@@ -78,6 +125,22 @@ class RooflineCost:
         comp = self.linear_flops_per_token * tokens / (self.flops * eff)
         return mem if mem > comp else comp
 
+    def overhead_time(self, batch: Batch) -> float:
+        """The fixed term, plus, when the batch computes anything, the per-layer term (CUDA graph for a
+        decode-only batch of at most CUDA_GRAPH_MAX_SEQS sequences, eager otherwise) and the per-sequence
+        term."""
+        if not (batch.prefill_tokens or batch.decode_seqs):
+            return self.overhead
+        return self.overhead + self.layer_overhead_time(batch) + (
+            batch.prefill_seqs + batch.decode_seqs) * self.seq_overhead
+
+    def layer_overhead_time(self, batch: Batch) -> float:
+        """The per-layer part of the overhead (0 for a batch that computes nothing)."""
+        if not (batch.prefill_tokens or batch.decode_seqs):
+            return 0.0
+        graph = not batch.prefill_tokens and batch.decode_seqs <= CUDA_GRAPH_MAX_SEQS
+        return self.graph_layers_s if graph else self.eager_layers_s
+
     def allreduce_time(self, tokens: int) -> float:
         if self.tp == 1 or tokens <= 0:
             return 0.0
@@ -85,13 +148,8 @@ class RooflineCost:
         return ring + self.ar_calls * ALLREDUCE_LATENCY_S
 
     def step_time(self, batch: Batch) -> float:
-        tokens = batch.prefill_tokens + batch.decode_seqs
-        t = self.overhead + self.linear_time(tokens) + self.allreduce_time(tokens)
-        flops = self.attn.prefill_flops(batch)
-        if flops:
-            t += flops / (self.flops * self.e_attn)
-        if batch.decode_seqs:
-            t += self.attn.decode_bytes(batch) / self.bw
+        seqs = batch.prefill_seqs + batch.decode_seqs
+        t = self.forward_time(batch) + self.overhead + seqs * self.seq_overhead
         if batch.swap_in_bytes or batch.swap_out_bytes:
             t += (batch.swap_in_bytes + batch.swap_out_bytes) / self.host_bw
         if batch.copy_blocks:
@@ -100,19 +158,51 @@ class RooflineCost:
             t += (batch.recall_bytes + batch.offload_bytes) / self.host_bw
         if batch.kv_copy_bytes:
             t += 2 * batch.kv_copy_bytes / self.bw
+        if batch.prefetch_bytes:
+            t += self.prefetch_overlap(batch)[2]
         return t
+
+    def forward_time(self, batch: Batch) -> float:
+        """The forward pass a prefetch overlaps: per-layer overhead + linear + all-reduce + prefill and
+        decode attention (the terms that run layer by layer on the GPU)."""
+        tokens = batch.prefill_tokens + batch.decode_seqs
+        t = self.layer_overhead_time(batch) + self.linear_time(tokens) + self.allreduce_time(tokens)
+        flops = self.attn.prefill_flops(batch)
+        if flops:
+            t += flops / (self.flops * self.e_attn)
+        if batch.decode_seqs:
+            t += self.attn.decode_bytes(batch) / self.bw
+        return t
+
+    def prefetch_overlap(self, batch: Batch) -> tuple[float, float, float]:
+        """(C, F, exposed) of the batch's prefetch: the forward time it overlaps, its transfer time over
+        the host link, and what compute does not hide (prefetch_exposed); F > C is a transfer-bound
+        iteration."""
+        compute = self.forward_time(batch)
+        transfer = batch.prefetch_bytes / self.host_bw
+        return compute, transfer, prefetch_exposed(compute, transfer, self.layers)
 
     def describe(self) -> dict[str, Any]:
         return dict(self._params)
 
 
+def prefetch_exposed(compute_s: float, transfer_s: float, layers: int) -> float:
+    """Time a layer-ahead prefetch adds to a forward pass: L layers of compute c = C / L each, fetch
+    f = F / L each, layer i + 1's fetch during layer i's compute and the first layer's before any; the
+    pass takes f + (L - 1) max(c, f) + c = max(C + F / L, F + C / L), i.e. C plus
+    max(F / L, F - C (L - 1) / L)."""
+    if transfer_s <= 0:
+        return 0.0
+    n = max(1, layers)
+    return max(transfer_s / n, transfer_s - compute_s * (n - 1) / n)
+
 
 def _check_tunables(**values: float) -> None:
-    """Each roofline tunable within its range: overhead >= 0, m_half > 0 (both finite), efficiencies
-    in (0, 1]."""
+    """Each roofline tunable within its range: overheads (`*_overhead_s`) >= 0, m_half > 0 (both
+    finite), efficiencies in (0, 1]."""
     for key, value in values.items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if key == "iteration_overhead_s":
+        if key.endswith("overhead_s"):
             ok, rule = number and value >= 0, "a finite number >= 0"
         elif key == "gemm_efficiency_m_half":
             ok, rule = number and value > 0, "a finite number > 0"

@@ -12,8 +12,11 @@ decoding group holds, and the scheduler calls it at these points:
 - `swap_in_blocks(g, length, held) -> int`: a swapped-out group of context `length`, `held` blocks in
   host memory, asks to come back: the free blocks it needs (the scheduler adds one per sequence).
 - `on_swap_in(g, it, resize) -> int`: g came back and decodes in iteration it; the change of the offset.
-- `batch_extras(figures) -> (recall, offload, kv copy bytes)`: the iteration's batch is being built;
-  closes the strategy's accounting of the iteration.
+- `batch_extras(figures) -> Extras`: the iteration's batch is being built; closes the strategy's
+  accounting of the iteration: (re-read recall, offload, compaction copy, prefetch bytes, extra KV tokens
+  the decodes read beyond the held offset: prefetched entries read as they arrive).
+- `record_overlap(compute_s, transfer_s, exposed_s)`: the cost model's split of the iteration's prefetch
+  (CostModel.prefetch_overlap), called only for a batch with prefetch bytes.
 
 The **held offset** is the sum over decoding sequences of (KV tokens held and read - context length):
 the scheduler adds it to its context sum for `Batch.decode_context_tokens` and the token states. It is 0
@@ -44,7 +47,9 @@ Resize = Callable[..., bool]
 Figures = Callable[[], tuple[int, int, int]]
 """The scheduler's `() -> (context tokens, decode blocks, prefill blocks)` of the iteration scheduled."""
 
-NO_EXTRAS: tuple[float, float, float] = (0.0, 0.0, 0.0)
+Extras = tuple[float, float, float, float, int]
+"""(recall, offload, kv copy, prefetch bytes, extra decode-read tokens) of one iteration."""
+NO_EXTRAS: Extras = (0.0, 0.0, 0.0, 0.0, 0)
 
 
 class DecodeSizing(Protocol):
@@ -57,7 +62,8 @@ class DecodeSizing(Protocol):
     def before_decode(self, it: int, resize: Resize) -> int: ...
     def swap_in_blocks(self, g: Group, length: int, held: int) -> int: ...
     def on_swap_in(self, g: Group, it: int, resize: Resize) -> int: ...
-    def batch_extras(self, figures: Figures) -> tuple[float, float, float]: ...
+    def batch_extras(self, figures: Figures) -> Extras: ...
+    def record_overlap(self, compute_s: float, transfer_s: float, exposed_s: float) -> None: ...
 
 
 class ContextSizing:
@@ -83,5 +89,8 @@ class ContextSizing:
     def on_swap_in(self, g: Group, it: int, resize: Resize) -> int:
         return 0
 
-    def batch_extras(self, figures: Figures) -> tuple[float, float, float]:
+    def batch_extras(self, figures: Figures) -> Extras:
         return NO_EXTRAS
+
+    def record_overlap(self, compute_s: float, transfer_s: float, exposed_s: float) -> None:
+        return None

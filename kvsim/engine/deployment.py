@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvsim.cost.factory import build_cost_model
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
+from kvsim.engine.scheduler_policy import effective_chunked_prefill, scheduler_rules
 from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
@@ -45,6 +46,10 @@ class Deployment:
         self.block_size = self.capacity.block_size
         """Tokens per block (page): kv.block_size, raised by the page plan for state or compressed layers."""
         self.max_model_len = scenario.scheduler.max_model_len or self.model.max_position_embeddings
+        sched = scenario.scheduler
+        self.chunked_prefill = effective_chunked_prefill(sched.policy, sched.chunked_prefill)
+        """scheduler.chunked_prefill, or what scheduler.policy forces (sarathi: on, orca: off)."""
+        self.rules = scheduler_rules(sched.policy, sched.chunked_prefill)
         self.sparse = kvc.sparsity.enabled
         self.tier_media = [t.medium for t in kvc.tiers]
         self.check_settings()
@@ -149,20 +154,25 @@ class Deployment:
             max_num_seqs=sc.scheduler.max_num_seqs,
             # without chunked prefill a whole prompt (after a recompute: prompt + generated) must fit one
             # iteration, so the budget is at least max_model_len, as vLLM sets it
-            max_num_batched_tokens=(sc.scheduler.max_num_batched_tokens if sc.scheduler.chunked_prefill
+            max_num_batched_tokens=(sc.scheduler.max_num_batched_tokens if self.chunked_prefill
                                     else max(sc.scheduler.max_num_batched_tokens, self.max_model_len)),
-            chunked_prefill=sc.scheduler.chunked_prefill,
+            chunked_prefill=self.chunked_prefill,
             preemption_mode=sc.scheduler.preemption_mode,
             watermark_blocks=self.watermark_blocks(),
             bytes_per_block=self.bytes_per_block,
             beam_seed=sc.simulation.seed,
             windows=self.windows,
             tier_load=sc.kv.tier_load,
+            rules=self.rules,
         )
         if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
+            m = self.model
+            heads = 1 if m.attention == "mla" else max(1, m.num_kv_heads // self.tp)  # KV heads per GPU
             return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
                                                       self.capacity.kv_bytes_per_token,
-                                                      self.hw.host_link_bandwidth)), None
+                                                      self.hw.host_link_bandwidth, kv_heads=heads,
+                                                      host_pool_bytes=self.hw.host_dram_bytes,
+                                                      num_layers=m.num_layers)), None
         links = self.tier_links()
         return Scheduler(limits, kv, loader=None if links is None else links.load,
                          hand_off=self.role == "prefill"), links
@@ -193,7 +203,7 @@ class Deployment:
         if self.plan is None or self.plan.single:
             return -(-total // self.block_size)
         sched = self.sc.scheduler
-        chunk = sched.max_num_batched_tokens if sched.chunked_prefill else prompt
+        chunk = sched.max_num_batched_tokens if self.chunked_prefill else prompt
         return max(self.plan.pages(total), self.plan.pages_during_prefill(prompt, chunk))
 
     def _may_swap(self, seqs: int) -> bool:

@@ -56,7 +56,7 @@ class Replica:
         step_time = self.cost.step_time
         while True:
             if not sched.has_work():
-                if sched.it:
+                if sched.iterations:
                     self._record_idle(env.now)
                 while not sched.has_work():  # (a prefill replica also wakes when held KV is freed)
                     self._wakeup = env.event()
@@ -76,12 +76,14 @@ class Replica:
                 self._wakeup = None
                 continue
             dt = step_time(batch)
+            if batch.prefetch_bytes:
+                sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
             if batch.kv_load_wait_s > dt:  # pipelined tier loads: the forward pass waits for the KV
                 dt = batch.kv_load_wait_s
             states = sched.token_states()
             reservation, internal, external, free, unshared = breakdown_of(sched, states)
             row = IterationRow(
-                replica=index, iteration=sched.it, t_s=now, dt_s=dt, running_reqs=len(sched.running),
+                replica=index, iteration=sched.iterations, t_s=now, dt_s=dt, running_reqs=len(sched.running),
                 num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
                 prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
                 waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,

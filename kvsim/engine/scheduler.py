@@ -19,6 +19,7 @@ from kvsim.cost.batch import Batch
 from kvsim.engine.beam import BeamSearch
 from kvsim.engine.decode_sizing import NO_EXTRAS, ContextSizing, DecodeSizing
 from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
+from kvsim.engine.scheduler_policy import VLLM_V1, SchedulerRules
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
 from kvsim.kvcache.view import ContextSums
@@ -41,6 +42,9 @@ class SchedulerLimits:
     windows: tuple[int, ...] = ()
     """The model's window caps (kvsim.specs.layers.window_caps): the scheduler keeps its context sums at
     each, for the cost of sliding / compressed layers, whatever the KV manager allocates."""
+    rules: SchedulerRules = VLLM_V1
+    """The scheduler variant's rules (kvsim/engine/scheduler_policy.py); `chunked_prefill` above is
+    already the one they force."""
 
 
 class Scheduler:
@@ -58,6 +62,13 @@ class Scheduler:
 
     `sizing` sizes the decoding groups' KV (kvsim/engine/decode_sizing.py); the default, ContextSizing,
     keeps each sequence's whole context.
+
+    `limits.rules` (kvsim/engine/scheduler_policy.py) vary this per policy: whether decodes take their
+    tokens from the budget, whether (3) and (4) may run in an iteration that preempted or while groups are
+    swapped out, and, for vLLM V0 without chunked prefill, prefill-only iterations: (4) is tried first and,
+    when it admits anything, the iteration runs those prefills alone. Decodes then do not advance, so `it`
+    is the decode clock (it stays put through a prefill-only iteration) and `iterations` counts every
+    iteration; the two are equal under every other policy.
     """
 
     def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None,
@@ -87,6 +98,9 @@ class Scheduler:
             raise ValueError(f"KV manager window caps {kv.windows} differ from the model's {limits.windows}")
         if not self._by_context and limits.windows:
             raise ValueError("a decode sizing that is not by context needs a model without window caps")
+        if not self._by_context and not limits.rules.mix:
+            raise ValueError("a decode sizing that is not by context needs a policy that mixes prefills and "
+                             "decodes")
         self._resize_fn = self._resize
         self._figures_fn = self._iteration_figures
         self.waiting: deque[Group] = deque()
@@ -94,6 +108,16 @@ class Scheduler:
         self.running: dict[Group, None] = {}
         self.prefilling: dict[Group, None] = {}
         self.it = 0
+        """The decode clock: a decoding group's context at it is base + it."""
+        self.iterations = 0
+        """Iterations run (the timeline's iteration number)."""
+        rules = limits.rules
+        self._charge = 1 if rules.decodes_use_budget else 0
+        self._prefill_first = not rules.mix
+        self._admit_after_preemption = rules.admit_after_preemption
+        self._admit_while_swapped = rules.admit_while_swapped
+        self._paused = False
+        """This iteration runs prefills only (vLLM V0): decodes do not advance."""
         self._alloc_heap: list[tuple[int, int, int, Group]] = []
         self._finish_heap: list[tuple[int, int, int, Group]] = []
         self._push_no = 0
@@ -385,8 +409,13 @@ class Scheduler:
         self._budget = lim.max_num_batched_tokens
         self._load_wait = 0.0
         self._now = now
+        self._paused = False
         if self.windows:
             self._cross_windows(it)
+        if self._prefill_first:
+            batch = self._prefill_only(now, copies_before)
+            if batch is not None:
+                return batch
 
         heap = self._alloc_heap
         grow = kv.grow_one_block
@@ -412,9 +441,9 @@ class Scheduler:
         if not self._by_context:  # (ContextSizing's per-iteration hooks are no-ops: skipped on the hot path)
             delta = self.sizing.before_decode(it, self._resize_fn)  # may preempt: _leave_decode moves the sum
             self.dec_held_offset += delta
-        self._budget -= self.dec_seqs
+        self._budget -= self.dec_seqs * self._charge
 
-        for g in list(self.prefilling):
+        for g in (() if self._prefill_first else list(self.prefilling)):
             if self._budget <= 0:
                 break
             if g.state != RUNNING or g.ready_s > now:  # (a blocking load has not arrived)
@@ -429,6 +458,9 @@ class Scheduler:
         swap_in_blocks = 0
         if not self.preempted_now or not self.running:
             swap_in_blocks = self._swap_in(now)
+            if not self._prefill_first and (self._admit_while_swapped or not self.swapped):
+                self._admit(now)
+        elif self._admit_after_preemption and not self._prefill_first:
             self._admit(now)
 
         prefills = self._scheduled_prefills
@@ -437,6 +469,35 @@ class Scheduler:
                 raise KvsimError("internal error: the scheduler stalled with waiting work it cannot "
                                  "schedule (please report the scenario)")
             return None
+        return self._batch(prefills, swap_in_blocks, copies_before, True)
+
+    def _prefill_only(self, now: float, copies_before: int) -> Batch | None:
+        """vLLM V0 without chunked prefill (`_schedule_default`): while no group is swapped out, whole
+        prompts first, FCFS, with the whole token budget; an iteration that schedules any runs them alone
+        (decodes wait). None when none was scheduled: the iteration runs the decodes (and swap-ins)."""
+        if self.swapped and not self._admit_while_swapped:
+            return None
+        for g in list(self.prefilling):  # admitted before, waiting for a tier load that has arrived since
+            if self._budget <= 0:
+                break
+            if g.state != RUNNING or g.ready_s > now or g.prompt - g.computed > self._budget:
+                continue
+            if not self._alloc_or_preempt(g, g.seqs[:1], g.prompt):
+                continue
+            self._start_chunk(g, g.prompt - g.computed)
+        if not self.preempted_now or not self.running:
+            self._admit(now)
+        prefills = self._scheduled_prefills
+        if not prefills:
+            return None
+        self._paused = True
+        return self._batch(prefills, 0, copies_before, False)
+
+    def _batch(self, prefills: list[Group], swap_in_blocks: int, copies_before: int, decodes: bool) -> Batch:
+        """The iteration's Batch: the scheduled prefill chunks and, with `decodes`, every decoding group."""
+        it = self.it
+        kv = self.kv
+        lim = self.lim
         p_tokens = 0
         pairs = 0.0
         for g in prefills:
@@ -446,21 +507,29 @@ class Scheduler:
         bpb = lim.bytes_per_block
         windows = self._window_figures(prefills) if self.windows else ((), ())
         extras = NO_EXTRAS if self._by_context else self.sizing.batch_extras(self._figures_fn)
-        recall, offload, kv_copy = extras
+        recall, offload, kv_copy, prefetch, read_extra = extras
+        if decodes:
+            dec_seqs = self.dec_seqs
+            context = self.dec_base_sum + self.dec_held_offset + dec_seqs * it + read_extra
+            dec_blocks = self.dec_blocks
+        else:
+            dec_seqs = context = dec_blocks = 0
+            windows = ((0,) * len(self.windows), windows[1])
         return Batch(
-            num_seqs=len(prefills) + self.dec_seqs,
+            num_seqs=len(prefills) + dec_seqs,
             prefill_seqs=len(prefills),
             prefill_tokens=p_tokens,
             prefill_attn_pairs=pairs,
-            decode_seqs=self.dec_seqs,
-            decode_context_tokens=self.dec_base_sum + self.dec_held_offset + self.dec_seqs * it,
-            decode_blocks=self.dec_blocks,
+            decode_seqs=dec_seqs,
+            decode_context_tokens=context,
+            decode_blocks=dec_blocks,
             swap_in_bytes=swap_in_blocks * bpb,
             swap_out_bytes=self._swap_out_blocks * bpb,
             copy_blocks=kv.cow_copies - copies_before,
             recall_bytes=recall,
             offload_bytes=offload,
             kv_copy_bytes=kv_copy,
+            prefetch_bytes=prefetch,
             decode_window_tokens=windows[0],
             prefill_window_pairs=windows[1],
             kv_load_wait_s=self._load_wait,
@@ -482,7 +551,7 @@ class Scheduler:
         moved = 0
         while self.swapped:
             g = self.swapped[0]
-            if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n:
+            if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n * self._charge:
                 break
             length = g.base + 1
             need = sizing.swap_in_blocks(g, length, kv.swap_blocks_needed(g.seqs))
@@ -503,7 +572,7 @@ class Scheduler:
             self.dec_base_sum += g.n * g.base
             g.seq_blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
             self.dec_blocks += g.seq_blocks
-            self._budget -= g.n
+            self._budget -= g.n * self._charge
             self._push(self._finish_heap, g.output - g.gen_base, g)
             if self._by_context:
                 self._schedule_next_alloc(g)
@@ -575,6 +644,8 @@ class Scheduler:
     def complete(self, t_end: float) -> list[Group]:
         """Apply the iteration that just ran (ending at t_end); return the groups that finished."""
         it = self.it
+        paused = self._paused  # (prefills only: decodes did not advance, nor does the decode clock)
+        it_done = it - 1 if paused else it
         finished: list[Group] = []
         for g in self._scheduled_prefills:
             g.computed += g.chunk
@@ -594,8 +665,12 @@ class Scheduler:
                 self._finish(g, t_end)
                 finished.append(g)
             else:
-                self._join_decode(g, it)
+                self._join_decode(g, it_done)
         self._scheduled_prefills = []
+        self.iterations += 1
+        if paused:
+            self._paused = False
+            return finished
         heap = self._finish_heap
         while heap and heap[0][0] <= it:
             _, _, epoch, g = heapq.heappop(heap)

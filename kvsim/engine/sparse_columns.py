@@ -26,6 +26,8 @@ REQUEST_COLUMNS: dict[str, str] = {
     "sparsity_recalled_tokens": "d",
     "sparsity_recall_bytes": "d",
     "sparsity_stall_s": "d",
+    "sparsity_prefetch_bytes": "d",
+    "sparsity_host_evicted_tokens": "d",
 }
 """Columns added to requests.parquet when a policy is on, in `RequestStats.row()` order; a request that
 never decoded has no RequestStats and gets NaN (an int column with a NaN in it is float64)."""
@@ -37,9 +39,12 @@ TIMELINE_COLUMNS: dict[str, str] = {
     "kv_table_blocks": "q",   # blocks their tables hold
     "kv_hole_slots": "q",     # evicted slots inside held blocks (reclaim: block)
     "kv_host_tokens": "q",    # KV tokens offloaded to host memory
-    "recall_bytes": "d",      # KV recalled from host this iteration
+    "recall_bytes": "d",      # KV moved host -> GPU this iteration (re-read recalls and prefetch)
     "offload_bytes": "d",     # KV written to host this iteration
     "kv_copy_bytes": "d",     # KV copied on device by compaction this iteration
+    "prefetch_bytes": "d",    # of recall_bytes, the per-step prefetch (overlapped with compute)
+    "prefetch_exposed_s": "d",  # seconds of the prefetch the forward pass did not hide
+    "transfer_bound": "q",    # 1 when the prefetch transfer exceeded the compute it overlaps
 }
 """Columns added to timeline.parquet when a policy is on, in the order `SparseSizing.timeline_values()`
 gives them."""
@@ -68,9 +73,18 @@ def run_totals(sizings: list[SparseSizing]) -> dict[str, Any]:
         "budget_tokens": first.policy.budget(0) if cfg.budget_fraction is None else None,
         "budget_fraction": cfg.budget_fraction,
         "offload": first.policy.offload,
+        "block_tables": cfg.block_tables,
+        "selection": cfg.selection,
+        "kv_heads": first.heads,
+        "pool_kernel": cfg.pool_kernel if cfg.policy in ("snapkv", "pyramidkv") else None,
+        "prefetch": first.policy.prefetch,
         "compaction_copy_bytes": totals["copy_tokens"] * tok,
         "offload_bytes": totals["offload_tokens"] * tok,
         "recall_bytes": totals["recall_tokens"] * tok,
+        "prefetch_bytes": totals["prefetch_tokens"] * tok,
+        "host_evicted_bytes": totals["evicted_tokens"] * tok,
+        "host_pool_bytes": (first.host_pool_bytes if first.offload and math.isfinite(first.host_pool_bytes)
+                            else None),
         "host_bytes_max": max(s.host_tokens_max for s in sizings) * tok,
         "host_bandwidth": first.host_bw,
         "decode_kv_tokens_full": sum(rs.full_sum for s in sizings for rs in s.stats.values()),

@@ -7,22 +7,34 @@ policy keeps at its current length (fewer blocks, fewer KV tokens read) through 
 which grows by the ordinary allocate-or-preempt path and shrinks by re-mapping the table. This costs
 O(running sequences) per iteration, unlike context sizing's O(changes).
 
-Offload policies write what they drop to host memory and, when a re-read (Request.rereads) lands on
-offloaded KV, recall it over the host link inside the iteration. The charges (offload writes, recalls,
-compaction copies) go into the iteration's Batch through `batch_extras`; the per-iteration figures
+Blocks follow the policy's per-layer-group Keeps through `paging.Footprint` (kv.sparsity.block_tables,
+selection, reclaim). InfiniGen (an offload policy with per-step prefetch) keeps each sequence's sinks and
+recent window on the GPU for every layer and the rest of its KV in host memory: every decode step it
+fetches the selected entries (the outside tokens of its budget) over the host link, layer by layer, into
+a double buffer of `prefetch_layers` layers, so the GPU pool holds sinks + window + selected x
+prefetch_layers / layers (whole-model token equivalents) while attention reads sinks + window + selected.
+The host pool is capped (`host_pool_bytes`) and, when full, evicts the least-used entries (never-selected
+ones first, then selected ones) for good. A re-read (Request.rereads) landing on host KV recalls it, less
+what the pool evicted. The charges (offload writes, re-read recalls, compaction copies, the prefetch
+and the decode read of the selected entries beyond the double buffer) go into the iteration's Batch
+through `batch_extras`; the replica then reports how much of the prefetch compute hid
+(`record_overlap`). The per-iteration figures
 (`timeline_values()`) and per-request figures (`stats`, `request_values`) are recorded with each timeline
 and request row (the column groups: kvsim/engine/sparse_columns.py).
 """
 
 from __future__ import annotations
 
-from kvsim.engine.decode_sizing import Figures, Resize
+import math
+
+from kvsim.engine.decode_sizing import Extras, Figures, Resize
 from kvsim.engine.group import Group
 from kvsim.engine.sparse_state import RequestStats, SeqState, next_reread, reread_outcome
+from kvsim.errors import KvsimError
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import SparsityConfig
-from kvsim.kvcache.sparsity.keep import kept_in_range
-from kvsim.kvcache.sparsity.paging import compaction_copies, footprint_blocks, hole_slots
+from kvsim.kvcache.sparsity.keep import Keep, kept_in_range
+from kvsim.kvcache.sparsity.paging import Footprint, compaction_copies
 from kvsim.kvcache.sparsity.policies import build_policy
 from kvsim.kvcache.sparsity.tracker import reread_schedule
 
@@ -36,39 +48,75 @@ class SparseSizing:
     by_context = False
 
     def __init__(self, cfg: SparsityConfig, block_size: int, kv_bytes_per_token: float,
-                 host_bandwidth: float) -> None:
+                 host_bandwidth: float, kv_heads: int = 1, host_pool_bytes: float = math.inf,
+                 num_layers: int | None = None) -> None:
         self.cfg = cfg
         self.policy = build_policy(cfg)
         self.attn = AttentionModel(cfg.attention)
         self.mode = cfg.reclaim
         self.compact = cfg.reclaim == "compact"
         self.offload = self.policy.offload
+        self.prefetch = self.policy.prefetch
+        self.share = 1.0
+        """Share of the selected entries the GPU holds at once (prefetch): prefetch_layers / layers (1 when
+        the layer count is not given)."""
+        if self.prefetch and num_layers is not None:
+            if cfg.prefetch_layers > num_layers:
+                raise KvsimError(f"kv.sparsity.prefetch_layers must be at most the model's {num_layers} "
+                                 f"layers, got {cfg.prefetch_layers}")
+            self.share = cfg.prefetch_layers / num_layers
         self.sinks = cfg.attention.sink_tokens
         self.span = cfg.attention.reread_span
         self.rho = cfg.attention.heavy_fraction
+        self.heads = (cfg.kv_heads or max(1, kv_heads)) if cfg.selection == "per_head" else 1
+        self.foot = Footprint(cfg.reclaim, cfg.block_tables, self.heads, self.sinks, block_size, self.rho,
+                              packed_outside=self.prefetch)
+        self.by_resident = self.foot.only_resident(self.policy.per_layer)
         self.bs = block_size
         self.tok_bytes = kv_bytes_per_token
         self.host_bw = host_bandwidth
+        pool = cfg.host_pool_bytes if cfg.host_pool_bytes is not None else host_pool_bytes
+        self.host_pool_bytes = float(pool)
+        self.host_cap = pool / kv_bytes_per_token if kv_bytes_per_token > 0 else math.inf
         self.states: dict[Group, SeqState] = {}
         self.stats: dict[int, RequestStats] = {}
         self.full_blocks_sum = 0
         self.holes_sum = 0
-        self.host_tokens = 0
-        self.host_tokens_max = 0
+        self.host_tokens = 0.0
+        self.host_tokens_max = 0.0
         self._copy_tok = 0.0
         self._offload_tok = 0
         self._recall_tok = 0.0
-        self.totals = {"copy_tokens": 0.0, "offload_tokens": 0, "recall_tokens": 0.0}
+        self._prefetch_tok = 0.0
+        self._read_extra = 0
+        self.totals = {"copy_tokens": 0.0, "offload_tokens": 0, "recall_tokens": 0.0, "prefetch_tokens": 0.0,
+                       "evicted_tokens": 0.0}
         self._timeline_values: tuple = ()
 
     # ----------------------------------------------------------------- policy targets
+    def _blocks(self, keeps, resident: float, length: int) -> tuple[int, float]:
+        """(blocks, kept slots) one sequence holds for `keeps`."""
+        return self.foot.blocks(keeps, self.policy.widest(keeps), resident, length)
+
+    def _on_gpu(self, keeps: list[Keep], resident: float) -> tuple[list[Keep], float]:
+        """(the Keeps as the GPU pool holds them, the tokens it holds) for `keeps` attending `resident`
+        tokens: as they are, but for a prefetch policy only `share` of each group's selected (outside)
+        entries, the double buffer, is held (sinks and window for every layer)."""
+        if not self.prefetch or self.share >= 1.0:
+            return keeps, resident
+        k = keeps[0]
+        if k.outside <= 0:
+            return keeps, resident
+        staged = k.outside * self.share
+        return [Keep(k.sinks, k.window, staged, k.pool)] * len(keeps), resident - (k.outside - staged)
+
     def _target(self, prompt_kv: int, length: int):
+        """(keeps, tokens attended, tokens held on the GPU, blocks held) at `length`."""
         pol = self.policy
         keeps = pol.keeps(length, prompt_kv)
         resident = pol.resident_tokens(keeps)
-        blocks = footprint_blocks(self.mode, resident, pol.widest(keeps), length, self.sinks, self.bs,
-                                  self.rho)
-        return keeps, resident, blocks
+        gpu, held = self._on_gpu(keeps, resident)
+        return keeps, resident, held, self._blocks(gpu, held, length)[0]
 
     def _resized(self, g: Group, st: SeqState, blocks: int, resident: float) -> None:
         """Account a resize the scheduler made: a shrink compacts the kept KV into the fewer blocks."""
@@ -84,16 +132,56 @@ class SparseSizing:
                 rereads=reread_schedule(r.segments, getattr(r, "rereads", ()), g.output - 1))
         return rs
 
-    def _offload(self, st: SeqState, offloaded: int, n: int) -> None:
-        if not self.policy.offload:
-            return
-        delta = offloaded - st.offloaded
-        if delta > 0:
-            self._offload_tok += delta * n
-        self.host_tokens += delta * n
-        if self.host_tokens > self.host_tokens_max:
-            self.host_tokens_max = self.host_tokens
-        st.offloaded = offloaded
+    def _host(self, st: SeqState, keep: Keep, resident: float, length: int, n: int,
+              write: bool = True) -> None:
+        """Offload policies: positions other than the sinks and the recent window live in the host pool
+        (written there once; `write` False when they are already there, after a swap-in); `selected` are
+        those the GPU set takes from it (the outside tokens, prefetched every step)."""
+        if resident >= length:   # within the budget: everything on the GPU
+            positions, selected = 0, 0
+        else:
+            positions, selected = length - keep.window - keep.sinks, keep.outside
+        if positions > st.written:
+            if write:
+                self._offload_tok += (positions - st.written) * n
+            st.written = positions
+        st.selected = selected
+        st.lost_hot = min(st.lost_hot, float(selected))
+        st.lost_cold = min(st.lost_cold, float(max(0, positions - selected)))
+        host = max(0.0, positions - st.lost_cold - st.lost_hot)
+        self.host_tokens += (host - st.offloaded) * n
+        st.offloaded = host
+
+    def _evict(self) -> None:
+        """The host pool is over its cap: evict the excess for good, the least-used entries first (those
+        never selected, whose use counters stay at zero), spread over the sequences in proportion to what
+        each holds of them; then selected entries the same way."""
+        excess = self.host_tokens - self.host_cap
+        evicted = 0.0
+        for hot in (False, True):
+            if excess <= 1e-9:
+                break
+            avail = {g: (st.selected - st.lost_hot if hot else st.written - st.selected - st.lost_cold)
+                     for g, st in self.states.items()}
+            total = sum(g.n * a for g, a in avail.items() if a > 0)
+            if total <= 0:
+                continue
+            share = min(1.0, excess / total)
+            for g, a in avail.items():
+                if a <= 0:
+                    continue
+                st = self.states[g]
+                take = a * share
+                if hot:
+                    st.lost_hot += take
+                else:
+                    st.lost_cold += take
+                st.offloaded -= take
+                st.rs.host_evicted += take
+                evicted += take * g.n
+            excess -= total * share
+        self.host_tokens -= evicted
+        self.totals["evicted_tokens"] += evicted
 
     # ----------------------------------------------------------------- DecodeSizing
     def on_join_decode(self, g: Group, resize: Resize) -> int:
@@ -107,11 +195,13 @@ class SparseSizing:
                       full_blocks=-(-prompt // self.bs), rs=rs, next_reread=next_reread(rs))
         self.full_blocks_sum += st.full_blocks * n
         self.states[g] = st
-        _, resident, blocks = self._target(prompt, prompt)
+        rs.lost_cold = rs.lost_hot = 0.0  # a fresh prefill: every entry computed again
+        keeps, resident, held, blocks = self._target(prompt, prompt)
         if blocks < st.blocks and resize(g, blocks, False):
-            self._resized(g, st, blocks, resident)
-            st.resident = resident
-        self._offload(st, prompt - int(resident + 0.5), n)
+            self._resized(g, st, blocks, held)
+            st.resident = held
+        if self.offload:
+            self._host(st, keeps[0], resident, prompt, n)
         return 0
 
     def on_leave_decode(self, g: Group) -> int:
@@ -125,6 +215,7 @@ class SparseSizing:
         self.full_blocks_sum -= st.full_blocks * n
         self.holes_sum -= st.holes * n
         self.host_tokens -= st.offloaded * n
+        st.rs.lost_cold, st.rs.lost_hot = st.lost_cold, st.lost_hot  # kept if it is swapped back in
         return -st.offset
 
     def before_decode(self, it: int, resize: Resize) -> int:
@@ -139,7 +230,7 @@ class SparseSizing:
     def swap_in_blocks(self, g: Group, length: int, held: int) -> int:
         """A returning group is sized to the policy's footprint at its length, not its full context."""
         rs = self._request_stats(g)
-        blocks = self._target(rs.prompt_kv, length)[2]
+        blocks = self._target(rs.prompt_kv, length)[3]
         return max(held, blocks * g.n)
 
     def on_swap_in(self, g: Group, it: int, resize: Resize) -> int:
@@ -148,32 +239,49 @@ class SparseSizing:
         n = g.n
         length = g.base + it
         rs = self._request_stats(g)
-        resident = self._target(rs.prompt_kv, length)[1]
-        st = SeqState(prompt_kv=rs.prompt_kv, resident=resident, blocks=g.seq_blocks // n, rs=rs,
-                      next_reread=next_reread(rs))
+        keeps, resident, held, _ = self._target(rs.prompt_kv, length)
+        st = SeqState(prompt_kv=rs.prompt_kv, resident=held, blocks=g.seq_blocks // n, rs=rs,
+                      next_reread=next_reread(rs), lost_cold=rs.lost_cold, lost_hot=rs.lost_hot)
         if self.offload:
-            st.offloaded = length - int(resident + 0.5)
-            self.host_tokens += st.offloaded * n
+            self._host(st, keeps[0], resident, length, n, write=False)
         self.states[g] = st
         return self._step(g, st, it, resize)
 
-    def batch_extras(self, figures: Figures) -> tuple[float, float, float]:
-        """This iteration's (recall, offload, compaction copy) bytes; closes its accounting (run totals,
-        timeline values)."""
+    def batch_extras(self, figures: Figures) -> Extras:
+        """This iteration's (re-read recall, offload, compaction copy, prefetch) bytes and the extra KV
+        tokens its decodes read (prefetched entries outside the double buffer); closes its accounting
+        (run totals, timeline values)."""
+        if self.offload:
+            if self.host_tokens > self.host_cap:
+                self._evict()
+            if self.host_tokens > self.host_tokens_max:
+                self.host_tokens_max = self.host_tokens
         tb = self.tok_bytes
         copy_b, off_b, rec_b = self._copy_tok * tb, self._offload_tok * tb, self._recall_tok * tb
+        pre_b = self._prefetch_tok * tb
+        read_extra = self._read_extra
         context_tokens, decode_blocks, prefill_blocks = figures()
         self._timeline_values = (
             context_tokens, self.full_blocks_sum + prefill_blocks, decode_blocks + prefill_blocks,
-            self.holes_sum, self.host_tokens, rec_b, off_b, copy_b)
+            self.holes_sum, int(self.host_tokens + 0.5), rec_b, off_b, copy_b, pre_b, 0.0, 0)
         t = self.totals
         t["copy_tokens"] += self._copy_tok
         t["offload_tokens"] += self._offload_tok
         t["recall_tokens"] += self._recall_tok
+        t["prefetch_tokens"] += self._prefetch_tok
         self._copy_tok = 0.0
         self._offload_tok = 0
         self._recall_tok = 0.0
-        return rec_b, off_b, copy_b
+        self._prefetch_tok = 0.0
+        self._read_extra = 0
+        return rec_b - pre_b, off_b, copy_b, pre_b, read_extra
+
+    def record_overlap(self, compute_s: float, transfer_s: float, exposed_s: float) -> None:
+        """The cost model's split of this iteration's prefetch (CostModel.prefetch_overlap) into the
+        timeline values: the seconds compute did not hide, and 1 when the transfer exceeded the compute it
+        overlaps (a transfer-bound iteration)."""
+        v = self._timeline_values
+        self._timeline_values = (*v[:-2], exposed_s, int(transfer_s > compute_s))
 
     # ----------------------------------------------------------------- recorder values
     def timeline_values(self) -> tuple:
@@ -199,41 +307,57 @@ class SparseSizing:
         """Resize g to the policy's footprint for this iteration's context and account the step; returns
         the change of its held offset (0 when its growth preempted g itself)."""
         length = g.base + it
-        bs = self.bs
+        n = g.n
         if length < st.seg_until:
             resident = st.seg_resident + st.seg_slope * (length - st.seg_len)
         else:
             resident = self._renew(st, length)
         keeps = None
-        if self.compact:
-            blocks = -int(-resident // bs)
-        else:
+        held = resident  # tokens the GPU pool holds (attended: resident)
+        gpu_keeps = None
+        if self.offload:
             keeps = self.policy.keeps(length, st.prompt_kv)
-            blocks = footprint_blocks("block", resident, self.policy.widest(keeps), length, self.sinks, bs,
-                                      self.rho)
+            self._host(st, keeps[0], resident, length, n)
+            if st.lost_hot > 0:  # evicted selected entries are no longer on the GPU either
+                k = keeps[0]
+                keeps = [Keep(k.sinks, k.window, max(0.0, k.outside - st.lost_hot), k.pool)] * len(keeps)
+                resident = max(0.0, resident - st.lost_hot)
+            gpu_keeps, held = self._on_gpu(keeps, resident)
+        if self.by_resident:
+            blocks, slots = -int(-held // self.bs), held
+        else:
+            keeps = keeps or self.policy.keeps(length, st.prompt_kv)
+            blocks, slots = self._blocks(gpu_keeps or keeps, held, length)
         if blocks != st.blocks:
             if not resize(g, blocks):
                 return 0
-            self._resized(g, st, blocks, resident)
-        n = g.n
-        st.resident = resident
+            self._resized(g, st, blocks, held)
+        st.resident = held
         st.length = length
-        full_blocks = -(-length // bs)
+        full_blocks = -(-length // self.bs)
         if full_blocks != st.full_blocks:
             self.full_blocks_sum += (full_blocks - st.full_blocks) * n
             st.full_blocks = full_blocks
-        if keeps is not None:
-            holes = hole_slots(blocks, resident, length, bs)
+        if not self.by_resident:
+            holes = self.foot.holes(blocks, slots, held, length)
             self.holes_sum += (holes - st.holes) * n
             st.holes = holes
-        ctx = int(resident + 0.5)
+        ctx = int(held + 0.5)
         offset = n * (ctx - length)
         delta = offset - st.offset
         st.offset = offset
-        if self.offload:
-            self._offload(st, length - ctx, n)
+        if held != resident:  # the selected entries outside the double buffer are read as they arrive
+            self._read_extra += n * (int(resident + 0.5) - ctx)
 
         rs = st.rs
+        if self.prefetch and resident < length:  # this step's selected entries come over the host link
+            fetched = max(0.0, st.selected - st.lost_hot)
+            self._recall_tok += fetched * n
+            self._prefetch_tok += fetched * n
+            b = fetched * self.tok_bytes
+            rs.prefetch_bytes += b
+            rs.recall_bytes += b
+            rs.stall_s += b / self.host_bw
         step = g.gen_base + it - 1
         if step >= st.next_reread:
             keeps = keeps or self.policy.keeps(length, st.prompt_kv)
@@ -261,7 +385,9 @@ class SparseSizing:
         if end <= start:
             return
         kept = sum(kept_in_range(k, length, self.sinks, start, end, self.rho) for k in keeps) / len(keeps)
+        cold = st.written - st.selected
+        lost_share = st.lost_cold / cold if self.offload and cold > 0 else 0.0
         recalled, st.reread_avail = reread_outcome(rs, end - start, kept, self.offload, self.tok_bytes,
-                                                   self.host_bw)
+                                                   self.host_bw, lost_share)
         self._recall_tok += recalled * g.n
         st.reread_until = step + self.span - 1

@@ -16,7 +16,11 @@ class SeqState:
     blocks: int = 0         # blocks one sequence holds
     full_blocks: int = 0    # blocks it would hold without eviction
     holes: int = 0          # evicted slots inside its held blocks
-    offloaded: int = 0      # tokens in host memory (offload policies)
+    offloaded: float = 0.0  # entries in the host pool (offload policies)
+    written: int = 0        # positions written to host memory so far (offload policies)
+    selected: int = 0       # entries selected (prefetched) per decode step: the outside tokens (infinigen)
+    lost_cold: float = 0.0  # host entries never selected that the full host pool evicted (gone)
+    lost_hot: float = 0.0   # selected entries the full host pool evicted (gone: no longer prefetched)
     offset: int = 0         # n x (KV tokens held - context) at the last step: its term in the held offset
     seg_len: int = 0        # resident = seg_resident + seg_slope * (L - seg_len) for L < seg_until
     seg_resident: float = 0.0
@@ -48,8 +52,12 @@ class RequestStats:
     reread_tokens: int = 0
     lost_tokens: float = 0.0
     recalled_tokens: float = 0.0
-    recall_bytes: float = 0.0
-    stall_s: float = 0.0
+    recall_bytes: float = 0.0  # host -> GPU: re-read recalls and per-step prefetch
+    prefetch_bytes: float = 0.0  # of which per-step prefetch (infinigen)
+    stall_s: float = 0.0     # recall_bytes / host link bandwidth
+    host_evicted: float = 0.0  # its host entries the full host pool evicted
+    lost_cold: float = 0.0   # SeqState.lost_cold / lost_hot kept while swapped out
+    lost_hot: float = 0.0
 
     def row(self) -> tuple:
         """Values in sparse_columns.REQUEST_COLUMNS order (NaN where a request never decoded)."""
@@ -60,7 +68,7 @@ class RequestStats:
             self.kept_sum / self.full_sum if self.full_sum else nan,
             self.mass_sum / steps if steps else nan,
             self.fired, self.reread_tokens, self.lost_tokens, self.recalled_tokens, self.recall_bytes,
-            self.stall_s,
+            self.stall_s, self.prefetch_bytes, self.host_evicted,
         )
 
 
@@ -70,17 +78,21 @@ def next_reread(rs: RequestStats) -> float:
 
 
 def reread_outcome(rs: RequestStats, count: int, kept: float, offload: bool, tok_bytes: float,
-                   host_bw: float) -> tuple[float, float]:
+                   host_bw: float, lost_share: float = 0.0) -> tuple[float, float]:
     """Account one re-read of `count` tokens of which `kept` are on the GPU: an offload policy recalls
-    the rest (bytes and stall on the host link), a permanent one has lost it. Returns (tokens recalled,
-    share of the segment available during the re-read)."""
+    the rest (bytes and stall on the host link) but for the `lost_share` of it its full host pool
+    evicted, a permanent one has lost it all. Returns (tokens recalled, share of the segment available
+    during the re-read)."""
     missing = count - kept
     rs.fired += 1
     rs.reread_tokens += count
     if offload:
-        rs.recalled_tokens += missing
-        rs.recall_bytes += missing * tok_bytes
-        rs.stall_s += missing * tok_bytes / host_bw
-        return missing, 1.0
+        lost = missing * min(1.0, max(0.0, lost_share))
+        recalled = missing - lost
+        rs.recalled_tokens += recalled
+        rs.recall_bytes += recalled * tok_bytes
+        rs.stall_s += recalled * tok_bytes / host_bw
+        rs.lost_tokens += lost
+        return recalled, (count - lost) / count
     rs.lost_tokens += missing
     return 0.0, kept / count

@@ -29,6 +29,8 @@ def sparsity_section(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[
     sp = meta["sparsity"]
     out: dict[str, Any] = {k: sp[k] for k in ("policy", "reclaim", "budget_tokens", "budget_fraction",
                                               "offload")}
+    out.update({k: sp.get(k, d) for k, d in (("block_tables", "shared"), ("selection", "shared"),
+                                             ("kv_heads", 1), ("pool_kernel", None), ("prefetch", False))})
     has = len(timeline) and "kv_full_tokens" in timeline.columns
 
     def tmean(col: str) -> float | None:
@@ -73,8 +75,28 @@ def sparsity_section(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[
         "offload_bytes": sp["offload_bytes"],
         "host_bytes_max": sp["host_bytes_max"],
         "compaction_copy_bytes": sp["compaction_copy_bytes"],
+        "prefetch_bytes": sp.get("prefetch_bytes", 0.0),
+        "host_pool_bytes": sp.get("host_pool_bytes"),
+        "host_evicted_bytes": sp.get("host_evicted_bytes", 0.0),
     })
+    out.update(_stalls(timeline) if sp["offload"] and has else
+               {"stall_iterations": 0, "stall_iteration_fraction": None, "stall_exposed_s": 0.0})
     return {k: plain(v) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def _stalls(timeline: pd.DataFrame) -> dict[str, Any]:
+    """Busy iterations whose prefetch transfer exceeded the forward-pass compute it overlaps
+    (`transfer_bound`, as the cost model splits it: CostModel.prefetch_overlap), their share of the busy
+    iterations, and the seconds of prefetch that compute did not hide, summed over every busy iteration
+    (`prefetch_exposed_s`: each iteration's first-layer fetch, and in a transfer-bound one the excess
+    too). Re-read recalls and offload writes are serial, not counted here."""
+    if "transfer_bound" not in timeline.columns or "prefetch_exposed_s" not in timeline.columns:
+        return {"stall_iterations": 0, "stall_iteration_fraction": None, "stall_exposed_s": 0.0}
+    busy = timeline[timeline["iteration"] >= 0] if "iteration" in timeline.columns else timeline
+    stalled = busy["transfer_bound"] > 0
+    return {"stall_iterations": int(stalled.sum()),
+            "stall_iteration_fraction": float(stalled.mean()) if len(busy) else None,
+            "stall_exposed_s": float(busy["prefetch_exposed_s"].sum())}
 
 
 def sparsity_rows(sp: dict[str, Any] | None, fmt, pct) -> list[tuple[str, str]]:
@@ -100,4 +122,8 @@ def sparsity_rows(sp: dict[str, Any] | None, fmt, pct) -> list[tuple[str, str]]:
     if sp["offload"]:
         rows.append(("recalled KV / stall (s)",
                      f"{format_bytes(sp['recall_bytes'] or 0)} / {fmt(sp['stall_s'])}"))
+        rows.append(("transfer-bound iterations / exposed (s)",
+                     f"{pct(sp.get('stall_iteration_fraction'))} / {fmt(sp.get('stall_exposed_s'))}"))
+        if sp.get("host_evicted_bytes"):
+            rows.append(("host pool evicted", format_bytes(sp["host_evicted_bytes"])))
     return rows

@@ -52,6 +52,11 @@ class HardwareSpec:
     network_bandwidth: float = 0.0
     """Scale-out network per GPU, one direction (RDMA NIC), bytes/s: KV transfer between nodes (P/D);
     0 when the profile does not say."""
+    interconnect_bandwidth_by_tp: dict[int, float] | None = None
+    """Optional: tensor-parallel size -> the GPU<->GPU bandwidth (bytes/s, per GPU, one direction) an
+    all-reduce across that many GPUs gets, for a direct mesh whose tp GPUs use only the links among them
+    (MI300X's Infinity Fabric); a TP size it does not list uses interconnect_bandwidth. None on switched
+    fabrics (NVSwitch), where every TP size gets interconnect_bandwidth."""
     memory_gb: float = 0.0
     description: str = ""
     sources: dict[str, str] | None = None
@@ -203,6 +208,7 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         raise KvsimError(f"{source}: peak_flops: unknown dtype {excerpt(bad[0])};"
                          f" known: {', '.join(_FLOPS_KEYS)}")
     peak = {k: _positive(v, f"peak_flops.{k}", source, MAX_RATE) for k, v in flops.items()}
+    by_tp = _bandwidth_by_tp(data.get("interconnect_bandwidth_by_tp"), source)
     if data.get("calibration") is not None and not isinstance(data["calibration"], dict):
         raise KvsimError(f"{source}: calibration must be a mapping")
     memory = int(_positive(data["memory_bytes"], "memory_bytes", source, MAX_BYTES))
@@ -222,11 +228,36 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         interconnect_bandwidth=rate("interconnect_bandwidth"),
         network_bandwidth=(_positive(data["network_bandwidth"], "network_bandwidth", source, MAX_RATE)
                            if data.get("network_bandwidth") is not None else 0.0),
+        interconnect_bandwidth_by_tp=by_tp,
         memory_gb=_positive(data.get("memory_gb", memory / GB), "memory_gb", source, MAX_BYTES / GB),
         description=_text(data.get("description"), "description", source),
         sources=_sources(data.get("sources"), source),
         calibration=data.get("calibration"),
     )
+
+
+MAX_TP = 1024
+"""Largest tensor-parallel size a profile's interconnect_bandwidth_by_tp may list (as the scenario's)."""
+
+
+def _bandwidth_by_tp(value: Any, source: str) -> dict[int, float] | None:
+    """interconnect_bandwidth_by_tp: None when absent, else a non-empty mapping of TP sizes (integers in
+    [2, MAX_TP], or their decimal strings: JSON keys) to bandwidths (quantities > 0, at most MAX_RATE)."""
+    key = "interconnect_bandwidth_by_tp"
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value:
+        raise KvsimError(f"{source}: {key} must map tensor-parallel sizes (2, 4, 8, ...) to bandwidths,"
+                         f" got {excerpt(value)}")
+    out = {}
+    for key_tp, bw in value.items():
+        digits = isinstance(key_tp, str) and key_tp.isascii() and key_tp.isdigit() and len(key_tp) <= 4
+        tp = int(key_tp) if digits else key_tp
+        if isinstance(tp, bool) or not isinstance(tp, int) or not 2 <= tp <= MAX_TP:
+            raise KvsimError(f"{source}: {key}: {excerpt(key_tp)} is not a tensor-parallel size (an integer"
+                             f" in [2, {MAX_TP}])")
+        out[tp] = _positive(bw, f"{key}.{tp}", source, MAX_RATE)
+    return dict(sorted(out.items()))
 
 
 def _text(value: Any, key: str, source: str) -> str:

@@ -84,6 +84,17 @@ class LengthDist(Strict):
         return self
 
 
+class LengthPairs(Strict):
+    """Paired empirical lengths: each request draws one row of a CSV file (with replacement) and takes its
+    prompt and output lengths together, keeping their correlation (what drawing two `empirical`
+    columns independently loses). Values as `empirical` files: finite numbers from 0 to MAX_TOKENS,
+    rounded, at least 1."""
+
+    path: FilePath
+    prompt_column: str = Field(default="prompt", max_length=MAX_NAME)
+    output_column: str = Field(default="output", max_length=MAX_NAME)
+
+
 def fixed(n: int) -> LengthDist:
     return LengthDist(dist="fixed", value=n)
 
@@ -222,6 +233,8 @@ class WorkloadConfig(Strict):
         default_factory=lambda: LengthDist(dist="lognormal", mean=600, p50=400, max=8192))
     output_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=250, p50=180, max=2048))
+    length_pairs: LengthPairs | None = None
+    """synthetic: (prompt, output) lengths drawn as rows of a file, instead of prompt_len / output_len."""
     n: int = Field(default=1, ge=1, le=MAX_COUNT)
     """Parallel samples per request (at most scheduler.max_num_seqs: they run in one batch)."""
     beam_width: int = Field(default=1, ge=1, le=MAX_COUNT)
@@ -242,6 +255,12 @@ class WorkloadConfig(Strict):
             raise ValueError("kind 'trace' needs a 'trace' section")
         if self.kind == "mix" and not self.mix:
             raise ValueError("kind 'mix' needs a 'mix' list of components")
+        if self.length_pairs is not None:
+            if self.kind != "synthetic":
+                raise ValueError("'length_pairs' is for kind 'synthetic'")
+            both = {"prompt_len", "output_len"} & self.model_fields_set
+            if both:
+                raise ValueError(f"set either 'length_pairs' or '{sorted(both)[0]}', not both")
         if self.beam_width > 1 and self.n > 1:
             raise ValueError("set either n (parallel sampling) or beam_width (beam search), not both")
         return self

@@ -20,7 +20,7 @@ import numpy as np
 from kvsim.errors import KvsimError, excerpt
 from kvsim.inputs import check_file
 from kvsim.schema import MAX_REQUESTS, MAX_TOKENS
-from kvsim.workload.config import LengthDist
+from kvsim.workload.config import LengthDist, LengthPairs
 from kvsim.workload.textfile import find_column, text_lines
 
 
@@ -48,6 +48,17 @@ def sample_lengths(dist: LengthDist, rng: np.random.Generator, n: int,
         return np.clip(out, max(1, dist.min), dist.max).astype(np.int64)
     out = np.rint(sample_values(dist, rng, n, base_dir))
     return np.clip(out, max(1, dist.min), dist.max).astype(np.int64)
+
+
+def sample_pairs(pairs: LengthPairs, rng: np.random.Generator, n: int,
+                 base_dir: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """n (prompt, output) length pairs (int64, rounded, >= 1): rows of `pairs.path` drawn with
+    replacement."""
+    prompt = load_empirical(pairs.path, pairs.prompt_column, base_dir)
+    output = load_empirical(pairs.path, pairs.output_column, base_dir)
+    rows = rng.integers(0, len(prompt), size=n)
+    return (np.maximum(np.rint(prompt[rows]), 1).astype(np.int64),
+            np.maximum(np.rint(output[rows]), 1).astype(np.int64))
 
 
 def lognormal_params(dist: LengthDist) -> tuple[float, float]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from kvsim.workload.config import WorkloadConfig
-from kvsim.workload.lengths import sample_lengths
+from kvsim.workload.lengths import sample_lengths, sample_pairs
 from kvsim.workload.links import independent_stream
 from kvsim.workload.request import Request
 
@@ -23,8 +23,11 @@ def synthetic_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_reques
     """The synthetic request stream (see the module docstring for order and follow-up links)."""
     times, after, think = independent_stream(cfg.arrival, rng, max_requests, duration_s)
     n = len(times)
-    prompt = sample_lengths(cfg.prompt_len, rng, n, base_dir)
-    output = sample_lengths(cfg.output_len, rng, n, base_dir)
+    if cfg.length_pairs is not None:
+        prompt, output = sample_pairs(cfg.length_pairs, rng, n, base_dir)
+    else:
+        prompt = sample_lengths(cfg.prompt_len, rng, n, base_dir)
+        output = sample_lengths(cfg.output_len, rng, n, base_dir)
     return [
         Request(rid=i, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n, after=a, think_s=k,
                 source="synthetic")

@@ -38,7 +38,8 @@ HW = dict(name="toy-gpu", memory_bytes=1e9, hbm_bandwidth=1e9, peak_flops={"fp16
 def cost(calibration=CAL):
     m, hw = get_model(MODEL), load_hardware(dict(HW, calibration=calibration))
     rl = RooflineCost(m, hw, 1, "fp16", 256 * 16, iteration_overhead_s=0.001, bandwidth_efficiency=1.0,
-                      attention_efficiency=0.5)
+                      attention_efficiency=0.5, layer_overhead_s=0.0, eager_layer_overhead_s=0.0,
+                      seq_overhead_s=0.0)
     return CalibratedCost(m, hw, 1, "fp16", 256 * 16, rl), rl
 
 
@@ -169,3 +170,25 @@ def test_provenance_in_the_summary_is_json_safe():
     c, _ = cost(cal)
     assert json.loads(json.dumps(c.describe(), allow_nan=False))["calibration"]["provenance"] == {
         "device": "toy", "date": "2026-11-29", "x": "nan"}
+
+
+def test_prefetch_overlaps_the_calibrated_forward_pass():
+    """The decode step of test_decode_step_by_hand (C = linear + decode, no layer overhead) with a prefetch
+    over 2 layers: max(C + F / 2, F + C / 2); F as bytes / host link without a swap_in fit, else one
+    fitted host -> GPU call per layer (2 x fixed + per_byte x bytes)."""
+    c, _ = cost()
+    b = Batch(num_seqs=3, decode_seqs=3, decode_context_tokens=100, decode_blocks=9)
+    compute = c.step_time(b) - 0.001
+    assert c.forward_time(b) == pytest.approx(compute, rel=1e-12)
+    small = b._replace(prefetch_bytes=1e4)  # F = 1e-4 s < C (2.13 ms): first layer's fetch only
+    assert c.step_time(small) == pytest.approx(0.001 + compute + 5e-5, rel=1e-12)
+    large = b._replace(prefetch_bytes=1e6)  # F = 10 ms > C
+    assert c.step_time(large) == pytest.approx(0.001 + 0.01 + compute / 2, rel=1e-12)
+    h2d = {"fp16": {"params": {"fixed_s": 2e-5, "per_byte_s": 2e-10}, "heldout_mape": 0.03}}
+    fitted, _ = cost(dict(CAL, terms=dict(CAL["terms"], swap_in="copy_h2d"),
+                          kernels=dict(CAL["kernels"], copy_h2d=h2d)))
+    transfer = 2 * 2e-5 + 1e6 * 2e-10  # 2.4e-4 s < C
+    assert fitted.prefetch_overlap(large) == pytest.approx((compute, transfer, transfer / 2), rel=1e-12)
+    assert fitted.step_time(large) == pytest.approx(0.001 + compute + transfer / 2, rel=1e-12)
+    big = b._replace(prefetch_bytes=1e8)  # F = 4e-5 + 0.02 s > C
+    assert fitted.step_time(big) == pytest.approx(0.001 + 4e-5 + 0.02 + compute / 2, rel=1e-12)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvsim.cost.batch import Batch
-from kvsim.cost.roofline import ALLREDUCE_LATENCY_S, RooflineCost
+from kvsim.cost.roofline import ALLREDUCE_LATENCY_S, CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.errors import KvsimError
 from kvsim.specs.catalog import get_model
 from kvsim.specs.hardware import load_hardware
@@ -22,8 +22,10 @@ HW = dict(name="toy-gpu", memory_bytes=1e9, hbm_bandwidth=1e9, peak_flops={"fp16
 def cost(tp=1, **kw):
     m = get_model(MODEL)
     hw = load_hardware(HW)
+    # the per-layer and per-sequence overheads off, so that the hand-computed terms below stand alone
     params = dict(iteration_overhead_s=0.001, gemm_efficiency_max=0.5, gemm_efficiency_m_half=10.0,
-                  bandwidth_efficiency=1.0, attention_efficiency=0.5)
+                  bandwidth_efficiency=1.0, attention_efficiency=0.5, layer_overhead_s=0.0,
+                  eager_layer_overhead_s=0.0, seq_overhead_s=0.0)
     params.update(kw)
     return RooflineCost(m, hw, tp, "fp16", bytes_per_block=256 * 16, **params), m
 
@@ -83,8 +85,46 @@ def decode(n: int, ctx: int) -> Batch:
     return Batch(num_seqs=n, decode_seqs=n, decode_context_tokens=n * ctx)
 
 
+def test_overhead_scales_with_layers_and_sequences_and_graphs_cover_decode_only_batches():
+    c, _ = cost(layer_overhead_s=1e-5, eager_layer_overhead_s=3e-5, seq_overhead_s=2e-6)
+    layers = 2
+    assert c.overhead_time(Batch()) == pytest.approx(0.001)  # nothing computed: the fixed term only
+    assert c.overhead_time(decode(8, 100)) == pytest.approx(0.001 + layers * 1e-5 + 8 * 2e-6)
+    mixed = Batch(num_seqs=9, prefill_seqs=1, prefill_tokens=50, decode_seqs=8, decode_context_tokens=800)
+    assert c.overhead_time(mixed) == pytest.approx(0.001 + layers * 3e-5 + 9 * 2e-6)
+    big = CUDA_GRAPH_MAX_SEQS + 1  # beyond the largest captured graph: eager
+    assert c.overhead_time(decode(big, 10)) == pytest.approx(0.001 + layers * 3e-5 + big * 2e-6)
+    assert c.step_time(decode(8, 100)) - cost()[0].step_time(decode(8, 100)) == pytest.approx(
+        layers * 1e-5 + 8 * 2e-6)
+    described = c.describe()
+    assert (described["layer_overhead_s"], described["eager_layer_overhead_s"],
+            described["seq_overhead_s"]) == (1e-5, 3e-5, 2e-6)
+
+
+def test_defaults_are_the_fitted_terms():
+    m, hw = get_model(MODEL), load_hardware(HW)
+    d = RooflineCost(m, hw, 1, "fp16", 4096).describe()
+    assert (d["iteration_overhead_s"], d["layer_overhead_s"], d["eager_layer_overhead_s"],
+            d["seq_overhead_s"]) == (4.4e-4, 7.2e-5, 1.0e-4, 1.0e-5)
+
+
+def test_mi300x_allreduce_bandwidth_follows_tp_and_nvswitch_does_not():
+    m = get_model("llama-3-70b")
+    mi300x, h100 = load_hardware("mi300x"), load_hardware("h100-sxm")
+    bw = {tp: RooflineCost(m, mi300x, tp, "bf16", 1.0).ic_bw for tp in (2, 4, 8)}
+    assert bw == {2: 64e9, 4: 192e9, 8: 448e9}
+    assert RooflineCost(m, mi300x, 3, "bf16", 1.0).ic_bw == 448e9  # a size the profile does not list
+    assert {RooflineCost(m, h100, tp, "bf16", 1.0).ic_bw for tp in (2, 4, 8)} == {450e9}
+    ring = {tp: RooflineCost(m, mi300x, tp, "bf16", 1.0).allreduce_time(2048) - 160 * ALLREDUCE_LATENCY_S
+            for tp in (2, 4)}
+    assert ring[2] / ring[4] == pytest.approx((1 / 2 / 64e9) / (3 / 4 / 192e9))
+
+
 @pytest.mark.parametrize("key, value, message", [
     ("iteration_overhead_s", float("inf"), "cost.iteration_overhead_s must be a finite number >= 0, got inf"),
+    ("layer_overhead_s", -1e-6, "cost.layer_overhead_s must be a finite number >= 0, got -1e-06"),
+    ("eager_layer_overhead_s", float("nan"), "cost.eager_layer_overhead_s must be a finite number >= 0"),
+    ("seq_overhead_s", "1", "cost.seq_overhead_s must be a finite number >= 0, got '1'"),
     ("iteration_overhead_s", -1.0, "cost.iteration_overhead_s must be a finite number >= 0"),
     ("gemm_efficiency_m_half", float("nan"), "cost.gemm_efficiency_m_half must be a finite number > 0"),
     ("bandwidth_efficiency", 1.5, r"cost.bandwidth_efficiency must be a number in \(0, 1\], got 1.5"),
@@ -93,3 +133,23 @@ def decode(n: int, ctx: int) -> Batch:
 def test_tunables_out_of_range_are_one_line_errors(key, value, message):
     with pytest.raises(KvsimError, match=message):
         cost(**{key: value})
+
+
+def test_prefetch_overlaps_the_forward_pass_layer_by_layer():
+    """1 decode sequence, context 1000: forward pass C = 1.9872 ms weights + 0.256 ms KV + 2 x 0.1 ms layer
+    overhead = 2.4432 ms (the 1 ms fixed overhead is not overlapped). Over 2 layers the forward pass with
+    a prefetch of F takes max(C + F / 2, F + C / 2)."""
+    c, _ = cost(layer_overhead_s=1e-4)
+    base = Batch(num_seqs=1, decode_seqs=1, decode_context_tokens=1000, decode_blocks=63)
+    compute = 0.0019872 + 0.000256 + 2e-4
+    assert c.step_time(base) == pytest.approx(0.001 + compute)
+    assert c.forward_time(base) == pytest.approx(compute)
+    small = base._replace(prefetch_bytes=1e5)  # F = 1 ms < C: hidden but for the first layer's 0.5 ms
+    assert c.step_time(small) == pytest.approx(0.001 + compute + 0.0005)
+    assert c.prefetch_overlap(small) == pytest.approx((compute, 0.001, 0.0005))
+    large = base._replace(prefetch_bytes=1e6)  # F = 10 ms > C: transfer-bound, the last layer's compute shows
+    assert c.step_time(large) == pytest.approx(0.001 + 0.01 + compute / 2)
+    assert c.prefetch_overlap(large)[2] == pytest.approx(0.01 - compute / 2)
+    # re-read recalls and swaps stay serial, on top of the overlapped prefetch
+    both = large._replace(recall_bytes=1e5, swap_in_bytes=2e5)
+    assert c.step_time(both) - c.step_time(large) == pytest.approx(0.001 + 0.002)

@@ -9,6 +9,7 @@ from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.engine.sparse_columns import TIMELINE_COLUMNS
 from kvsim.engine.sparse_sizing import SparseSizing
+from kvsim.errors import KvsimError
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
@@ -21,12 +22,12 @@ HOST = 100.0  # host link bytes per second
 
 
 def make(policy="streaming", budget=32, reclaim="compact", heavy_fraction=0.05, blocks=64,
-         mode="recompute"):
+         mode="recompute", num_layers=None, **sparsity):
     kv = PagedKVManager(blocks, 16, swap_capacity_blocks=64 if mode == "swap" else 0)
     lim = SchedulerLimits(8, 512, True, mode, 0, bytes_per_block=16 * TOK)
     cfg = SparsityConfig(policy=policy, budget_tokens=budget, reclaim=reclaim,
-                         attention=AttentionConfig(heavy_fraction=heavy_fraction))
-    return Scheduler(lim, kv, SparseSizing(cfg, kv.block_size, TOK, HOST))
+                         attention=AttentionConfig(heavy_fraction=heavy_fraction), **sparsity)
+    return Scheduler(lim, kv, SparseSizing(cfg, kv.block_size, TOK, HOST, num_layers=num_layers))
 
 
 def group(rid, prompt, output, segments=(), rereads=()):
@@ -85,11 +86,11 @@ def test_footprint_grows_until_the_budget():
     assert [b.decode_blocks for b in batches[1:]][:8] == [1, 1, 1, 1, 1, 1, 2, 2]  # L = 17 takes block 2
 
 
-def reread_case(policy):
+def reread_case(policy, **sparsity):
     """prompt 100 = segment 1 (positions 0..49) + segment 2; one re-read of segment 1; 10 decode steps
     -> it fires at decode step ceil(1 * 10 / 2) = 5, context 105. Budget 32: sinks 4, window 16,
     12 outside; heavy_fraction 1 makes all 12 spread over the 85 outside positions [4, 89)."""
-    s = make(policy=policy, budget=32, heavy_fraction=1.0)
+    s = make(policy=policy, budget=32, heavy_fraction=1.0, **sparsity)
     g = group(0, 100, 11, segments=((1, 50), (2, 50)), rereads=(1,))
     batches = run(s, g)
     kept = 4 + 46 * 12 / 85
@@ -108,22 +109,92 @@ def test_h2o_reread_loses_evicted_kv():
     assert rs.mass_sum / rs.decode_steps == pytest.approx((4 * base + 6 * during) / 10)
 
 
-def test_infinigen_recalls_offloaded_kv_over_the_host_link():
+def test_infinigen_prefetches_its_selection_every_step_and_recalls_rereads():
+    """The sinks and the 16-token window stay on the GPU; the rest lives in host memory: 100 - 16 - 4 = 80
+    positions written when prefill ends, one more per decode step. Every decode step prefetches the 12
+    selected (outside) entries, Batch.prefetch_bytes = 12 x KV bytes per token; the re-read at step 5
+    recalls the segment's missing tokens, Batch.recall_bytes (serial)."""
     s, batches, kept, missing = reread_case("infinigen")
     rs = s.sizing.stats[0]
+    step = 12 * TOK  # prefetch per decode step
     assert rs.lost_tokens == 0 and rs.recalled_tokens == pytest.approx(missing)
-    assert rs.recall_bytes == pytest.approx(missing * TOK)
-    assert rs.stall_s == pytest.approx(missing * TOK / HOST)
+    assert rs.prefetch_bytes == pytest.approx(10 * step)
+    assert rs.recall_bytes == pytest.approx(missing * TOK + 10 * step)
+    assert rs.stall_s == pytest.approx(rs.recall_bytes / HOST)
+    assert [b.prefetch_bytes for b in batches] == [0.0] + [step] * 10
     recalls = [b.recall_bytes for b in batches]
-    assert recalls[5] == pytest.approx(missing * TOK) and sum(recalls) == pytest.approx(missing * TOK)
-    # offload writes: 68 tokens when prefill is compressed, then one per decode step
-    assert batches[1].offload_bytes == pytest.approx(69 * TOK)
+    assert recalls[5] == pytest.approx(missing * TOK) and recalls[:5] + recalls[6:] == [0.0] * 10
+    assert timeline_values(s)["prefetch_bytes"] == step and timeline_values(s)["recall_bytes"] == step
+    assert batches[1].offload_bytes == pytest.approx((80 + 1) * TOK)
     assert [b.offload_bytes for b in batches[2:]] == [TOK] * 9
-    assert s.sizing.host_tokens == 0 and s.sizing.host_tokens_max == 68 + 10
+    assert s.sizing.host_tokens == 0 and s.sizing.host_tokens_max == 80 + 10
+    assert s.sizing.totals["prefetch_tokens"] == 120
     model = AttentionModel(AttentionConfig(heavy_fraction=1.0))
     base = model.mean_kept_mass(101, [Keep(4, 16, 12)] * 4)
     during = model.reread_step_mass(base, 1)  # recalled: the whole segment is available
     assert rs.mass_sum / rs.decode_steps == pytest.approx((4 * base + 6 * during) / 10)
+
+
+@pytest.mark.parametrize("reclaim, blocks", [("compact", 2), ("block", 3)])
+def test_infinigen_gpu_holds_sinks_window_and_a_double_buffer(reclaim, blocks):
+    """8 layers, prefetch_layers 2: the GPU pool holds 4 sinks + 16 window + 12 x 2 / 8 = 3 staged
+    entries = 23 tokens: compact ceil(23 / 16) = 2 blocks; block mode the 2 blocks touching the window
+    (context 100 or 101) plus ceil((4 + 3) / 16) = 1 for the packed sinks and buffer. Attention still reads
+    4 + 16 + 12 = 32 tokens a step (the 9 not held are read as they arrive) and 12 are prefetched."""
+    s = make(policy="infinigen", budget=32, heavy_fraction=1.0, reclaim=reclaim, num_layers=8,
+             prefetch_layers=2)
+    g = group(0, 100, 11)
+    s.add(g)
+    s.schedule(0.0)
+    s.complete(1.0)
+    assert s.kv.used_blocks == blocks  # compressed to the same charge when prefill ends (context 100)
+    b = s.schedule(1.0)
+    assert s.token_states() == 23 and s.kv.used_blocks == blocks
+    assert b.decode_context_tokens == 32 and b.prefetch_bytes == 12 * TOK
+    assert s.sizing.stats[0].kept_sum == 32  # the read (decode_kv_read_fraction) counts what is attended
+    s.complete(2.0)
+    batches = run(s, group(1, 1, 1))
+    assert all(x.decode_context_tokens <= 32 for x in batches) and s.kv.used_blocks == 0
+
+
+def test_infinigen_prefetch_layers_cannot_exceed_the_layers():
+    cfg = SparsityConfig(policy="infinigen", prefetch_layers=9)
+    with pytest.raises(KvsimError, match=r"^kv\.sparsity\.prefetch_layers must be at most the model's 8 "):
+        SparseSizing(cfg, 16, TOK, HOST, num_layers=8)
+    assert SparseSizing(cfg, 16, TOK, HOST, num_layers=9).share == 1.0
+
+
+def test_infinigen_full_host_pool_evicts_unselected_entries_for_good():
+    """A host pool of 80 tokens: 81 entries after step 1 -> 1 never-selected one evicted, then one per
+    step (the pool stays at 80). At the re-read (step 5) 4 of the 85 - 12 = 73 unselected positions are
+    gone, so that share of the segment's missing tokens is lost instead of recalled."""
+    s, batches, kept, missing = reread_case("infinigen", host_pool_bytes=80 * TOK)
+    rs = s.sizing.stats[0]
+    lost = missing * 4 / 73
+    assert rs.lost_tokens == pytest.approx(lost)
+    assert rs.recalled_tokens == pytest.approx(missing - lost)
+    assert rs.host_evicted == pytest.approx(1 + 9)  # steps 1..10: 1 each
+    assert s.sizing.totals["evicted_tokens"] == pytest.approx(10)
+    assert s.sizing.host_tokens_max == pytest.approx(80)  # measured as each iteration closes
+    assert rs.prefetch_bytes == pytest.approx(10 * 12 * TOK)  # the selected entries are all still there
+    model = AttentionModel(AttentionConfig(heavy_fraction=1.0))
+    base = model.mean_kept_mass(101, [Keep(4, 16, 12)] * 4)
+    during = model.reread_step_mass(base, (50 - lost) / 50)
+    assert rs.mass_sum / rs.decode_steps == pytest.approx((4 * base + 6 * during) / 10)
+
+
+def test_infinigen_pool_smaller_than_the_selection_loses_selected_entries():
+    """A 10-token pool cannot even hold the 12 selected entries: all unselected ones go, then selected
+    ones; those are no longer prefetched, and the GPU set (and its attention mass) shrinks."""
+    s, batches, kept, missing = reread_case("infinigen", host_pool_bytes=10 * TOK)
+    rs = s.sizing.stats[0]
+    st_prefetch = [b.prefetch_bytes for b in batches[6:]]
+    assert all(b == pytest.approx(10 * TOK) for b in st_prefetch)  # 12 - 2 lost selected entries
+    # step 1: 81 entries, the 69 unselected and 2 selected evicted; the re-read (step 5) finds 10 of 12
+    # outside tokens on the GPU and 72 of the 73 unselected positions gone (the newest was just written)
+    missing = 50 - (4 + 46 * 10 / 85)
+    assert rs.lost_tokens == pytest.approx(missing * 72 / 73)
+    assert batches[-1].decode_context_tokens == 32 - 2
 
 
 def test_block_reclaim_keeps_blocks_with_heavy_hitters():

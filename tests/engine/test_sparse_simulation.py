@@ -42,7 +42,9 @@ def test_policies_run_clean(policy, reclaim, mode):
         assert sp["reread_lost_tokens"] == 0 and sp["recall_bytes"] > 0 and sp["stall_s"] > 0
     else:
         assert sp["reread_lost_tokens"] > 0 and sp["recall_bytes"] == 0
-    assert (sp["hole_fraction_mean"] > 0) == (reclaim == "block")  # streaming: the sinks' block
+    # streaming: the sinks' block; pyramidkv compact: one table per sequence holds the widest group's
+    # slots, which the smaller groups leave partly empty
+    assert (sp["hole_fraction_mean"] > 0) == (reclaim == "block" or policy == "pyramidkv")
     df = result.requests
     steps, decodes = df["sparsity_decode_steps"], (df["output_len"] - 1).clip(lower=0)
     assert (steps <= decodes).all()  # a recompute's prefill makes one token without a decode step
@@ -87,3 +89,53 @@ def test_with_a_prefix_cache_under_pressure(reclaim):
                                "workload.chat.system_prompts=1")
     assert summary["requests"]["completed"] == 50 and summary["prefix_cache"]["hit_rate_tokens"] > 0
     assert summary["sparsity"]["kv_blocks_held_mean"] < summary["sparsity"]["kv_blocks_full_mean"]
+
+
+def test_shared_tables_and_per_head_selection_hold_more_than_their_idealisations():
+    """PyramidKV with one block table per sequence holds more blocks than per-layer tables; per-head
+    selection in block mode pins more blocks than one shared token set (llama-3.1-8b: 8 KV heads)."""
+    block, per_head = "kv.sparsity.reclaim=block", "kv.sparsity.selection=per_head"
+    held = {}
+    for extra in (["kv.sparsity.block_tables=per_layer"], [], [block], [block, per_head]):
+        _, _, summary = simulate("kv.sparsity.policy=pyramidkv", "simulation.requests=20", *extra)
+        held[" ".join(extra)] = summary["sparsity"]["kv_blocks_held_mean"] / summary["concurrency"]["mean"]
+        assert summary["requests"]["completed"] == 20
+    assert held["kv.sparsity.block_tables=per_layer"] < held[""]
+    assert held[block] < held[f"{block} {per_head}"]
+
+
+def test_infinigen_reports_prefetch_and_transfer_bound_iterations():
+    _, result, summary = simulate("kv.sparsity.policy=infinigen", "simulation.requests=20",
+                                  "kv.sparsity.host_pool_bytes=2e8")
+    sp = summary["sparsity"]
+    assert sp["prefetch"] and 0 < sp["prefetch_bytes"] <= sp["recall_bytes"]
+    assert sp["host_pool_bytes"] == 2e8 and sp["host_bytes_max"] <= 2e8 + 1 and sp["host_evicted_bytes"] > 0
+    assert sp["stall_iterations"] >= 0 and sp["stall_iteration_fraction"] is not None
+    tl = result.timeline
+    assert tl["recall_bytes"].sum() == pytest.approx(sp["recall_bytes"])
+    assert tl["prefetch_bytes"].sum() == pytest.approx(sp["prefetch_bytes"])
+    assert sp["stall_iterations"] == tl["transfer_bound"].sum()
+    assert sp["stall_exposed_s"] == pytest.approx(tl["prefetch_exposed_s"].sum())
+    assert sp["stall_exposed_s"] > 0
+    # the exposed prefetch is part of each iteration's duration, at least its first layer's fetch
+    pre = tl[tl["prefetch_bytes"] > 0]
+    assert (pre["prefetch_exposed_s"] < pre["dt_s"]).all()
+    first_layer = pre["prefetch_bytes"] / result.meta["sparsity"]["host_bandwidth"] / 32  # 32 layers
+    assert (pre["prefetch_exposed_s"] >= first_layer * (1 - 1e-9)).all()
+
+
+def test_bad_sparsity_keys_are_one_line_errors():
+    for bad, key in (("kv.sparsity.block_tables=both", "block_tables"),
+                     ("kv.sparsity.selection=heads", "selection"),
+                     ("kv.sparsity.pool_kernel=0", "pool_kernel"),
+                     ("kv.sparsity.host_pool_bytes=-1", "host_pool_bytes"),
+                     ("kv.sparsity.prefetch_layers=0", "prefetch_layers")):
+        with pytest.raises(KvsimError, match=f"kv.sparsity.{key}") as e:
+            load_scenario(None, ["kv.sparsity.policy=h2o", bad])
+        assert "\n" not in str(e.value)
+
+
+def test_prefetch_layers_beyond_the_model_is_a_one_line_error():
+    with pytest.raises(KvsimError, match="kv.sparsity.prefetch_layers must be at most the model's 32 ") as e:
+        simulate("kv.sparsity.policy=infinigen", "kv.sparsity.prefetch_layers=33")
+    assert "\n" not in str(e.value)

@@ -58,3 +58,24 @@ def test_rows():
     assert rows["re-reads / tokens / lost"] == "3 / 400 / 27.5%"
     assert rows["KV hole slots mean (of capacity)"] == "0.8%"
     assert sparsity_rows(None, _fmt, _pct) == []
+
+
+def test_transfer_bound_iterations():
+    """The cost model's split, recorded per iteration: iteration 0's prefetch exceeded its compute
+    (transfer-bound) and left 5 ms exposed, iteration 1's was hidden but for its first layer's fetch
+    (0.5 ms); the idle row does not count. Recalls and offload writes (serial) do not enter."""
+    requests, timeline = frames()
+    timeline = pd.concat([timeline, timeline.iloc[:1]], ignore_index=True)
+    timeline["iteration"] = [0, 1, -1]
+    timeline["dt_s"] = [0.015, 0.020, 0.0]
+    timeline["recall_bytes"] = [8e6, 1e6, 0.0]
+    timeline["offload_bytes"] = [2e6, 0.0, 0.0]
+    timeline["prefetch_exposed_s"] = [0.005, 0.0005, 0.0]
+    timeline["transfer_bound"] = [1, 0, 0]
+    meta = {**META, "sparsity": {**META["sparsity"], "offload": True, "prefetch": True}}
+    sp = sparsity_section(requests, timeline, meta, _per_replica_mean, concurrency_mean=2.0)
+    assert sp["stall_iterations"] == 1 and sp["stall_iteration_fraction"] == pytest.approx(0.5)
+    assert sp["stall_exposed_s"] == pytest.approx(0.0055)
+    assert META["sparsity"]["offload"] is False
+    plain = sparsity_section(requests, frames()[1], META, _per_replica_mean, concurrency_mean=2.0)
+    assert plain["stall_iterations"] == 0 and plain["stall_iteration_fraction"] is None

@@ -187,3 +187,39 @@ def test_odd_hardware_names_are_quoted_in_one_line():
         with pytest.raises(KvsimError, match="unknown hardware") as exc:
             load_hardware(name)
         assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+
+
+def test_mi300x_all_reduce_bandwidth_depends_on_tp_and_nvswitch_profiles_keep_one_figure():
+    mi300x = load_hardware("mi300x")
+    assert mi300x.interconnect_bandwidth_by_tp == {2: 64e9, 4: 192e9, 8: 448e9}
+    assert mi300x.sources["interconnect_bandwidth_by_tp"]
+    for name in ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "l40s", "cpu"):
+        assert load_hardware(name).interconnect_bandwidth_by_tp is None
+    assert load_hardware({**MINIMAL, "interconnect_bandwidth_by_tp": {4: "100 GB/s", "2": 5e10}}) \
+        .interconnect_bandwidth_by_tp == {2: 5e10, 4: 1e11}  # a JSON key (a string of digits) is a TP size
+
+
+@pytest.mark.parametrize("value, message", [
+    ([64e9], r"interconnect_bandwidth_by_tp must map tensor-parallel sizes \(2, 4, 8, ...\) to bandwidths"),
+    ({}, "interconnect_bandwidth_by_tp must map tensor-parallel sizes"),
+    ({"four": 1e11}, r"interconnect_bandwidth_by_tp: 'four' is not a tensor-parallel size \(an integer in"
+                  r" \[2, 1024\]\)"),
+    ({1: 1e11}, "interconnect_bandwidth_by_tp: 1 is not a tensor-parallel size"),
+    ({True: 1e11}, "interconnect_bandwidth_by_tp: True is not a tensor-parallel size"),
+    ({4: 0}, r"interconnect_bandwidth_by_tp.4 must be > 0, got 0"),
+    ({4: "fast"}, "interconnect_bandwidth_by_tp.4: cannot read 'fast' as a finite number"),
+    ({8: "2e21"}, r"interconnect_bandwidth_by_tp.8 '2e21' is out of range"),
+])
+def test_bad_interconnect_bandwidth_by_tp_is_one_line_naming_the_key(value, message):
+    with pytest.raises(KvsimError, match=message) as exc:
+        load_hardware({**MINIMAL, "interconnect_bandwidth_by_tp": value})
+    assert str(exc.value).startswith("inline hardware:") and "\n" not in str(exc.value)
+
+
+def test_bad_interconnect_bandwidth_by_tp_in_a_file_names_the_file(tmp_path):
+    lines = [f"{k}: {v}" for k, v in MINIMAL.items() if k != "peak_flops"]
+    path = tmp_path / "mesh.yaml"
+    lines += ["peak_flops: {bf16: 1.0e+15}", "interconnect_bandwidth_by_tp: {4: -1}"]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(KvsimError, match=r"mesh.yaml: interconnect_bandwidth_by_tp.4 must be > 0"):
+        load_hardware(str(path))

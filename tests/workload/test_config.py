@@ -47,3 +47,13 @@ def test_trace_path_and_column_names_are_bounded():
         TraceConfig(path="x" * 5000)
     with pytest.raises(ValidationError, match="at most 1000 characters"):
         TraceConfig(path="t.csv", columns={"arrival": "c" * 1001})
+
+
+def test_length_pairs_only_for_synthetic_and_not_with_lengths():
+    from kvsim.workload.config import WorkloadConfig
+
+    assert WorkloadConfig(length_pairs={"path": "x.csv"}).length_pairs.prompt_column == "prompt"
+    with pytest.raises(ValueError, match="'length_pairs' is for kind 'synthetic'"):
+        WorkloadConfig(kind="chat", length_pairs={"path": "x.csv"})
+    with pytest.raises(ValueError, match="either 'length_pairs' or 'output_len'"):
+        WorkloadConfig(length_pairs={"path": "x.csv"}, output_len={"dist": "fixed", "value": 3})

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from kvsim.errors import KvsimError
-from kvsim.workload.config import LengthDist
-from kvsim.workload.lengths import lognormal_params, sample_lengths, sample_values
+from kvsim.workload.config import LengthDist, LengthPairs
+from kvsim.workload.lengths import lognormal_params, sample_lengths, sample_pairs, sample_values
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
@@ -66,6 +66,28 @@ def test_empirical_csv_column_and_base_dir(tmp_path):
     dist = LengthDist(dist="empirical", path="t.csv", column="b")
     out = sample_lengths(dist, _rng(6), 500, base_dir=tmp_path)
     assert set(out.tolist()) == {100, 200}
+
+
+def test_pairs_keep_rows_together(tmp_path):
+    (tmp_path / "p.csv").write_text("prompt,output,x\n10,100,0\n20,200,0\n30.4,0.2,0\n")
+    prompt, output = sample_pairs(LengthPairs(path="p.csv"), _rng(3), 600, base_dir=tmp_path)
+    assert prompt.dtype == output.dtype == np.int64
+    # each draw is one row: (10, 100), (20, 200) or (30, 1) (rounded, at least 1), never a mix
+    assert set(zip(prompt.tolist(), output.tolist(), strict=True)) == {(10, 100), (20, 200), (30, 1)}
+    again = sample_pairs(LengthPairs(path="p.csv"), _rng(3), 600, base_dir=tmp_path)
+    assert again[0].tolist() == prompt.tolist() and again[1].tolist() == output.tolist()
+
+
+def test_pairs_other_columns_and_errors(tmp_path):
+    (tmp_path / "q.csv").write_text("in,out\n5,7\n")
+    prompt, output = sample_pairs(LengthPairs(path=str(tmp_path / "q.csv"), prompt_column="in",
+                                              output_column="out"), _rng(), 4)
+    assert prompt.tolist() == [5] * 4 and output.tolist() == [7] * 4
+    with pytest.raises(KvsimError, match=r"q\.csv:1: no column 'prompt'"):
+        sample_pairs(LengthPairs(path=str(tmp_path / "q.csv")), _rng(), 4)
+    (tmp_path / "short.csv").write_text("prompt,output\n5,7\n6\n")
+    with pytest.raises(KvsimError, match=r"short\.csv:3: row has no 'output' field"):
+        sample_pairs(LengthPairs(path=str(tmp_path / "short.csv")), _rng(), 4)
 
 
 def test_empirical_errors(tmp_path):

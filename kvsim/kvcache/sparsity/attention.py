@@ -17,7 +17,8 @@ their mass goes to the background.
 `token_weights` materialises the distribution for one layer group (tests, small sequences); `kept_mass`
 gives the mass a `Keep` retains in closed form from counts alone: kept outside tokens are the best heavy
 hitters (spread over the outside region, ranks independent of position) and then the recency tail next to
-the window (keep.split_outside). A re-read of positions
+the window (keep.split_outside; with SnapKV's pooling, runs of `pool` tokens around fewer heavy hitters).
+A re-read of positions
 [a, a + n) moves `reread_mass` of the attention onto them, uniformly (`reread_step_mass`).
 """
 
@@ -28,7 +29,7 @@ import math
 import numpy as np
 
 from kvsim.kvcache.sparsity.config import AttentionConfig
-from kvsim.kvcache.sparsity.keep import Keep, split_outside
+from kvsim.kvcache.sparsity.keep import Keep, split_outside, spread_hitters
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _ZIPF_TABLE = 1 << 14
@@ -153,7 +154,7 @@ class AttentionModel:
             else:
                 h = self.heavy_count(n)
                 zipf = self.zipf[g]
-                top = zipf(spread * n / n_out) / zipf(h)
+                top = zipf(spread_hitters(keep, spread) * n / n_out) / zipf(h)
                 mass += m_h * (w / n + n_out / n * top)
         mass += m_b * (w + o) / n
         return min(1.0, mass)

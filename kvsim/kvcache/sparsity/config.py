@@ -83,6 +83,25 @@ class SparsityConfig(Strict):
     drop_fraction: float = Field(default=0.1, gt=0, lt=1)
     """scissorhands: share of the budget dropped at once when the cache reaches the budget."""
     reclaim: Literal["compact", "block"] = "compact"
+    block_tables: Literal["shared", "per_layer"] = "shared"
+    """`shared` (vLLM): one block table per sequence spans every layer, so a slot is held while any layer
+    group keeps a token in it (compact: the most any group keeps; block: the union of kept positions over
+    groups). `per_layer`: the idealisation of one table per layer group (charged the mean over groups)."""
+    selection: Literal["shared", "per_head"] = "shared"
+    """`shared`: one kept token set serves every KV head. `per_head`: each of `kv_heads` heads selects its
+    own heavy hitters (as the papers do); a slot is held while any head keeps its token (the union)."""
+    kv_heads: int | None = Field(default=None, ge=1, le=4096)
+    """per_head: independent selections per layer (default: the model's KV heads per GPU; 1 for MLA)."""
+    pool_kernel: int = Field(default=7, ge=1, le=1025)
+    """snapkv / pyramidkv: width of the 1-D max-pool over the observation-window scores before the top-k
+    (SnapKV's clustering; 1 turns it off). Kept tokens then come in runs of this many positions."""
+    host_pool_bytes: float | None = Field(default=None, gt=0, le=2.0 ** 60)
+    """infinigen: capacity of the host (CPU) KV pool per GPU in bytes (default: the hardware profile's
+    host_dram_bytes). When full, the least-used entries are evicted for good."""
+    prefetch_layers: int = Field(default=2, ge=1, le=4096)
+    """infinigen: layers whose prefetched entries the GPU holds at once (a double buffer: layer i's in use
+    while layer i + 1's arrive). The GPU pool is charged the sinks and recent window for every layer plus
+    the selected entries x prefetch_layers / the model's layers; at most the model's layers."""
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
 
     @model_validator(mode="after")

@@ -61,12 +61,16 @@ class H2O(Policy):
 
 @register
 class InfiniGen(H2O):
-    """InfiniGen-style recoverable offload: the GPU holds what H2O would keep; the rest moves to host
-    memory and is recalled over the host link when attention returns to it (a re-read)."""
+    """InfiniGen: the KV lives in host (CPU) memory but for the sinks and the recent window, which the
+    GPU holds for every layer; each decode step the entries a speculation on partial query / key selects
+    (the best-scoring outside tokens of an H2O-sized budget) are prefetched over the host link layer by
+    layer into a double buffer (`prefetch_layers`), overlapped with compute. The host pool is capped;
+    when it is full its least-used entries are evicted for good (kvsim/engine/sparse_sizing.py)."""
 
     name = "infinigen"
-    summary = "H2O-sized GPU set, the rest offloaded to host and recalled on re-reads"
+    summary = "KV in host memory, the selected entries prefetched every step; capped host pool"
     offload = True
+    prefetch = True
 
 
 @register
@@ -104,22 +108,23 @@ class ScissorHands(Policy):
         return [_score_keep(r, window, length, self.sink_tokens)] * self.groups
 
 
-def _snap_keep(budget: int, obs_window: int, length: int, prompt: int, sink_tokens: int) -> Keep:
+def _snap_keep(budget: int, obs_window: int, length: int, prompt: int, sink_tokens: int,
+               pool: int = 1) -> Keep:
     """SnapKV selection made at prefill end: `budget` prompt tokens (the sinks, whose attention is the
-    highest, then the observation window, then the best-scoring prompt tokens), plus every token
-    generated since."""
+    highest, then the observation window, then the best prompt tokens by their observation-window scores
+    max-pooled over `pool` neighbours), plus every token generated since."""
     if prompt <= budget:
         return full_keep(length, sink_tokens)
     sinks = min(sink_tokens, budget)
     obs = min(obs_window, budget - sinks)
-    return Keep(sinks, obs + length - prompt, budget - obs - sinks)
+    return Keep(sinks, obs + length - prompt, budget - obs - sinks, pool)
 
 
 @register
 class SnapKV(Policy):
-    """SnapKV: at the end of prefill, the attention of the last observation_window prompt tokens picks
-    B prompt tokens to keep (budget_fraction applies to the prompt); the selection is then fixed and
-    generated tokens are all kept."""
+    """SnapKV: at the end of prefill, the attention of the last observation_window prompt tokens,
+    max-pooled over `pool_kernel` positions (clustering), picks B prompt tokens to keep (budget_fraction
+    applies to the prompt); the selection is then fixed and generated tokens are all kept."""
 
     name = "snapkv"
     summary = "prompt selection at prefill end from an observation window, then fixed"
@@ -128,14 +133,16 @@ class SnapKV(Policy):
         return 1, math.inf  # every generated token is kept
 
     def keeps(self, length: int, prompt: int) -> list[Keep]:
-        k = _snap_keep(self.budget(prompt), self.cfg.observation_window, length, prompt, self.sink_tokens)
+        k = _snap_keep(self.budget(prompt), self.cfg.observation_window, length, prompt, self.sink_tokens,
+                       self.cfg.pool_kernel)
         return [k] * self.groups
 
 
 @register
 class PyramidKV(Policy):
-    """PyramidKV: SnapKV selection with budgets falling linearly with depth (mean over groups at most B;
-    see group_budgets)."""
+    """PyramidKV: SnapKV selection (pooled as SnapKV's) with budgets falling linearly with depth (mean
+    over groups at most B; see group_budgets). With one block table per sequence (block_tables: shared)
+    the widest group decides the slots held, not the mean."""
 
     name = "pyramidkv"
     summary = "SnapKV selection, budgets falling with layer depth"
@@ -160,4 +167,5 @@ class PyramidKV(Policy):
 
     def keeps(self, length: int, prompt: int) -> list[Keep]:
         obs, s = self.cfg.observation_window, self.sink_tokens
-        return [_snap_keep(b, obs, length, prompt, s) for b in self.group_budgets(prompt)]
+        k = self.cfg.pool_kernel
+        return [_snap_keep(b, obs, length, prompt, s, k) for b in self.group_budgets(prompt)]

@@ -33,7 +33,10 @@ class Policy:
     name: ClassVar[str] = "none"
     summary: ClassVar[str] = "full KV, nothing evicted"
     offload: ClassVar[bool] = False
+    prefetch: ClassVar[bool] = False
+    """The selected entries are fetched from host memory every decode step (InfiniGen)."""
     per_layer: ClassVar[bool] = False
+    """Layer groups keep different counts (PyramidKV)."""
 
     def __init__(self, cfg: SparsityConfig) -> None:
         self.cfg = cfg
@@ -69,7 +72,10 @@ class Policy:
         return sum(k.total for k in keeps) / len(keeps)
 
     def widest(self, keeps: list[Keep]) -> Keep:
-        """The group keeping the most (a block spanning all layers is held while any group needs it)."""
+        """The group keeping the most. The attention model puts heavy hitters at the same positions in
+        every layer group and the groups' windows and recency tails are nested, so its kept positions
+        contain every other group's: the union over groups (a block spanning all layers is held while any
+        group needs it)."""
         if not self.per_layer:
             return keeps[0]
         return max(keeps, key=lambda k: (k.total, k.outside))

@@ -97,7 +97,19 @@ def test_closed_form_matches_explicit_positions(policy, length, prompt, budget):
     for g, keep in enumerate(pol.keeps(length, prompt)):
         w = model.token_weights(g, length)
         explicit = float(w[retained_mask(keep, length, 4, w)].sum())
-        assert model.kept_mass(g, length, keep) == pytest.approx(explicit, abs=0.015)
+        # pooled selections (snapkv, pyramidkv): the closed form takes every selected run before the
+        # recency tail, where the explicit top-k trades a few low-ranked runs for tail tokens
+        tol = 0.04 if keep.pool > 1 else 0.015
+        assert model.kept_mass(g, length, keep) == pytest.approx(explicit, abs=tol)
+
+
+def test_pooling_trades_heavy_hitters_for_their_neighbours():
+    """With a fixed budget, runs of 7 around heavy hitters cover fewer of them than single picks: less
+    mass in this model (whose neighbours carry only background and recency)."""
+    model = AttentionModel(AttentionConfig())
+    keep = Keep(4, 100, 300)
+    pooled = Keep(4, 100, 300, 7)
+    assert model.kept_mass(0, 8000, pooled) < model.kept_mass(0, 8000, keep)
 
 
 def test_more_budget_keeps_more_mass():

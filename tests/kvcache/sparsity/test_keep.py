@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvsim.kvcache.sparsity.keep import Keep, full_keep, kept_in_range, retained_mask, split_outside
+from kvsim.kvcache.sparsity.keep import (
+    Keep,
+    full_keep,
+    kept_in_range,
+    max_pool,
+    retained_mask,
+    split_outside,
+    spread_hitters,
+)
 
 
 def positions(mask: np.ndarray) -> list[int]:
@@ -50,3 +58,18 @@ def test_kept_in_range():
     assert kept_in_range(keep, 404, 4, 4, 279, 0.05) == pytest.approx(15)
     assert kept_in_range(keep, 404, 4, 100, 155, 0.05) == pytest.approx(55 * 15 / 275)
     assert kept_in_range(keep, 404, 4, 0, 404, 0.05) == pytest.approx(keep.total)
+
+
+def test_max_pool_hand_computed():
+    scores = np.array([0, 0, 1, 0, 0, 0, 2], dtype=float)
+    assert max_pool(scores, 3).tolist() == [0, 1, 1, 1, 0, 2, 2]
+    assert max_pool(scores, 5).tolist() == [1, 1, 1, 1, 2, 2, 2]
+    assert max_pool(scores, 1).tolist() == scores.tolist()
+
+
+def test_pooled_split_takes_runs_around_heavy_hitters():
+    # L = 404, window 100: 15 heavy hitters in the 300-position region. Pool 5, outside 40: 8 runs of 5
+    # (40 spread tokens, no tail); outside 100: all 15 runs (75 tokens) and a 25-token tail.
+    assert split_outside(Keep(4, 100, 40, 5), 404, 4, 0.05) == pytest.approx((40.0, 0.0))
+    assert split_outside(Keep(4, 100, 100, 5), 404, 4, 0.05) == pytest.approx((75.0, 25.0))
+    assert spread_hitters(Keep(4, 100, 40, 5), 40.0) == 8 and spread_hitters(Keep(4, 100, 40), 15.0) == 15

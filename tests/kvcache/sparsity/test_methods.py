@@ -46,7 +46,7 @@ def test_h2o_keeps_heavy_hitters_by_accumulated_attention():
 
 
 def test_snapkv_selects_from_the_observation_window_then_keeps_generated_tokens():
-    pol = policy("snapkv", budget_tokens=8, observation_window=3)
+    pol = policy("snapkv", budget_tokens=8, observation_window=3, pool_kernel=1)
     # prompt of 20 tokens, 5 generated since: the last 3 prompt queries attend most to position 12
     obs = np.zeros((3, 25))
     obs[:, 12] = 0.5
@@ -55,6 +55,20 @@ def test_snapkv_selects_from_the_observation_window_then_keeps_generated_tokens(
     assert kept(pol, 25, 20, obs.sum(axis=0)) == [0, 1, 2, 3, 12, *range(17, 25)]
     assert pol.keeps(30, 20)[0] == Keep(4, 13, 1)  # generated tokens are all kept
     assert kept(pol, 25, 7, obs.sum(axis=0)) == list(range(25))  # prompt within budget
+
+
+def test_snapkv_pools_its_scores_into_runs():
+    """pool_kernel 3 (default 7): position 12's score reaches 11..13, so the 3 outside tokens are the run
+    11, 12, 13 instead of the best three single positions 12, 5, 8."""
+    pol = policy("snapkv", budget_tokens=10, observation_window=3, pool_kernel=3)
+    scores = np.zeros(25)
+    scores[12], scores[5], scores[8] = 1.5, 0.4, 0.3
+    assert pol.keeps(25, 20)[0] == Keep(4, 8, 3, 3)
+    assert kept(pol, 25, 20, scores) == [0, 1, 2, 3, 11, 12, 13, *range(17, 25)]
+    single = policy("snapkv", budget_tokens=10, observation_window=3, pool_kernel=1)
+    assert kept(single, 25, 20, scores) == [0, 1, 2, 3, 5, 8, 12, *range(17, 25)]
+    assert policy("snapkv").keeps(5000, 4000)[0].pool == 7  # the paper's kernel by default
+    assert policy("pyramidkv").keeps(5000, 4000)[0].pool == 7
 
 
 def test_scissorhands_drops_in_bursts():
@@ -83,10 +97,10 @@ def test_pyramidkv_budgets_fall_with_depth():
     assert pol.resident_tokens(keeps) == pytest.approx((177 + 132 + 87 + 42) / 4)
 
 
-def test_infinigen_keeps_what_h2o_keeps_and_offloads():
+def test_infinigen_selects_what_h2o_keeps_and_prefetches_it():
     a, b = policy("infinigen", budget_tokens=64), policy("h2o", budget_tokens=64)
     assert a.keeps(500, 400) == b.keeps(500, 400)
-    assert a.offload and not b.offload
+    assert a.offload and a.prefetch and not b.offload and not b.prefetch
 
 
 def test_fraction_budget():
