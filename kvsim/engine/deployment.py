@@ -6,7 +6,6 @@ from __future__ import annotations
 from kvsim.cost.factory import build_cost_model
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.engine.scheduler_policy import effective_chunked_prefill, scheduler_rules
-from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
 from kvsim.kvcache.links import TierLinks
@@ -166,6 +165,9 @@ class Deployment:
             rules=self.rules,
         )
         if self.sparse:  # token-level eviction / offload: decoding groups hold what the policy keeps
+            # imported only here: a run without kv.sparsity does not load the sparsity modules (start-up)
+            from kvsim.engine.sparse_sizing import SparseSizing
+
             m = self.model
             heads = 1 if m.attention == "mla" else max(1, m.num_kv_heads // self.tp)  # KV heads per GPU
             return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,

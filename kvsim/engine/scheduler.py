@@ -118,7 +118,10 @@ class Scheduler:
         self._admit_while_swapped = rules.admit_while_swapped
         self._paused = False
         """This iteration runs prefills only (vLLM V0): decodes do not advance."""
-        self._alloc_heap: list[tuple[int, int, int, Group]] = []
+        self._alloc_due: dict[int, list[tuple[int, Group]]] = {}
+        """Iteration -> (epoch, group) of the decoding groups that need a block then, in push order."""
+        self._alloc_its: list[int] = []
+        """Heap of the iterations in _alloc_due: the groups come out in (iteration, push) order."""
         self._finish_heap: list[tuple[int, int, int, Group]] = []
         self._push_no = 0
         self.running_seqs = 0
@@ -210,13 +213,21 @@ class Scheduler:
         self._push_no += 1
         heapq.heappush(heap, (it, self._push_no, g.epoch, g))
 
+    def _push_alloc(self, it: int, g: Group) -> None:
+        due = self._alloc_due.get(it)
+        if due is None:
+            self._alloc_due[it] = [(g.epoch, g)]
+            heapq.heappush(self._alloc_its, it)
+        else:
+            due.append((g.epoch, g))
+
     def _schedule_next_alloc(self, g: Group) -> None:
         """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
         seq = g.seqs[0]
         if g.n > 1 and (g.req.beam_width > 1 or self.kv.last_block_shared(seq)):
-            self._push(self._alloc_heap, self.it + 1, g)
+            self._push_alloc(self.it + 1, g)
             return
-        self._push(self._alloc_heap, self.kv.capacity_tokens(seq) - g.base + 1, g)
+        self._push_alloc(self.kv.capacity_tokens(seq) - g.base + 1, g)
 
     # ----------------------------------------------------------------- decode bookkeeping
     def _join_decode(self, g: Group, it_done: int) -> None:
@@ -417,27 +428,9 @@ class Scheduler:
             if batch is not None:
                 return batch
 
-        heap = self._alloc_heap
-        grow = kv.grow_one_block
-        while heap and heap[0][0] <= it:
-            _, _, epoch, g = heapq.heappop(heap)
-            if epoch != g.epoch or g.state != RUNNING:
-                continue
-            if g.n == 1 and grow(g.seqs[0], g.base + it):
-                # fast path: a single sequence crossing a block boundary took its block(s)
-                delta = kv.last_grow_delta
-                g.seq_blocks += delta
-                self.dec_blocks += delta
-                self._push(heap, it + self.bs, g)
-                continue
-            if g.req.beam_width > 1:
-                self.beam.step(g.seqs)  # beams pruned and forked before this step's token
-            if not self._alloc_or_preempt(g, g.seqs, g.base + it):
-                continue
-            blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
-            self.dec_blocks += blocks - g.seq_blocks
-            g.seq_blocks = blocks
-            self._schedule_next_alloc(g)
+        its = self._alloc_its
+        if its and its[0] <= it:
+            self._grow(it)
         if not self._by_context:  # (ContextSizing's per-iteration hooks are no-ops: skipped on the hot path)
             delta = self.sizing.before_decode(it, self._resize_fn)  # may preempt: _leave_decode moves the sum
             self.dec_held_offset += delta
@@ -470,6 +463,47 @@ class Scheduler:
                                  "schedule (please report the scenario)")
             return None
         return self._batch(prefills, swap_in_blocks, copies_before, True)
+
+    def _grow(self, it: int) -> None:
+        """Give the decoding groups whose next token at iteration it crosses a block boundary (or must copy
+        a shared last block) their blocks, preempting when the pool is short, in (iteration, push) order."""
+        kv = self.kv
+        its = self._alloc_its
+        due = self._alloc_due
+        grow = kv.grow_one_block
+        nxt = it + self.bs
+        later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
+        grown = 0  # blocks the fast path added, not yet in dec_blocks
+        while its and its[0] <= it:
+            for entry in due.pop(heapq.heappop(its)):
+                epoch, g = entry
+                if epoch != g.epoch or g.state != RUNNING:
+                    continue
+                if g.n == 1 and grow(g.seqs[0], g.base + it):
+                    # fast path: a single sequence crossing a block boundary took its block(s)
+                    delta = kv.last_grow_delta
+                    g.seq_blocks += delta
+                    grown += delta
+                    if later is None:
+                        later = due.get(nxt)
+                        if later is None:
+                            later = due[nxt] = []
+                            heapq.heappush(its, nxt)
+                    later.append(entry)
+                    continue
+                self.dec_blocks += grown
+                grown = 0
+                if g.req.beam_width > 1:
+                    self.beam.step(g.seqs)  # beams pruned and forked before this step's token
+                if not self._alloc_or_preempt(g, g.seqs, g.base + it):
+                    continue
+                blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
+                self.dec_blocks += blocks - g.seq_blocks
+                g.seq_blocks = blocks
+                self._schedule_next_alloc(g)
+                if later is None:
+                    later = due.get(nxt)
+        self.dec_blocks += grown
 
     def _prefill_only(self, now: float, copies_before: int) -> Batch | None:
         """vLLM V0 without chunked prefill (`_schedule_default`): while no group is swapped out, whole

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,8 @@ from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder, RequestRow
 from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, pool_scenarios, scenario_dict
-from kvsim.workload.factory import build_requests
-from kvsim.workload.request import Request
+from kvsim.workload.factory import build_request_stream
+from kvsim.workload.request import FollowUps, Request, RequestTable
 
 
 @dataclass(slots=True)
@@ -131,12 +131,13 @@ class Simulation:
         self._seq_no += n
         return Group(req=r, order=r.rid, seqs=seqs, output=output, prompt=r.prompt_len, n=n)
 
-    def build_requests(self) -> list[Request]:
-        """The request stream of this scenario and seed (what run() replays)."""
+    def build_requests(self) -> Sequence[Request]:
+        """The request stream of this scenario and seed (what run() replays): a list, or a RequestTable
+        whose requests are built as they are read (kvsim/workload/factory.py build_request_stream)."""
         sc = self.sc
         rng = np.random.default_rng(sc.simulation.seed)
-        return build_requests(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
-                              base_dir=sc.base_dir)
+        return build_request_stream(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
+                                    base_dir=sc.base_dir)
 
     def run(self) -> SimResult:
         sc = self.sc
@@ -147,12 +148,20 @@ class Simulation:
         self.cluster = Cluster(env, self.deployments, sc, self.recorder, self._on_finish,
                                self._timeline_extra)
         self.replicas = self.cluster.replicas
-        self._followups: dict[int, list[Request]] = {}
-        for r in requests:
-            if r.after >= 0:
-                self._followups.setdefault(r.after, []).append(r)
-        env.process(self._arrivals([r for r in requests if r.after < 0]))
+        open_loop: Iterable[Request]
+        if isinstance(requests, RequestTable):  # each request built when it arrives or is released
+            self._followups: dict[int, list[Request]] | FollowUps = requests.follow_ups()
+            open_loop = requests.open_loop()
+        else:
+            self._followups = {}
+            for r in requests:
+                if r.after >= 0:
+                    self._followups.setdefault(r.after, []).append(r)
+            open_loop = [r for r in requests if r.after < 0]
+        env.process(self._arrivals(open_loop))
+        del requests, open_loop
         env.run()
+        self._followups = {}
         meta = self._meta()
         replicas = self.replicas
         if self.sparse:
@@ -164,9 +173,10 @@ class Simulation:
                                                     first.replica_block_bytes)
         if self.fleet:
             meta["fleet"] = self.cluster.describe()
-        return SimResult(self.recorder.requests_frame(), self.recorder.timeline_frame(), meta)
+        requests_df, timeline_df = self.recorder.take_frames()  # the recorder's columns move into the frames
+        return SimResult(requests_df, timeline_df, meta)
 
-    def _arrivals(self, open_loop: list[Request]):
+    def _arrivals(self, open_loop: Iterable[Request]):
         env = self.env
         for r in open_loop:
             if r.arrival_s > env.now:

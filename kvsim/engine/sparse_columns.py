@@ -8,10 +8,12 @@ scenario schema (kvsim/scenario.py `cross_check`), checked before a Simulation s
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvsim.engine.sparse_sizing import SparseSizing
 from kvsim.metrics.recorder import ColumnGroup, Recorder
+
+if TYPE_CHECKING:  # annotations only: a run without kv.sparsity does not load the sizing (start-up)
+    from kvsim.engine.sparse_sizing import SparseSizing
 
 REQUEST_COLUMNS: dict[str, str] = {
     # name: array typecode ('q' int64, 'd' float64); docs/sparsity.md defines them

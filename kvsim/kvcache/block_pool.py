@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import length_hint
+
 CHUNK = 4096
 """Never-used block ids put on the free stack at a time (and per-block state made for them)."""
 
@@ -100,18 +102,37 @@ class BlockPool:
         """Drop one reference from each block in ids; return (blocks still referenced, blocks now at
         refcount 0), each in order. Raises on a double free."""
         rc = self.refcount
-        kept = []
-        zeroed = []
-        for b in ids:
-            r = rc[b] - 1
-            if r > 0:
-                rc[b] = r
-                kept.append(b)
-            elif r == 0:
+        n = len(ids)
+        kept: list[int] = []
+        zeroed: list[int] = []
+        start = 0  # ids[start:] up to the block under the loop were held once: they reached 0
+        it = iter(ids)
+        for b in it:
+            if rc[b] == 1:  # the usual case: no append per block, each run is sliced off at its end
                 rc[b] = 0
-                zeroed.append(b)
-            else:
+                continue
+            i = n - length_hint(it) - 1  # b's index
+            if i > start:
+                zeroed += ids[start:i]
+            if rc[b] < 2:
                 raise ValueError(f"double free of block {b}")
+            rc[b] -= 1
+            kept.append(b)
+            for b in it:  # the run of blocks held elsewhere too that b starts
+                r = rc[b] - 1
+                if r > 0:
+                    rc[b] = r
+                    kept.append(b)
+                elif r == 0:
+                    rc[b] = 0
+                    start = n - length_hint(it) - 1
+                    break
+                else:
+                    raise ValueError(f"double free of block {b}")
+            else:
+                return kept, zeroed
+        if start < n:
+            zeroed += ids[start:]
         return kept, zeroed
 
     def release(self, ids: list[int]) -> list[int]:
@@ -138,3 +159,4 @@ class BlockPool:
     def known_free_ids(self) -> list[int]:
         """The free blocks among those with state (ids below `known`): the stack, bottom first."""
         return list(self._free)
+

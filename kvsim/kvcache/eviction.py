@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable
+from itertools import repeat
 
 from kvsim.errors import KvsimError
 
@@ -56,6 +57,36 @@ EVICTION_POLICIES: dict[str, PriorityKey] = {
 }
 
 
+Rows = Callable[[list[int], list[int], list[int], list[int], list[int]], list[tuple[int, int, int]]]
+
+
+def _lru_rows(items, last, uses, birth, depth):
+    return [((last[b] << DEPTH_BITS) | (_DMAX - depth[b]), b, b) for b in items]
+
+
+def _lfu_rows(items, last, uses, birth, depth):
+    return [((uses[b] << (40 + DEPTH_BITS)) | (last[b] << DEPTH_BITS) | (_DMAX - depth[b]), b, b)
+            for b in items]
+
+
+def _fifo_rows(items, last, uses, birth, depth):
+    return [((birth[b] << DEPTH_BITS) | (_DMAX - depth[b]), b, b) for b in items]
+
+
+def _length_rows(items, last, uses, birth, depth):
+    return [(((_DMAX - depth[b]) << 40) | last[b], b, b) for b in items]
+
+
+BATCH_ROWS: dict[PriorityKey, Rows] = {
+    lru_key: _lru_rows,
+    lfu_key: _lfu_rows,
+    fifo_key: _fifo_rows,
+    length_key: _length_rows,
+}
+"""Per built-in key function, the (priority, entry, entry) rows of int entries whose bookkeeping is in
+lists indexed by entry, the key inlined (add_many files a sequence's blocks at once)."""
+
+
 def get_policy(name: str) -> PriorityKey:
     try:
         return EVICTION_POLICIES[name]
@@ -76,10 +107,11 @@ class EvictionQueue:
     entry at worst.
     """
 
-    __slots__ = ("key", "_heap", "live", "_ticket", "_rows")
+    __slots__ = ("key", "_rows_of", "_heap", "live", "_ticket", "_rows")
 
     def __init__(self, policy: str = "lru") -> None:
         self.key = get_policy(policy)
+        self._rows_of = BATCH_ROWS.get(self.key)
         self._heap: list[tuple[int, int, list]] = []
         self.live: dict[Hashable, int] = {}
         """entry -> ticket of its live row (read-only outside this class)."""
@@ -101,13 +133,14 @@ class EvictionQueue:
     def add_many(self, items: list[int], last: list[int], uses: list[int], birth: list[int],
                  depth: list[int]) -> None:
         """File int entries released together, their bookkeeping in lists indexed by entry."""
-        key = self.key
         self._ticket += 1
-        ticket = self._ticket
-        live = self.live
-        for b in items:
-            live[b] = ticket
-        rows = [(key(last[b], uses[b], birth[b], depth[b]), b, b) for b in items]
+        self.live.update(zip(items, repeat(self._ticket)))
+        rows_of = self._rows_of
+        if rows_of is not None:
+            rows = rows_of(items, last, uses, birth, depth)
+        else:
+            key = self.key
+            rows = [(key(last[b], uses[b], birth[b], depth[b]), b, b) for b in items]
         rows.sort(reverse=True)  # smallest at the end: pops are O(1)
         self._push(rows)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from itertools import repeat
 
 from kvsim.workload.request import Request
 
@@ -90,7 +91,7 @@ class BlockContent:
                         last = hash((last, (cid, o)))
                         append(last)
                 else:
-                    out.extend((cid, o) for o in range(off, stop, bs))
+                    out.extend(zip(repeat(cid), range(off, stop, bs)))
                 off = stop
                 if off == length:
                     i, off = i + 1, 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.block_pool import CHUNK, BlockPool
 from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.host_blocks import HostBlocks
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
@@ -118,9 +118,15 @@ class PagedKVManager:
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
         """Fast path of allocate for an unshared sequence whose next token starts a new block: take one
         block if the pool has one (True), else change nothing (False; the caller falls back)."""
-        if not self.pool._free:
+        pool = self.pool
+        free = pool._free
+        if not free:
             return False
-        self.tables[seq].append(self.pool.allocate())
+        bid = free.pop()  # BlockPool.allocate, inlined
+        if not free and pool.known < pool.num_blocks:
+            pool._more(CHUNK)
+        pool.refcount[bid] = 1
+        self.tables[seq].append(bid)
         self.ntok[seq] = num_tokens
         return True
 

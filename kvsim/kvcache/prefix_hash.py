@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
+from kvsim.kvcache.block_pool import CHUNK, BlockPool, NoFreeBlocks
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.eviction import EvictionQueue
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
@@ -292,13 +292,18 @@ class PrefixHashKVManager(PagedKVManager):
 
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
         pool = self.pool
-        if not pool._free:
+        free = pool._free
+        if not free:
             if not pool.queue:
                 return False
             pool.evict(1)
             if pool.spill:
                 self._spill()
-        self.tables[seq].append(BlockPool.allocate(pool))
+        bid = free.pop()  # BlockPool.allocate, inlined
+        if not free and pool.known < pool.num_blocks:
+            pool._more(CHUNK)
+        pool.refcount[bid] = 1
+        self.tables[seq].append(bid)
         self.ntok[seq] = num_tokens
         return True
 

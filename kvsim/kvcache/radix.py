@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvsim.kvcache.block_pool import BlockPool, NoFreeBlocks
+from kvsim.kvcache.block_pool import CHUNK, BlockPool, NoFreeBlocks
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
@@ -123,10 +123,16 @@ class RadixKVManager(PagedKVManager):
         pages = content.upto(limit)
         node, blocks = self.tree.match(pages, limit)
         self.tree.lock(node)
-        reuse = self.pool.reuse
-        for b in blocks:
-            if reuse(b):
-                self.shared_dup_tokens += bs
+        pool = self.pool
+        rc = pool.refcount
+        before = list(map(rc.__getitem__, blocks))
+        for b in blocks:  # RadixPool.reuse of each
+            rc[b] += 1
+        unused = before.count(0)  # cached blocks no table held
+        if len(set(blocks)) < len(blocks):  # (never in a sound tree) later copies of a block are shared
+            unused = len({b for b, r in zip(blocks, before, strict=True) if not r})
+        pool.num_cached_free -= unused
+        self.shared_dup_tokens += (len(blocks) - unused) * bs
         self.tables[seq] = blocks
         self.ntok[seq] = len(blocks) * bs
         self.paths[seq] = _SeqPath(content, prompt_tokens, node, len(blocks), True)
@@ -204,11 +210,16 @@ class RadixKVManager(PagedKVManager):
 
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
         pool = self.pool
-        if not pool._free:
+        free = pool._free
+        if not free:
             if not pool.num_cached_free:
                 return False
             pool.evict(1)
-        self.tables[seq].append(BlockPool.allocate(pool))
+        bid = free.pop()  # BlockPool.allocate, inlined
+        if not free and pool.known < pool.num_blocks:
+            pool._more(CHUNK)
+        pool.refcount[bid] = 1
+        self.tables[seq].append(bid)
         self.ntok[seq] = num_tokens
         return True
 

@@ -9,16 +9,15 @@ Timelines are drawn as time-weighted bin means (at most PLOT_BINS points), so 10
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib.style
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from kvsim.metrics.summary import replica_capacities, row_capacity, with_hold
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PLOT_BINS = 1000
 CDF_POINTS = 1001
@@ -62,9 +61,22 @@ def replica_mean_curve(timeline: pd.DataFrame, values: pd.Series,
     return (edges[:-1] + edges[1:]) / 2, total / len(groups)
 
 
+def _matplotlib() -> tuple[Any, Any, Any, Any]:
+    """(matplotlib.style, FigureCanvasAgg, Figure, Patch), imported on the first plot rather than with this
+    module: matplotlib's import is most of `kvsim run`'s start-up, paid only where plots are drawn. All
+    of it is imported at once, before any style context is entered, as a module-level import was."""
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    return matplotlib.style, FigureCanvasAgg, Figure, Patch
+
+
 def _figure(ncols: int = 1, width: float = 8.0) -> tuple[Figure, Any]:
-    fig = Figure(figsize=(width, 4.0))
-    FigureCanvasAgg(fig)
+    _, canvas_agg, figure, _ = _matplotlib()
+    fig = figure(figsize=(width, 4.0))
+    canvas_agg(fig)
     axes = fig.subplots(1, ncols, squeeze=False)[0]
     # fixed margins: constrained layout would double the drawing time
     fig.subplots_adjust(left=0.09 * 8.0 / width, right=0.98, bottom=0.13, top=0.91, wspace=0.22)
@@ -197,8 +209,9 @@ def plot_replicas(path: Path, summary: dict[str, Any], requests: pd.DataFrame,
             ax.set_title(title)
     roles = [r for r in ROLE_COLORS if any(p.get("role") == r for p in per_replica)]
     if roles:  # above the panels, clear of the bars
+        patch = _matplotlib()[3]
         fig.subplots_adjust(top=0.84)
-        fig.legend(handles=[Patch(color=ROLE_COLORS[r], label=r) for r in roles], loc="upper center",
+        fig.legend(handles=[patch(color=ROLE_COLORS[r], label=r) for r in roles], loc="upper center",
                    ncol=len(roles), frameon=False)
     fig.savefig(path, **_SAVE_KW)
 
@@ -210,7 +223,8 @@ def write_plots(out_dir: Path, summary: dict[str, Any], requests: pd.DataFrame,
     out_dir = Path(out_dir)
     timeline = with_hold(timeline)
     files = list(PLOT_FILES)
-    with matplotlib.style.context("default"):
+    style = _matplotlib()[0]
+    with style.context("default"):
         plot_kv_usage(out_dir / "kv_usage.png", summary, timeline)
         plot_concurrency(out_dir / "concurrency.png", timeline)
         plot_latency_cdf(out_dir / "latency_cdf.png", requests)

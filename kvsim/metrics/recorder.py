@@ -1,7 +1,12 @@
 """Append-only columns the engine writes during a run; DataFrames are built once at the end.
 
 A row is a slotted dataclass whose field names are the column names (`IterationRow` per engine
-iteration, `RequestRow` per request); the recorder appends its fields to typed arrays. Other rooms add
+iteration, `RequestRow` per request); the recorder appends its fields to typed arrays: floats to
+float64 arrays, ints to `IntColumn`s (no storage while a column is all zeros, then int8 / int16 / int32 /
+int64, as narrow as its values allow). The frames are int64 / float64 whatever the storage: float
+columns and int64 ones are wrapped without a copy, narrower ones widened a column at a time, and
+`Recorder.take_frames` frees each stored column as its frame column is built, so a run's tables are never
+held twice. Other rooms add
 column groups of their own (`ColumnGroup`: name -> typecode, and a default for rows that do not carry the
 group) before the run starts; their values ride along with each row and the columns follow the built-in
 and derived ones in the frames. Imports nothing from the rest of kvsim.
@@ -14,6 +19,7 @@ from array import array
 from dataclasses import dataclass, fields
 from operator import attrgetter
 
+import numpy as np
 import pandas as pd
 
 _TYPECODES = {"int": "q", "float": "d"}  # field annotation -> array typecode ('q' int64, 'd' float64)
@@ -99,6 +105,68 @@ def columns_of(row_type: type) -> dict[str, str]:
 TIMELINE_COLUMNS: dict[str, str] = columns_of(IterationRow)
 REQUEST_COLUMNS: dict[str, str] = columns_of(RequestRow)
 
+_WIDTHS = ("b", "h", "i", "q")
+"""IntColumn storage, narrowest first: int8, int16, int32, int64."""
+_LIMITS = {code: (-(1 << (8 * array(code).itemsize - 1)), (1 << (8 * array(code).itemsize - 1)) - 1)
+           for code in _WIDTHS}
+_NUMPY = {"b": np.int8, "h": np.int16, "i": np.int32, "q": np.int64, "d": np.float64}
+
+
+class IntColumn:
+    """An int64 column stored as narrowly as its values allow: only a count while every value so far is
+    0, then an array of int8, int16, int32 or int64, widened (copied once) when a value does not fit."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self) -> None:
+        self.data: array | None = None  # None: `size` zeros
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def typecode(self) -> str | None:
+        """The storage's array typecode (None while the column is all zeros)."""
+        return None if self.data is None else self.data.typecode
+
+    def extend(self, values: list[int]) -> None:
+        """Append values (ints, or bools)."""
+        data = self.data
+        if data is None:
+            if not any(values):
+                self.size += len(values)
+                return
+            data = self.data = array("b", bytes(self.size))
+        try:
+            data.extend(values)
+        except OverflowError:  # the values before the one that did not fit went in: take them out
+            del data[self.size:]
+            data = self.data = _widen(data, min(values), max(values))
+            data.extend(values)
+        self.size += len(values)
+
+    def numpy(self) -> np.ndarray:
+        """The values as int64 (a view of the storage when it is int64; zeros the OS maps lazily)."""
+        if self.data is None:
+            return np.zeros(self.size, dtype=np.int64)
+        view = np.frombuffer(self.data, dtype=_NUMPY[self.data.typecode])
+        return view if view.dtype == np.int64 else view.astype(np.int64)
+
+
+def _widen(data: array, lo: int, hi: int) -> array:
+    """data's values in the narrowest width that also holds lo..hi (OverflowError past int64)."""
+    start = _WIDTHS.index(data.typecode) + 1
+    for code in _WIDTHS[start:]:
+        low, high = _LIMITS[code]
+        if low <= lo and hi <= high:
+            break
+    else:
+        raise OverflowError(f"int column value out of int64 range ({lo}..{hi})")
+    out = array(code)
+    out.frombytes(np.frombuffer(data, dtype=_NUMPY[data.typecode]).astype(_NUMPY[code]).tobytes())
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnGroup:
@@ -123,47 +191,56 @@ class _Group:
         self.appends = tuple(a.append for a in self.arrays.values())
         self.defaulted = 0
 
-    def series(self) -> dict[str, pd.Series]:
-        out = {}
-        for k, v in self.arrays.items():
-            s = pd.Series(v, dtype=_dtype(v.typecode))
-            if self.spec.columns[k] == "q" and v.typecode == "d" and not self.defaulted:
-                s = s.astype("int64")
-            out[k] = s
+    def take(self, name: str, release: bool) -> np.ndarray:
+        """Column `name` as a numpy array (a view of the storage unless it changes dtype)."""
+        v = self.arrays[name]
+        if release:
+            self.arrays[name] = array(v.typecode)
+        out = np.frombuffer(v, dtype=_NUMPY[v.typecode])
+        if self.spec.columns[name] == "q" and v.typecode == "d" and not self.defaulted:
+            out = out.astype(np.int64)
         return out
 
 
 class _Columns:
     """One frame's columns: the row type's fields, then the registered groups'.
 
-    Rows are kept as objects in `pending` and moved into the arrays _CHUNK at a time, a column at a time
+    Rows are kept as objects in `pending` and moved into the columns _CHUNK at a time, a column at a time
     (attribute reads and array extends in C): cheaper than appending each value of each row."""
 
-    __slots__ = ("arrays", "getters", "pending", "rows", "groups")
+    __slots__ = ("names", "store", "floats", "ints", "pending", "rows", "groups")
 
     def __init__(self, row_type: type) -> None:
-        self.arrays = {k: array(t) for k, t in columns_of(row_type).items()}
-        self.getters = tuple(attrgetter(k) for k in self.arrays)
+        self.names = tuple(columns_of(row_type))
+        self.store: dict[str, array | IntColumn] = {
+            k: array("d") if t == "d" else IntColumn() for k, t in columns_of(row_type).items()}
+        self._bind()
         self.pending: list = []
-        self.rows = 0  # rows in the arrays (pending ones not counted)
+        self.rows = 0  # rows in the columns (pending ones not counted)
         self.groups: list[_Group] = []
+
+    def _bind(self) -> None:
+        self.floats = tuple((c, attrgetter(k)) for k, c in self.store.items() if isinstance(c, array))
+        self.ints = tuple((c, attrgetter(k)) for k, c in self.store.items() if isinstance(c, IntColumn))
 
     def register(self, spec: ColumnGroup) -> None:
         if self.rows or self.pending:
             raise RuntimeError("column groups are registered before the first row")
-        taken = set(self.arrays).union(*(g.arrays for g in self.groups))
+        taken = set(self.names).union(*(g.arrays for g in self.groups))
         clash = taken.intersection(spec.columns)
         if clash:
             raise ValueError(f"columns registered twice: {sorted(clash)}")
         self.groups.append(_Group(spec))
 
     def flush(self) -> None:
-        """Move the pending rows into the arrays."""
+        """Move the pending rows into the columns."""
         pending = self.pending
         if not pending:
             return
-        for col, get in zip(self.arrays.values(), self.getters, strict=True):
+        for col, get in self.floats:
             col.extend(map(get, pending))
+        for icol, get in self.ints:
+            icol.extend(list(map(get, pending)))
         self.rows += len(pending)
         pending.clear()
 
@@ -183,20 +260,47 @@ class _Columns:
                 for app, v in zip(group.appends, values, strict=True):
                     app(v)
 
-    def frame(self) -> pd.DataFrame:
-        """The row type's columns."""
-        self.flush()
-        return pd.DataFrame({k: pd.Series(v, dtype=_dtype(v.typecode)) for k, v in self.arrays.items()})
+    def take(self, name: str, release: bool) -> np.ndarray:
+        """Row column `name` as int64 / float64 numpy (a view of float64 and int64 storage); release: the
+        column's storage is dropped here (the frame holds what it needs)."""
+        col = self.store[name]
+        if release:
+            self.store[name] = array("d") if isinstance(col, array) else IntColumn()
+        if isinstance(col, array):
+            return np.frombuffer(col, dtype=np.float64)
+        return col.numpy()
 
-    def extra(self) -> dict[str, pd.Series]:
-        """The registered groups' columns, in registration order."""
-        return {k: s for g in self.groups for k, s in g.series().items()}
+    def columns(self, release: bool, order: np.ndarray | None = None):
+        """(name, numpy column) of the row columns then the groups', rows taken in `order` if given.
+        release: each column's storage is dropped as it is yielded (the frame holds it, or a copy);
+        else the columns are copies and the recorder keeps its rows."""
+        self.flush()
+        for name in self.names:
+            yield name, _pick(self.take(name, release), order, release)
+        for g in self.groups:
+            for name in list(g.arrays):
+                yield name, _pick(g.take(name, release), order, release)
+        if release:
+            self.rows = 0
+            for g in self.groups:
+                g.defaulted = 0
+                g.appends = tuple(a.append for a in g.arrays.values())
+            self._bind()
+
+
+def _pick(values: np.ndarray, order: np.ndarray | None, release: bool) -> np.ndarray:
+    if order is not None:
+        return values[order]
+    return values if release or values.base is None else values.copy()
 
 
 class Recorder:
     """Column store for one run. `iteration(row)` and `request(row)` append one row each; `*extra` are
     the values of the registered column groups, one tuple (in the group's column order) or None (the
-    group's default) per group, in registration order; groups left out take their defaults."""
+    group's default) per group, in registration order; groups left out take their defaults.
+
+    `timeline_frame()` and `requests_frame()` can be called any number of times (rows may follow);
+    `take_frames()` builds both and empties the recorder, freeing each stored column as it goes."""
 
     __slots__ = ("_timeline", "_requests")
 
@@ -221,37 +325,65 @@ class Recorder:
         """Append one request row (extra as for `iteration`)."""
         _append(self._requests, row, extra)
 
-    def timeline_frame(self) -> pd.DataFrame:
+    def timeline_frame(self, release: bool = False) -> pd.DataFrame:
         """Timeline rows plus hold_s: how long each row's state holds, i.e. until the same replica's next
-        iteration starts (dt_s plus any idle gap); the replica's last row holds for its dt_s."""
-        df = self._timeline.frame()
-        nxt = df.groupby("replica", sort=False)["t_s"].shift(-1)
-        df["hold_s"] = (nxt - df["t_s"]).fillna(df["dt_s"])
-        for k, s in self._timeline.extra().items():
-            df[k] = s
-        return df
+        iteration starts (dt_s plus any idle gap); the replica's last row holds for its dt_s.
+        release: the rows are dropped from the recorder as the frame is built."""
+        tl = self._timeline
+        cols: dict[str, np.ndarray] = {}
+        hold_at = len(tl.names)
+        for name, values in tl.columns(release):
+            if len(cols) == hold_at:
+                cols["hold_s"] = _hold(cols["replica"], cols["t_s"], cols["dt_s"])
+            cols[name] = values
+        if "hold_s" not in cols:
+            cols["hold_s"] = _hold(cols["replica"], cols["t_s"], cols["dt_s"])
+        return pd.DataFrame(cols, copy=False)
 
-    def requests_frame(self) -> pd.DataFrame:
-        """Request rows by rid, plus ttft_s, e2e_s, tpot_s and queue_s, then the registered columns."""
-        df = self._requests.frame()
-        extra = self._requests.extra()
-        for k, s in extra.items():
-            df[k] = s
-        df = df.sort_values("rid", kind="stable").reset_index(drop=True)
-        tail = {k: df.pop(k) for k in extra}
-        df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
-        df["e2e_s"] = df["finish_s"] - df["arrival_s"]
-        decode_tokens = (df["output_len"] - 1).clip(lower=0)
-        tpot = (df["finish_s"] - df["first_token_s"]) / decode_tokens.where(decode_tokens > 0)
-        df["tpot_s"] = tpot
-        df["queue_s"] = df["first_scheduled_s"] - df["arrival_s"]
-        for k, s in tail.items():
-            df[k] = s
-        return df
+    def requests_frame(self, release: bool = False) -> pd.DataFrame:
+        """Request rows by rid, plus ttft_s, e2e_s, tpot_s and queue_s, then the registered columns.
+        release: the rows are dropped from the recorder as the frame is built."""
+        rq = self._requests
+        rq.flush()
+        rid = rq.take("rid", False)
+        order = None if _sorted(rid) else np.argsort(rid, kind="stable")
+        cols: dict[str, np.ndarray] = {}
+        n_row = len(rq.names)
+        for name, values in rq.columns(release, order):
+            if len(cols) == n_row:
+                cols.update(_latencies(cols))
+            cols[name] = values
+        if "ttft_s" not in cols:
+            cols.update(_latencies(cols))
+        return pd.DataFrame(cols, copy=False)
+
+    def take_frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(requests_frame, timeline_frame), emptying the recorder: each stored column is freed once its
+        frame column is built, so the tables are not held twice."""
+        return self.requests_frame(release=True), self.timeline_frame(release=True)
 
 
-def _dtype(typecode: str) -> str:
-    return "float64" if typecode == "d" else "int64"
+def _sorted(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
+
+
+def _hold(replica: np.ndarray, t_s: np.ndarray, dt_s: np.ndarray) -> np.ndarray:
+    """hold_s: the same replica's next t_s minus this one's; the replica's last row: its dt_s."""
+    t = pd.Series(t_s, copy=False)
+    nxt = t.groupby(pd.Series(replica, copy=False), sort=False).shift(-1)
+    return (nxt - t).fillna(pd.Series(dt_s, copy=False)).to_numpy()
+
+
+def _latencies(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ttft_s, e2e_s, tpot_s and queue_s from the request columns (sorted by rid)."""
+    arrival = pd.Series(cols["arrival_s"], copy=False)
+    first_token = pd.Series(cols["first_token_s"], copy=False)
+    finish = pd.Series(cols["finish_s"], copy=False)
+    decode_tokens = (pd.Series(cols["output_len"], copy=False) - 1).clip(lower=0)
+    tpot = (finish - first_token) / decode_tokens.where(decode_tokens > 0)
+    return {"ttft_s": (first_token - arrival).to_numpy(), "e2e_s": (finish - arrival).to_numpy(),
+            "tpot_s": tpot.to_numpy(),
+            "queue_s": (pd.Series(cols["first_scheduled_s"], copy=False) - arrival).to_numpy()}
 
 
 def _append(cols: _Columns, row, extra: tuple) -> None:

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from kvsim.metrics import plots
 from kvsim.metrics.summary import summary_table_rows
 from kvsim.output_folder import OutputFolder, folder_for
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PLOT_TITLES: dict[str, str] = {
     "kv_usage.png": "KV cache usage",
@@ -31,6 +29,11 @@ def json_text(data: Any) -> str:
 
 def write_parquet(path: Path, df: pd.DataFrame) -> None:
     """Write df without its pandas index or pandas metadata, so the bytes depend only on the data."""
+    # pyarrow.parquet imported here, where it is used: importing this module (json_text, render_report)
+    # stays cheap
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
     table = table.replace_schema_metadata(None)
     pq.write_table(table, path, compression="snappy")
@@ -40,6 +43,10 @@ def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], reque
                   timeline_df: pd.DataFrame, run_info: dict[str, Any]) -> Path:
     """Write all outputs into the output folder `out` (see kvsim/output_folder.py: written whole, then
     swapped into place; an existing folder is replaced only if kvsim wrote it). Returns the folder."""
+    # plots imported here, where they are drawn: matplotlib's import (the largest of `kvsim run`'s start-up)
+    # stays out of `import kvsim.metrics.report`
+    from kvsim.metrics import plots
+
     folder = folder_for(out, "run")
     with folder as tmp:
         (tmp / "summary.json").write_text(json_text(summary), encoding="utf-8")

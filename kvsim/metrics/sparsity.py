@@ -92,7 +92,9 @@ def _stalls(timeline: pd.DataFrame) -> dict[str, Any]:
     too). Re-read recalls and offload writes are serial, not counted here."""
     if "transfer_bound" not in timeline.columns or "prefetch_exposed_s" not in timeline.columns:
         return {"stall_iterations": 0, "stall_iteration_fraction": None, "stall_exposed_s": 0.0}
-    busy = timeline[timeline["iteration"] >= 0] if "iteration" in timeline.columns else timeline
+    cols = ["transfer_bound", "prefetch_exposed_s"]  # only these: not a copy of the whole timeline
+    busy = timeline.loc[timeline["iteration"] >= 0, cols] if "iteration" in timeline.columns \
+        else timeline[cols]
     stalled = busy["transfer_bound"] > 0
     return {"stall_iterations": int(stalled.sum()),
             "stall_iteration_fraction": float(stalled.mean()) if len(busy) else None,

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from kvsim.errors import KvsimError, excerpt, printable
 from kvsim.metrics.hitrate import (
@@ -327,6 +325,10 @@ def write_csv(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] =
 
 def plot_curve(path: Path, rows: list[dict[str, Any]], stream: Stream, data: HitCurveData) -> None:
     """Token hit rate against capacity (log x), the scenario's pool marked."""
+    # matplotlib imported where a plot is drawn (see kvsim/metrics/plots.py): reading a stream needs none
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(7.0, 4.0))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
@@ -353,6 +355,10 @@ def plot_tiers(path: Path, rows: list[dict[str, Any]], tiers: list[Tier], name: 
                stream: Stream, data: HitCurveData) -> None:
     """Token hit rate against the swept tier's capacity, stacked by the tier serving it; the total on top;
     the swept tier's --tiers capacity marked. x: log, linear near 0 when 0 is swept."""
+    # matplotlib imported where a plot is drawn (see kvsim/metrics/plots.py): reading a stream needs none
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(7.0, 4.2))
     FigureCanvasAgg(fig)
     ax = fig.subplots()

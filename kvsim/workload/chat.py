@@ -32,7 +32,7 @@ from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.config import ChatConfig, WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_values
 from kvsim.workload.links import check_requests, check_segments, session_starts
-from kvsim.workload.request import Request
+from kvsim.workload.request import Request, RequestTable
 
 SYSTEM_PROMPT_ID_BASE = 1 << 40
 TURN_ID_BASE = 2 << 40
@@ -47,6 +47,12 @@ def zipf_weights(count: int, s: float) -> np.ndarray:
 def chat_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
                   duration_s: float | None, base_dir: str | Path | None = None) -> list[Request]:
     """The chat request stream (see the module docstring for content, order and follow-up links)."""
+    return list(chat_table(cfg, rng, max_requests, duration_s, base_dir))
+
+
+def chat_table(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
+               duration_s: float | None, base_dir: str | Path | None = None) -> RequestTable:
+    """The stream of `chat_requests` as columns (the same requests, built as they are read)."""
     chat = cfg.chat
     closed = cfg.arrival.process == "closed_loop"
     starts = session_starts(cfg.arrival, rng, max_requests, duration_s)
@@ -118,20 +124,35 @@ def _think_times(chat: ChatConfig, rng: np.random.Generator, n: int,
 
 def _build(cfg: WorkloadConfig, sys_idx: np.ndarray, sys_len: np.ndarray, arrival: np.ndarray,
            session: np.ndarray, k: np.ndarray, user_len: np.ndarray, out_len: np.ndarray,
-           prompt: np.ndarray, turn_no: np.ndarray, after: np.ndarray, think: np.ndarray) -> list[Request]:
-    sys_of_session = sys_idx.tolist()
-    sys_len_l = sys_len.tolist()
-    out: list[Request] = []
-    pieces: list[tuple[int, int]] = []
-    for rid, (t, s, kk, u, o, p, j, a, th) in enumerate(zip(
-            arrival.tolist(), session.tolist(), k.tolist(), user_len.tolist(), out_len.tolist(),
-            prompt.tolist(), turn_no.tolist(), after.tolist(), think.tolist(), strict=True)):
-        if kk == 0:
-            i = sys_of_session[s]
-            pieces = [(SYSTEM_PROMPT_ID_BASE + i, sys_len_l[i])]
-        pieces.append((TURN_ID_BASE + 2 * j, u))
-        out.append(Request(rid=rid, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n,
-                           segments=tuple(pieces), session=s, after=a, think_s=th, source="chat",
-                           output_id=TURN_ID_BASE + 2 * j + 1))
-        pieces.append((TURN_ID_BASE + 2 * j + 1, o))
-    return out
+           prompt: np.ndarray, turn_no: np.ndarray, after: np.ndarray, think: np.ndarray) -> RequestTable:
+    return RequestTable(arrival, prompt, out_len, after=after, think_s=think, session=session,
+                        output_id=TURN_ID_BASE + 2 * turn_no + 1, n=cfg.n, source="chat",
+                        segments=_ChatSegments(sys_idx, sys_len, session, k, user_len, out_len, turn_no))
+
+
+class _ChatSegments:
+    """Row i's prompt segments: its session's system prompt, then (user message, answer) of each earlier
+    turn (the k rows before it), then its own user message."""
+
+    __slots__ = ("sys_of_session", "sys_len", "session", "k", "user_len", "out_len", "turn_no")
+
+    def __init__(self, sys_idx: np.ndarray, sys_len: np.ndarray, session: np.ndarray, k: np.ndarray,
+                 user_len: np.ndarray, out_len: np.ndarray, turn_no: np.ndarray) -> None:
+        self.sys_of_session = sys_idx
+        self.sys_len = sys_len
+        self.session = session
+        self.k = k
+        self.user_len = user_len
+        self.out_len = out_len
+        self.turn_no = turn_no
+
+    def __call__(self, i: int) -> tuple[tuple[int, int], ...]:
+        first = i - self.k.item(i)  # a session's turns are consecutive rows, turn 0 first
+        sys = self.sys_of_session.item(self.session.item(i))
+        pieces = [(SYSTEM_PROMPT_ID_BASE + sys, self.sys_len.item(sys))]
+        for j, u, o in zip(self.turn_no[first:i].tolist(), self.user_len[first:i].tolist(),
+                           self.out_len[first:i].tolist(), strict=True):
+            pieces.append((TURN_ID_BASE + 2 * j, u))
+            pieces.append((TURN_ID_BASE + 2 * j + 1, o))
+        pieces.append((TURN_ID_BASE + 2 * self.turn_no.item(i), self.user_len.item(i)))
+        return tuple(pieces)

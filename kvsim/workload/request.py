@@ -1,8 +1,13 @@
-"""The request record every workload generator and trace reader produces."""
+"""The request record every workload generator and trace reader produces, and `RequestTable`: a stream
+held as columns, its requests built as they are read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
 
 Segment = tuple[int, int]
 """(content_id, length in tokens). Equal content ids mean equal token content, so two prompts that start
@@ -37,3 +42,115 @@ class Request:
     output_id: int = -1
     beam_width: int = 1
     rereads: tuple[int, ...] = ()
+
+
+class RequestTable(Sequence[Request]):
+    """A request stream held as columns, a `Request` built each time one is read: the memory of a stream
+    of N requests is a few numpy arrays, not N objects. Row i is the request with rid i.
+
+    The columns are 1-d numpy arrays of one length (`after` None: no follow-ups; `think_s` None: 0;
+    `session` / `output_id` None: -1); `segments(i)`, when given, builds row i's segments. A Request read
+    from the table is a new object each time: changes to it do not reach the table (the engine reads each
+    request once, `follow_ups` releases each follow-up once)."""
+
+    __slots__ = ("arrival_s", "prompt_len", "output_len", "after", "think_s", "session", "output_id", "n",
+                 "source", "beam_width", "segments")
+
+    def __init__(self, arrival_s: np.ndarray, prompt_len: np.ndarray, output_len: np.ndarray, *,
+                 after: np.ndarray | None = None, think_s: np.ndarray | None = None,
+                 session: np.ndarray | None = None, output_id: np.ndarray | None = None, n: int = 1,
+                 source: str = "", beam_width: int = 1,
+                 segments: Callable[[int], tuple[Segment, ...]] | None = None) -> None:
+        self.arrival_s = arrival_s
+        self.prompt_len = prompt_len
+        self.output_len = output_len
+        self.after = after
+        self.think_s = think_s
+        self.session = session
+        self.output_id = output_id
+        self.n = n
+        self.source = source
+        self.beam_width = beam_width
+        self.segments = segments
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @overload
+    def __getitem__(self, i: int) -> Request: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Request]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.request(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(f"request index {i} out of range ({n} requests)")
+        return self.request(j)
+
+    def __iter__(self) -> Iterator[Request]:
+        return map(self.request, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (RequestTable, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking sequence, like a list
+
+    def request(self, i: int) -> Request:
+        """Row i as a new Request (i in 0..len-1)."""
+        return Request(
+            rid=i, arrival_s=self.arrival_s.item(i), prompt_len=self.prompt_len.item(i),
+            output_len=self.output_len.item(i), n=self.n,
+            segments=() if self.segments is None else self.segments(i),
+            session=-1 if self.session is None else self.session.item(i),
+            after=-1 if self.after is None else self.after.item(i),
+            think_s=0.0 if self.think_s is None else self.think_s.item(i),
+            source=self.source, output_id=-1 if self.output_id is None else self.output_id.item(i),
+            beam_width=self.beam_width)
+
+    def open_loop(self) -> Iterator[Request]:
+        """The requests that are not follow-ups (after < 0), in rid order, built as they are read."""
+        if self.after is None:
+            return iter(self)
+        return map(self.request, np.flatnonzero(self.after < 0).tolist())
+
+    def follow_ups(self) -> FollowUps:
+        """rid -> its follow-ups, each handed out once (see FollowUps)."""
+        return FollowUps(self)
+
+
+class FollowUps:
+    """The follow-ups of a RequestTable by the rid they wait for, as the engine's dict of lists was:
+    `pop(rid, default)` returns that rid's follow-ups (new Requests, in rid order) the first time, then
+    `default`. Held as two arrays (offsets by parent rid, children) and one byte per request."""
+
+    __slots__ = ("table", "offsets", "children", "taken")
+
+    def __init__(self, table: RequestTable) -> None:
+        self.table = table
+        n = len(table)
+        after = table.after
+        if after is None:
+            after = np.zeros(0, dtype=np.int64)
+        kids = np.flatnonzero(after >= 0)
+        parents = after[kids]
+        order = np.argsort(parents, kind="stable")
+        self.children = kids[order]
+        counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, dtype=np.int64)
+        self.offsets = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(counts)])
+        self.taken = bytearray(len(self.offsets) - 1)
+
+    def pop(self, rid: int, default=()):
+        """rid's follow-ups the first time it is asked, else `default`."""
+        if not 0 <= rid < len(self.taken) or self.taken[rid]:
+            return default
+        self.taken[rid] = 1
+        lo, hi = self.offsets.item(rid), self.offsets.item(rid + 1)
+        if lo == hi:
+            return default
+        return [self.table.request(j) for j in self.children[lo:hi].tolist()]

@@ -15,12 +15,18 @@ import numpy as np
 from kvsim.workload.config import WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_pairs
 from kvsim.workload.links import independent_stream
-from kvsim.workload.request import Request
+from kvsim.workload.request import Request, RequestTable
 
 
 def synthetic_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
                        duration_s: float | None, base_dir: str | Path | None = None) -> list[Request]:
     """The synthetic request stream (see the module docstring for order and follow-up links)."""
+    return list(synthetic_table(cfg, rng, max_requests, duration_s, base_dir))
+
+
+def synthetic_table(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
+                    duration_s: float | None, base_dir: str | Path | None = None) -> RequestTable:
+    """The stream of `synthetic_requests` as columns (the same requests, built as they are read)."""
     times, after, think = independent_stream(cfg.arrival, rng, max_requests, duration_s)
     n = len(times)
     if cfg.length_pairs is not None:
@@ -28,9 +34,4 @@ def synthetic_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_reques
     else:
         prompt = sample_lengths(cfg.prompt_len, rng, n, base_dir)
         output = sample_lengths(cfg.output_len, rng, n, base_dir)
-    return [
-        Request(rid=i, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n, after=a, think_s=k,
-                source="synthetic")
-        for i, (t, p, o, a, k) in enumerate(zip(times.tolist(), prompt.tolist(), output.tolist(),
-                                                after.tolist(), think.tolist(), strict=True))
-    ]
+    return RequestTable(times, prompt, output, after=after, think_s=think, n=cfg.n, source="synthetic")

@@ -283,3 +283,56 @@ def test_managers_over_lazy_pools_match_the_fully_built_pool(kind, ops):
             elif live and op == "free":
                 live.remove(live[content % len(live)])
             assert _snapshot(lazy) == _snapshot(full)
+
+
+def _naive_drop_refs(rc: list[int], ids: list[int]) -> tuple[list[int], list[int]]:
+    """drop_refs as a plain loop over every block (the reference the run-slicing version must match)."""
+    kept, zeroed = [], []
+    for b in ids:
+        r = rc[b] - 1
+        if r < 0:
+            raise ValueError(f"double free of block {b}")
+        rc[b] = r
+        (kept if r else zeroed).append(b)
+    return kept, zeroed
+
+
+def test_drop_refs_splits_runs_of_private_and_shared_blocks():
+    pool = BlockPool(8, 4)
+    ids = pool.allocate_many(8)
+    for b, extra in ((1, 2), (2, 2), (5, 1), (7, 1)):
+        for _ in range(extra):
+            pool.incref(b)
+    assert pool.drop_refs(ids) == ([1, 2, 5, 7], [0, 3, 4, 6])
+    assert pool.refcount == [0, 2, 2, 0, 0, 1, 0, 1]
+    assert pool.drop_refs([7, 5]) == ([], [7, 5])
+    assert pool.drop_refs([]) == ([], [])
+
+
+@pytest.mark.parametrize("ids, bad", [([0, 1, 0], 0), ([2, 2, 2], 2), ([2, 1, 1], 1), ([3], 3)])
+def test_drop_refs_raises_on_a_block_listed_twice_or_free(ids, bad):
+    """Blocks 0 and 1 held once, 2 twice, 3 free: the error names the first block that would go below 0."""
+    pool = BlockPool(4, 4)
+    pool.allocate_many(3)
+    pool.incref(2)
+    with pytest.raises(ValueError, match=f"double free of block {bad}"):
+        pool.drop_refs(ids)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=12), st.data())
+def test_drop_refs_matches_a_plain_loop(counts, data):
+    """Random refcounts (0: free) and id lists (repeats allowed): the same result, the same refcounts,
+    and a double free raised at the same block with the same refcounts left behind."""
+    ids = data.draw(st.lists(st.integers(0, len(counts) - 1), max_size=20))
+    pool = BlockPool(len(counts), 4)
+    pool.refcount[:] = counts
+    ref = list(counts)
+    try:
+        want = _naive_drop_refs(ref, ids)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)):
+            pool.drop_refs(ids)
+    else:
+        assert pool.drop_refs(ids) == want
+    assert pool.refcount == ref

@@ -1,9 +1,11 @@
 """Eviction policies: key order by hand, the lazy heap, and the order blocks leave a hash cache."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvsim.errors import KvsimError
-from kvsim.kvcache.eviction import EVICTION_POLICIES, EvictionQueue, get_policy
+from kvsim.kvcache.eviction import BATCH_ROWS, EVICTION_POLICIES, EvictionQueue, get_policy
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
 from kvsim.workload.request import Request
 
@@ -121,3 +123,28 @@ def test_queue_matches_a_sorted_reference():
             for b in want:
                 del ref[b]
         assert len(q) == len(ref)
+
+
+def test_every_builtin_policy_has_batch_rows():
+    assert set(BATCH_ROWS) == set(EVICTION_POLICIES.values())
+    assert BATCH_ROWS[EVICTION_POLICIES["lru"]]([1], [0, 5], [0, 1], [0, 2], [0, 3]) == \
+        [((5 << 24) | ((1 << 24) - 1 - 3), 1, 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(EVICTION_POLICIES)),
+       st.lists(st.tuples(st.integers(0, (1 << 40) - 1), st.integers(1, 1000), st.integers(0, (1 << 40) - 1),
+                          st.integers(0, (1 << 24) - 1)), min_size=1, max_size=8))
+def test_batch_rows_equal_the_key_function(policy, entries):
+    last, uses, birth, depth = (list(col) for col in zip(*entries, strict=True))
+    items = list(range(len(entries)))
+    key = EVICTION_POLICIES[policy]
+    assert BATCH_ROWS[key](items, last, uses, birth, depth) == \
+        [(key(last[b], uses[b], birth[b], depth[b]), b, b) for b in items]
+
+
+def test_a_policy_without_batch_rows_uses_its_key_function(monkeypatch):
+    monkeypatch.setitem(EVICTION_POLICIES, "newest", lambda last, uses, birth, depth: -last)
+    q = EvictionQueue("newest")
+    q.add_many([0, 1, 2], [4, 9, 6], [1, 1, 1], [0, 0, 0], [0, 0, 0])
+    assert q.pop_many(3) == [1, 2, 0]

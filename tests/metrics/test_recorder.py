@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from kvsim.metrics.recorder import (
@@ -12,6 +14,7 @@ from kvsim.metrics.recorder import (
     REQUEST_COLUMNS,
     TIMELINE_COLUMNS,
     ColumnGroup,
+    IntColumn,
     IterationRow,
     Recorder,
     RequestRow,
@@ -106,3 +109,84 @@ def test_groups_are_registered_before_the_first_row_and_once():
     plain = Recorder()
     with pytest.raises(ValueError, match="0 registered"):
         plain.request(served(0), (1,))
+
+
+def test_int_columns_start_as_a_count_and_widen_as_values_need():
+    col = IntColumn()
+    col.extend([0, 0, 0])
+    assert col.typecode is None and len(col) == 3 and col.numpy().tolist() == [0, 0, 0]
+    col.extend([1, -128])
+    assert col.typecode == "b"
+    col.extend([5, 40_000, 7])  # 40,000 needs int32: the 5 that went in before it is not doubled
+    assert col.typecode == "i" and len(col) == 8
+    col.extend([2**40])
+    assert col.typecode == "q"
+    assert col.numpy().tolist() == [0, 0, 0, 1, -128, 5, 40_000, 7, 2**40]
+    assert col.numpy().dtype == "int64"
+    with pytest.raises(OverflowError):
+        col.extend([2**63])
+
+
+def test_a_column_that_stays_small_is_stored_small():
+    rec = Recorder()
+    for i in range(2 * _CHUNK):
+        rec.iteration(busy(0, i, float(i), preempted=0, waiting=300, kv_free=70_000,
+                           kv_used_blocks=3 * 2**31))
+    rec._timeline.flush()
+    store = rec._timeline.store
+    assert store["preempted"].typecode is None  # all zeros: no storage
+    assert store["replica"].typecode is None
+    assert store["num_seqs"].typecode == "b" and store["waiting"].typecode == "h"
+    assert store["kv_free"].typecode == "i" and store["kv_used_blocks"].typecode == "q"
+    tl = rec.timeline_frame()
+    assert (tl.dtypes.drop(["t_s", "dt_s", "hold_s"]) == "int64").all()
+    assert tl["kv_used_blocks"].tolist() == [3 * 2**31] * (2 * _CHUNK)
+    assert tl["waiting"].tolist() == [300] * (2 * _CHUNK) and tl["preempted"].sum() == 0
+
+
+def test_frames_can_be_rebuilt_and_rows_may_follow():
+    rec = Recorder()
+    rec.iteration(busy(0, 0, 0.0))
+    first = rec.timeline_frame()
+    first.loc[0, "waiting"] = 99  # the frame is a copy: the recorder's rows do not change
+    rec.iteration(busy(0, 1, 0.5))
+    again = rec.timeline_frame()
+    assert again["waiting"].tolist() == [1, 1] and again["hold_s"].tolist() == [0.5, 0.5]
+
+
+def test_take_frames_equals_the_frames_and_empties_the_recorder():
+    def filled() -> Recorder:
+        rec = Recorder()
+        rec.add_request_columns(ColumnGroup({"y_steps": "q", "y_mass": "d"}, default=math.nan))
+        rec.add_timeline_columns(ColumnGroup({"x_tokens": "q"}))
+        for i in range(3 * _CHUNK + 1):
+            rec.iteration(busy(i % 3, i, float(i), kv_free=i * 1000), (i,))
+            if i % 2:
+                rec.request(served(100 - i, preemptions=i % 4), (i, 0.5 * i))
+            else:
+                rec.request(RequestRow.refused(100 - i, 0, 1.0, 10, 3, 1), None)
+        return rec
+
+    rq, tl = filled().requests_frame(), filled().timeline_frame()
+    rec = filled()
+    taken_rq, taken_tl = rec.take_frames()
+    pd.testing.assert_frame_equal(taken_rq, rq)
+    pd.testing.assert_frame_equal(taken_tl, tl)
+    assert taken_rq["rid"].is_monotonic_increasing and taken_rq.dtypes["y_steps"] == "float64"
+    empty_rq, empty_tl = rec.take_frames()
+    assert len(empty_rq) == 0 and len(empty_tl) == 0
+    assert list(empty_rq.columns) == list(rq.columns) and list(empty_tl.columns) == list(tl.columns)
+    rec.iteration(busy(0, 0, 2.0), (4,))  # the recorder goes on after a take
+    assert rec.timeline_frame()["x_tokens"].tolist() == [4]
+
+
+def test_taken_float_columns_are_the_recorded_arrays_not_copies():
+    rec = Recorder()
+    for i in range(_CHUNK):
+        rec.iteration(busy(0, i, float(i)))
+    store = rec._timeline.store
+    t_s, iteration = store["t_s"], store["iteration"]
+    _, tl = rec.take_frames()
+    values = tl["t_s"].to_numpy()
+    assert np.shares_memory(values, np.frombuffer(t_s, dtype=np.float64))
+    assert iteration.typecode == "b" and tl["iteration"].tolist() == list(range(_CHUNK))

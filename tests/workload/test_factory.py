@@ -5,7 +5,8 @@ import pytest
 
 from kvsim.errors import KvsimError
 from kvsim.workload.config import WorkloadConfig
-from kvsim.workload.factory import build_requests
+from kvsim.workload.factory import build_request_stream, build_requests
+from kvsim.workload.request import RequestTable
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -44,3 +45,14 @@ def test_needs_a_limit():
 def test_relative_trace_path_uses_base_dir():
     cfg = WorkloadConfig(kind="trace", trace={"path": "azure_conv_head200.csv", "limit": 5})
     assert len(build_requests(cfg, np.random.default_rng(0), 100, None, base_dir=DATA)) == 5
+
+
+@pytest.mark.parametrize("data", [*CONFIGS, {"kind": "chat", "beam_width": 3},
+                                  {"kind": "chat", "rereads": {"mean": 1.0}}])
+def test_the_stream_the_engine_replays_is_the_list(data):
+    cfg = WorkloadConfig(**data)
+    stream = build_request_stream(cfg, np.random.default_rng(4), 300, None)
+    listed = build_requests(cfg, np.random.default_rng(4), 300, None)
+    lazy = cfg.kind in ("synthetic", "chat") and cfg.rereads.mean == 0
+    assert isinstance(stream, RequestTable) == lazy
+    assert list(stream) == listed
