@@ -169,10 +169,10 @@ class Deployment:
             from kvsim.engine.sparse_sizing import SparseSizing
 
             m = self.model
-            heads = 1 if m.attention == "mla" else max(1, m.num_kv_heads // self.tp)  # KV heads per GPU
             return Scheduler(limits, kv, SparseSizing(sc.kv.sparsity, kv.block_size,
                                                       self.capacity.kv_bytes_per_token,
-                                                      self.hw.host_link_bandwidth, kv_heads=heads,
+                                                      self.hw.host_link_bandwidth,
+                                                      kv_heads=m.kv_heads_per_gpu(self.tp),
                                                       host_pool_bytes=self.hw.host_dram_bytes,
                                                       num_layers=m.num_layers)), None
         links = self.tier_links()
