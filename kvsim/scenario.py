@@ -244,6 +244,12 @@ class Simulation(Strict):
     """At most 10^7: the request list is built up front."""
     duration_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     """At most 10^9 s; without `requests`, its arrivals count against the 10^7 request bound."""
+    exact_stepping: bool = False
+    """Reference mode: every iteration goes through the event loop and the scheduler's general path.
+    By default a replica runs consecutive iterations that nothing else can observe (no other event before
+    they end, no request finishing) without the event loop, and decode-only iterations by a short path;
+    the outputs are the same byte for byte (tests/engine/test_exact_stepping.py). Not echoed in
+    summary.json's scenario: it changes how, not what, kvsim computes."""
 
     @model_validator(mode="after")
     def _check(self) -> Simulation:
@@ -580,13 +586,15 @@ def _exists(path: Path) -> bool:
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data (for summary.json); `router`, `cluster` and
-    `workload.length_pairs` only when set, `scheduler.policy` only when not the default."""
+    `workload.length_pairs` only when set, `scheduler.policy` only when not the default, never
+    `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster"):
         if data[key] is None:
             del data[key]
     if data["scheduler"]["policy"] == "vllm_v1":
         del data["scheduler"]["policy"]
+    del data["simulation"]["exact_stepping"]
     for workload in (data["workload"], *data["workload"]["mix"]):
         if workload["length_pairs"] is None:
             del workload["length_pairs"]

@@ -177,6 +177,19 @@ def test_run_never_writes_into_the_working_directory_or_the_scenarios_folder(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
 
 
+def test_run_without_plots_writes_the_same_tables_and_no_png(runs, tmp_path):
+    _, with_plots = runs["a"]
+    out = tmp_path / "out"
+    result = invoke("run", *TINY, "--seed", "0", "--no-plots", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
+        ["summary.json", "requests.parquet", "timeline.parquet", "report.md", "run.json"])
+    for name in ("summary.json", "requests.parquet", "timeline.parquet"):
+        assert (out / name).read_bytes() == (with_plots / name).read_bytes(), name
+    report = (out / "report.md").read_text()
+    assert ".png" not in report and "None drawn (`kvsim run --no-plots`)" in report
+
+
 def test_run_with_progress_bar(tmp_path):
     result = invoke("run", "--set", "simulation.requests=5", "--progress", "--out", tmp_path / "out")
     assert result.exit_code == 0, result.output

@@ -46,13 +46,14 @@ class Cluster:
         self.tier_links: list[TierLinks | None] = []
         self.shared_tiers: dict[str, Tier] = {}
         memos: dict | None = {} if sum(d.replicas for d in deployments) > 1 else None
+        exact = scenario.simulation.exact_stepping
         for d in deployments:
             check = d.sc.kv.check_invariants
             for _ in range(d.replicas):
                 sched, links = d.new_scheduler(self.shared_tiers, memos)
                 i = len(self.replicas)
                 self.replicas.append(Replica(i, env, sched, d.cost, recorder, self._finished, check=check,
-                                             extra_columns=extra_columns(sched), role=d.role))
+                                             extra_columns=extra_columns(sched), role=d.role, exact=exact))
                 self.deployment_of.append(d)
                 self.tier_links.append(links)
         self.views = [ReplicaView(i, self.deployment_of[i].name, self.deployment_of[i].role, rep.sched)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import simpy
+from simpy.events import Event
 
 from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
+from kvsim.engine.clock import Clock
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
 from kvsim.metrics.recorder import IterationRow, Recorder
@@ -18,11 +19,15 @@ class Replica:
 
     `extra_columns`, when given, returns the values of the recorder's registered extra timeline column
     groups (a tuple of tuples, in registration order)
-    for the iteration just scheduled (idle rows take the group's default)."""
+    for the iteration just scheduled (idle rows take the group's default).
 
-    def __init__(self, index: int, env: simpy.Environment, scheduler: Scheduler, cost: CostModel,
+    Unless `exact`, iterations that nothing else observes run back to back without the event loop
+    (`_fast_forward`); the results are those of stepping one by one."""
+
+    def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
-                 extra_columns: Callable[[], tuple] | None = None, role: str = "mixed") -> None:
+                 extra_columns: Callable[[], tuple] | None = None, role: str = "mixed",
+                 exact: bool = False) -> None:
         self.index = index
         self.role = role
         """mixed, prefill or decode (kvsim/engine/cluster.py moves the KV between the last two)."""
@@ -33,7 +38,14 @@ class Replica:
         self.on_finish = on_finish
         self.check = check
         self.extra_columns = extra_columns
-        self._wakeup: simpy.Event | None = None
+        self.exact = exact
+        """simulation.exact_stepping: every iteration through the event loop and the general schedule."""
+        self.fast = False
+        """Iterations may run back to back (set when the process starts): not `exact`, and the scheduler
+        has no callbacks into the cluster (tier loads, P/D transfers), which step one by one."""
+        self.fast_iterations = 0
+        """Iterations run back to back without the event loop so far."""
+        self._wakeup: Event | None = None
         self.process = env.process(self.run())
 
     def submit(self, g: Group) -> None:
@@ -49,11 +61,10 @@ class Replica:
     def run(self):
         env = self.env
         sched = self.sched
-        kv = sched.kv
-        record = self.rec.iteration
-        extra = self.extra_columns
         index = self.index
-        step_time = self.cost.step_time
+        fast = self.fast = (not self.exact and sched.loader is None and sched.kv_transfer is None
+                            and not sched.hand_off)
+        schedule = sched.schedule_decodes if fast else sched.schedule
         while True:
             if not sched.has_work():
                 if sched.iterations:
@@ -63,7 +74,7 @@ class Replica:
                     yield self._wakeup
                     self._wakeup = None
             now = env.now
-            batch = sched.schedule(now)
+            batch = schedule(now)
             if batch is None:  # only requests waiting for KV (tiers, a prefill replica) or for held blocks
                 ready = sched.next_load_s(now)
                 if ready is None and not sched.held:
@@ -75,30 +86,61 @@ class Replica:
                     yield env.any_of([env.timeout(ready - now), self._wakeup])
                 self._wakeup = None
                 continue
-            dt = step_time(batch)
-            if batch.prefetch_bytes:
-                sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
-            if batch.kv_load_wait_s > dt:  # pipelined tier loads: the forward pass waits for the KV
-                dt = batch.kv_load_wait_s
-            states = sched.token_states()
-            reservation, internal, external, free, unshared = breakdown_of(sched, states)
-            row = IterationRow(
-                replica=index, iteration=sched.iterations, t_s=now, dt_s=dt, running_reqs=len(sched.running),
-                num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
-                prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
-                waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
-                kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.preempted_now,
-                cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
-                kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
-            if extra is None:
-                record(row)
-            else:
-                record(row, *extra())
-            if self.check:
-                self.check_invariants()
+            dt = self._step(batch, now)
+            if fast:
+                end = self._fast_forward(now + dt)
+                if end != now + dt:  # (now + one delay need not reach a sum of several)
+                    yield env.timeout_at(end)
+                    for g in sched.complete(end):
+                        self.on_finish(g)
+                    continue
             yield env.timeout(dt)
             for g in sched.complete(env.now):
                 self.on_finish(g)
+
+    def _step(self, batch, now: float) -> float:
+        """Time the scheduled batch, record its timeline row (and check, in check mode); its duration."""
+        sched = self.sched
+        kv = sched.kv
+        dt = self.cost.step_time(batch)
+        if batch.prefetch_bytes:
+            sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
+        if batch.kv_load_wait_s > dt:  # pipelined tier loads: the forward pass waits for the KV
+            dt = batch.kv_load_wait_s
+        states = sched.token_states()
+        reservation, internal, external, free, unshared = breakdown_of(sched, states)
+        row = IterationRow(
+            replica=self.index, iteration=sched.iterations, t_s=now, dt_s=dt, running_reqs=len(sched.running),
+            num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
+            prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
+            waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
+            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.preempted_now,
+            cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
+            kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
+        if self.extra_columns is None:
+            self.rec.iteration(row)
+        else:
+            self.rec.iteration(row, *self.extra_columns())
+        if self.check:
+            self.check_invariants()
+        return dt
+
+    def _fast_forward(self, end: float) -> float:
+        """Run the iterations after the one scheduled (ending at `end`) without the event loop, as long
+        as no other event comes first (env.peek(): an arrival, a follow-up, another replica's step, the
+        end of the run) and completing one finishes nothing (finishing calls back into the simulation,
+        which reads the event loop's clock). Returns when the last iteration scheduled ends: the event
+        loop resumes this replica then, exactly as if it had stepped through each."""
+        sched = self.sched
+        horizon = self.env.peek()
+        while end < horizon and sched.completes_quietly():
+            sched.complete(end)
+            batch = sched.schedule_decodes(end)
+            if batch is None:
+                raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
+            end += self._step(batch, end)
+            self.fast_iterations += 1
+        return end
 
     def _record_idle(self, now: float) -> None:
         """An idle row (iteration -1, no batch) marks when the replica ran out of work, so the last busy
@@ -118,3 +160,4 @@ class Replica:
         assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
         assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"
         check_scheduler_breakdown(sched)
+

@@ -408,29 +408,69 @@ class Scheduler:
         return True
 
     # ----------------------------------------------------------------- one iteration
-    def schedule(self, now: float) -> Batch | None:
-        """Pick this iteration's work; None when there is nothing to run."""
-        it = self.it
-        kv = self.kv
-        lim = self.lim
+    def _begin(self, now: float) -> int:
+        """Reset the per-iteration figures; the KV manager's copy count before this iteration."""
         self.preempted_now = 0
         self._swap_out_blocks = 0
-        copies_before = kv.cow_copies
         self._scheduled_prefills = []
-        self._budget = lim.max_num_batched_tokens
+        self._budget = self.lim.max_num_batched_tokens
         self._load_wait = 0.0
         self._now = now
         self._paused = False
+        return self.kv.cow_copies
+
+    def schedule_decodes(self, now: float) -> Batch | None:
+        """schedule(), by a short path when this iteration can only run the decodes: nothing prefilling or
+        swapped out, the KV sized by context, no window caps, and nothing waiting that admission could
+        take (the queue is empty, or its head is over the sequence or token budget, which nothing but a
+        finish or a preemption changes). Block-boundary allocations run as in schedule(); one that
+        preempts hands the rest of the iteration to the general path. The same result as schedule()."""
+        if self.prefilling or self.swapped or self.windows or not self._by_context or not self.dec_seqs:
+            return self.schedule(now)
+        waiting = self.waiting
+        lim = self.lim
+        if waiting and self.running_seqs + waiting[0].n <= lim.max_num_seqs and (
+                self._prefill_first or lim.max_num_batched_tokens > self.dec_seqs * self._charge):
+            return self.schedule(now)
+        copies_before = self._begin(now)
+        its = self._alloc_its
+        if its and its[0] <= self.it:
+            self._grow(self.it)
+            if self.preempted_now:
+                return self._schedule_rest(now, copies_before)
+        self._budget -= self.dec_seqs * self._charge
+        return self._batch([], 0, copies_before, True)
+
+    def completes_quietly(self) -> bool:
+        """True when complete() after this iteration finishes no group (and hands none off): it only
+        moves prefill chunks and the decode clock on."""
+        heap = self._finish_heap
+        if heap and heap[0][0] <= self.it:
+            return False
+        for g in self._scheduled_prefills:
+            if g.computed + g.chunk >= g.prompt and (self.hand_off or g.generated + 1 >= g.output):
+                return False
+        return True
+
+    def schedule(self, now: float) -> Batch | None:
+        """Pick this iteration's work; None when there is nothing to run."""
+        copies_before = self._begin(now)
         if self.windows:
-            self._cross_windows(it)
+            self._cross_windows(self.it)
         if self._prefill_first:
             batch = self._prefill_only(now, copies_before)
             if batch is not None:
                 return batch
-
         its = self._alloc_its
-        if its and its[0] <= it:
-            self._grow(it)
+        if its and its[0] <= self.it:
+            self._grow(self.it)
+        return self._schedule_rest(now, copies_before)
+
+    def _schedule_rest(self, now: float, copies_before: int) -> Batch | None:
+        """schedule() after the block-boundary allocations: sizing hooks, prefill chunks, swap-ins,
+        admissions, the batch."""
+        it = self.it
+        lim = self.lim
         if not self._by_context:  # (ContextSizing's per-iteration hooks are no-ops: skipped on the hot path)
             delta = self.sizing.before_decode(it, self._resize_fn)  # may preempt: _leave_decode moves the sum
             self.dec_held_offset += delta
@@ -474,8 +514,24 @@ class Scheduler:
         nxt = it + self.bs
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
+        grow_each = kv.grow_each
         while its and its[0] <= it:
-            for entry in due.pop(heapq.heappop(its)):
+            entries = due.pop(heapq.heappop(its))
+            if len(entries) > 1:  # every live one a single sequence: their blocks in one call
+                live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
+                seqs = [e[1].seqs[0] for e in live if e[1].n == 1]
+                if seqs and len(seqs) == len(live) and grow_each(seqs, [e[1].base + it for e in live]):
+                    for e in live:
+                        e[1].seq_blocks += 1
+                    grown += len(live)
+                    if later is None:
+                        later = due.get(nxt)
+                        if later is None:
+                            later = due[nxt] = []
+                            heapq.heappush(its, nxt)
+                    later += live
+                    continue
+            for entry in entries:
                 epoch, g = entry
                 if epoch != g.epoch or g.state != RUNNING:
                     continue

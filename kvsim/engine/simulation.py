@@ -12,6 +12,7 @@ import simpy
 
 from kvsim import __version__
 from kvsim.engine import pd_columns, sparse_columns, tier_columns
+from kvsim.engine.clock import Clock
 from kvsim.engine.cluster import Cluster
 from kvsim.engine.deployment import Deployment
 from kvsim.engine.group import Group
@@ -143,7 +144,7 @@ class Simulation:
         sc = self.sc
         requests = self.build_requests()
         self.total_requests = len(requests)
-        env = simpy.Environment()
+        env = Clock()
         self.env = env
         self.cluster = Cluster(env, self.deployments, sc, self.recorder, self._on_finish,
                                self._timeline_extra)

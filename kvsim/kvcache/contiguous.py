@@ -207,6 +207,10 @@ class ContiguousKVManager:
             self.ntok[seq] = num_tokens
         return True
 
+    def grow_each(self, seqs: list[int], num_tokens: list[int]) -> bool:
+        """Regions never grow."""
+        return False
+
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
         """Regions never grow."""
         return False

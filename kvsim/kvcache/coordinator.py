@@ -177,6 +177,10 @@ class KVCoordinator:
             m.allocate(seq, num_tokens)
         return True
 
+    def grow_each(self, seqs: list[int], num_tokens: list[int]) -> bool:
+        """Declines: each sequence grows by its own groups' pages (grow_one_block, one by one)."""
+        return False
+
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
         """One page per token-paged group for a single sequence's next block, if the pool has them."""
         computed = num_tokens - 1

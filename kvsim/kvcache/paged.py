@@ -130,6 +130,30 @@ class PagedKVManager:
         self.ntok[seq] = num_tokens
         return True
 
+    def grow_each(self, seqs: list[int], num_tokens: list[int]) -> bool:
+        """grow_one_block for each of seqs in turn (seqs[i] then holds num_tokens[i] slots) when the free
+        list has a block for each, the same blocks in the same order (True); else change nothing (False:
+        the caller grows them one by one, evicting or preempting as need be)."""
+        pool = self.pool
+        free = pool._free
+        k = len(seqs)
+        if k > len(free):
+            return False
+        if not k:
+            return True
+        ids = free[: -k - 1 : -1]  # the order k pops would give
+        del free[-k:]
+        if not free and pool.known < pool.num_blocks:
+            pool._more(CHUNK)
+        rc = pool.refcount
+        tables = self.tables
+        ntok = self.ntok
+        for seq, bid, n in zip(seqs, ids, num_tokens, strict=True):
+            rc[bid] = 1
+            tables[seq].append(bid)
+            ntok[seq] = n
+        return True
+
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """No prefix cache here: nothing is served from cache."""
         return NO_HIT

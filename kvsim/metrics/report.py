@@ -40,19 +40,22 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
 
 
 def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], requests_df: pd.DataFrame,
-                  timeline_df: pd.DataFrame, run_info: dict[str, Any]) -> Path:
+                  timeline_df: pd.DataFrame, run_info: dict[str, Any], plots: bool = True) -> Path:
     """Write all outputs into the output folder `out` (see kvsim/output_folder.py: written whole, then
-    swapped into place; an existing folder is replaced only if kvsim wrote it). Returns the folder."""
-    # plots imported here, where they are drawn: matplotlib's import (the largest of `kvsim run`'s start-up)
-    # stays out of `import kvsim.metrics.report`
-    from kvsim.metrics import plots
-
+    swapped into place; an existing folder is replaced only if kvsim wrote it). Returns the folder.
+    Without `plots` no PNG is drawn (nor matplotlib imported) and report.md links none."""
     folder = folder_for(out, "run")
     with folder as tmp:
         (tmp / "summary.json").write_text(json_text(summary), encoding="utf-8")
         write_parquet(tmp / "requests.parquet", requests_df)
         write_parquet(tmp / "timeline.parquet", timeline_df)
-        plot_files = plots.write_plots(tmp, summary, requests_df, timeline_df)
+        plot_files: list[str] = []
+        if plots:
+            # imported here, where they are drawn: matplotlib's import (the largest of `kvsim run`'s
+            # start-up) stays out of `import kvsim.metrics.report`
+            from kvsim.metrics import plots as drawing
+
+            plot_files = drawing.write_plots(tmp, summary, requests_df, timeline_df)
         (tmp / "report.md").write_text(render_report(summary, plot_files), encoding="utf-8")
         run_text = json.dumps(run_info, sort_keys=True, indent=2, default=str) + "\n"
         (tmp / "run.json").write_text(run_text, encoding="utf-8")
@@ -111,6 +114,8 @@ def render_report(summary: dict[str, Any], plot_files: list[str]) -> str:
     lines += ["", "## Plots", ""]
     for name in plot_files:
         lines += [f"![{PLOT_TITLES.get(name, name)}]({name})", ""]
+    if not plot_files:
+        lines += ["None drawn (`kvsim run --no-plots`).", ""]
     lines += [
         "## Files",
         "",

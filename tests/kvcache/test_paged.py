@@ -282,3 +282,41 @@ def test_has_and_admit():
     assert m.has(0)
     m.free(0)
     assert not m.has(0)
+
+
+def _grown(kv, seqs, tokens):
+    tables = {s: (list(kv.tables[s]), kv.ntok[s]) for s in seqs}
+    return tables, kv.pool.known_free_ids(), list(kv.pool.refcount)
+
+
+@pytest.mark.parametrize("num_blocks", [20, 4096 + 9])  # the second refills the free stack mid-way
+def test_grow_each_takes_the_blocks_one_by_one_growth_would(num_blocks):
+    seqs, tokens = [0, 1, 2], [17, 33, 17]
+    runs = []
+    for batched in (False, True):
+        kv = PagedKVManager(num_blocks, 16)
+        kv.allocate(0, 16)
+        kv.allocate(1, 32)
+        kv.allocate(2, 16)
+        if num_blocks > 4096:  # leave exactly three on the stack: the batch empties it
+            kv.allocate(9, (4096 - 4 - 3) * 16)
+        if batched:
+            assert kv.grow_each(seqs, tokens)
+        else:
+            for s, n in zip(seqs, tokens, strict=True):
+                assert kv.grow_one_block(s, n)
+        runs.append(_grown(kv, seqs, tokens))
+    assert runs[0] == runs[1]
+    if num_blocks == 20:
+        assert runs[0][0] == {0: ([0, 4], 17), 1: ([1, 2, 5], 33), 2: ([3, 6], 17)}
+
+
+def test_grow_each_short_of_blocks_changes_nothing():
+    kv = PagedKVManager(4, 16)
+    kv.allocate(0, 32)
+    kv.allocate(1, 16)
+    before = _grown(kv, [0, 1], [])
+    assert not kv.grow_each([0, 1], [33, 17])  # two wanted, one free
+    assert _grown(kv, [0, 1], []) == before
+    assert kv.grow_each([], [])
+    assert _grown(kv, [0, 1], []) == before

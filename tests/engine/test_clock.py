@@ -1,0 +1,44 @@
+"""kvsim/engine/clock.py: a timeout at an absolute time, ordered as simpy orders timeouts."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.engine.clock import Clock
+
+
+def test_timeout_at_fires_at_exactly_the_time_given():
+    env = Clock()
+    start, steps = 0.35904698872536694, [0.1234567, 0.2345678, 0.14260765]
+    end = start
+    for dt in steps:
+        end += dt
+    seen = []
+
+    def proc():
+        yield env.timeout(start)
+        assert env.now == start
+        assert not any(env.now + d == end for d in (end - env.now,))  # one delay would miss it
+        yield env.timeout_at(end)
+        seen.append(env.now)
+
+    env.process(proc())
+    env.run()
+    assert seen == [end]
+
+
+def test_timeout_at_orders_ties_by_creation_like_a_timeout():
+    env = Clock()
+    order = []
+    env.timeout(2.0).callbacks.append(lambda _e: order.append("earlier timeout"))
+    env.timeout_at(2.0).callbacks.append(lambda _e: order.append("at"))
+    env.timeout(2.0).callbacks.append(lambda _e: order.append("later timeout"))
+    env.run()
+    assert order == ["earlier timeout", "at", "later timeout"]
+
+
+def test_timeout_at_refuses_the_past():
+    env = Clock()
+    env.run(until=1.0)
+    with pytest.raises(ValueError, match="before now"):
+        env.timeout_at(0.5)
