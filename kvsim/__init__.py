@@ -1,3 +1,17 @@
-"""kvsim: a discrete-event simulator for KV-cache capacity planning of LLM serving."""
+"""kvsim: a discrete-event simulator for KV-cache capacity planning of LLM serving.
+
+`kvsim.run(scenario, **overrides) -> Result` and `kvsim.load(...)` (kvsim/api.py) are the Python API;
+they are imported on first use, so `import kvsim` stays light.
+"""
 
 __version__ = "0.1.0"
+
+_API = ("run", "load", "Result")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from kvsim import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'kvsim' has no attribute {name!r}")

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvsim import __version__
-from kvsim.errors import KvsimError, printable
+from kvsim.errors import KvsimError, excerpt, printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation.")
@@ -35,6 +35,23 @@ def _fail(msg: str) -> None:
     raise typer.Exit(code=2)
 
 
+SLO_HELP = ("A service-level objective METRIC.PNN=SECONDS, e.g. ttft_s.p99=2 (repeatable; metrics ttft_s, "
+            "tpot_s, e2e_s, queue_s): requests get meets_slo, the summary slo and goodput.")
+
+
+def slo_overrides(items: list[str]) -> list[str]:
+    """--slo METRIC.PNN=SECONDS items as `slo.METRIC={PNN: SECONDS}` overrides (the percentile may hold a
+    dot: p99.9); the scenario checks metric, percentile and value. A malformed item is a one-line error."""
+    out = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        metric, dot, stat = key.strip().partition(".")
+        if not eq or not dot or not metric or not stat or not value.strip():
+            raise KvsimError(f"--slo {excerpt(item)}: expected METRIC.PNN=SECONDS, e.g. ttft_s.p99=2")
+        out.append(f"slo.{metric}={{{stat}: {value.strip()}}}")
+    return out
+
+
 def _guard(fn):
     """Run fn, turning KvsimError into a one-line error and a non-zero exit."""
     try:
@@ -47,6 +64,7 @@ def _guard(fn):
 def run(
     scenario: Path | None = typer.Argument(None, help="Scenario YAML; omit for the built-in default."),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set kv.block_size=32 (repeatable)."),
+    slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed."),
     out: Path = typer.Option(Path("out"), "--out", help="Output folder: created, or replaced whole if kvsim"
                              " wrote it (never a folder holding other files)."),
@@ -58,7 +76,7 @@ def run(
     """Simulate one scenario and write summary.json, Parquet tables, report.md and plots to OUT."""
     from kvsim.scenario import load_scenario
 
-    sc = _guard(lambda: load_scenario(scenario, set_, seed))
+    sc = _guard(lambda: load_scenario(scenario, [*set_, *slo_overrides(slo)], seed))
     folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
     show = sys.stderr.isatty() if progress is None else progress
     result, wall, peak = _guard(lambda: _simulate(sc, show))
@@ -121,6 +139,7 @@ def compare(
     vary: list[str] = typer.Option(..., "--vary", help="KEY=V1,V2,... e.g. kv.layout=paged,contiguous:max;"
                                    " repeat for a grid."),
     set_: list[str] = typer.Option([], "--set", help="Override a key in every variant (repeatable)."),
+    slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (every variant)."),
     out: Path = typer.Option(Path("compare_out"), "--out", help="Folder for compare.csv, .json and plots."),
     jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Variants simulated in parallel processes."),
@@ -132,7 +151,8 @@ def compare(
         err_console.print(f"done: {printable(r.variant.label)}")
 
     folder = _guard(lambda: _output_folder(out, "compare", scenario))
-    results = _guard(lambda: run_compare(scenario, vary, set_, seed, jobs, on_done=done))
+    overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
+    results = _guard(lambda: run_compare(scenario, vary, overrides, seed, jobs, on_done=done))
     header, rows = table_rows(results)
     table = Table(title=f"kvsim compare: {printable(scenario)}", show_header=True)
     for i, col in enumerate(header):

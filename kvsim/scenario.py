@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kvsim import inputs
 from kvsim.errors import KvsimError, excerpt
@@ -27,7 +35,7 @@ from kvsim.registry import (
     TIER_MEDIA,
     TIER_STORE,
 )
-from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict
+from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict, check_slo
 from kvsim.specs.kv_precision import schema_kv_dtype
 from kvsim.workload.config import WorkloadConfig
 
@@ -270,11 +278,20 @@ class Scenario(Strict):
     cost: CostConfig = Field(default_factory=CostConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     simulation: Simulation = Field(default_factory=Simulation)
+    slo: dict[str, Any] | None = None
+    """Service-level objectives, metric -> {pNN: seconds}, e.g. {ttft_s: {p99: 2.0}, tpot_s: {p90: 0.05}}
+    (checked by kvsim/schema.py, evaluated by kvsim/metrics/slo.py): requests get `meets_slo`, the
+    summary `slo` and `goodput`."""
     router: RouterConfig | None = None
     """Default: round_robin (and least_loaded for decode replicas)."""
     cluster: ClusterConfig | None = None
     """Pools of replicas; without it, parallelism.replicas mixed replicas of the scenario's hardware."""
     _base_dir: str | None = PrivateAttr(default=None)
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _check_slo(cls, value: Any) -> Any:
+        return None if value is None else check_slo(value)
 
     @property
     def base_dir(self) -> str | None:
@@ -379,6 +396,18 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str = "-
             else:
                 node = _step(node, part, where)
     return data
+
+
+def set_key(data: dict[str, Any], key: str, value: Any, source: str = "override") -> None:
+    """Set dotted `key` of a nested scenario dict to a Python value (mappings on the way created, list
+    items entered by index, as for --set); a one-line error naming the key otherwise."""
+    parts = key.split(".")
+    if not all(parts):
+        raise KvsimError(f"{source} {excerpt(key)}: empty part in key")
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        node = _step(node, part, f"{source} {excerpt(key)}: {_key_text('.'.join(parts[:i + 1]))}")
+    _assign(node, parts[-1], value, f"{source} {excerpt(key)}")
 
 
 def _step(node: dict | list, part: str, where: str) -> dict | list:
@@ -559,10 +588,16 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         if not isinstance(data["simulation"], dict):
             raise KvsimError(f"{source}: simulation: must be a mapping")
         data["simulation"]["seed"] = seed
+    return scenario_at(data, source, Path(path).parent if path is not None else None)
+
+
+def scenario_at(data: dict[str, Any], source: str, base_dir: str | Path | None) -> Scenario:
+    """build_scenario, then (given the folder the scenario comes from) relative workload paths resolved
+    against that folder where they exist there, and the folder kept as `base_dir`."""
     scenario = build_scenario(data, source)
-    if path is not None:
-        scenario = _resolve_paths(scenario, Path(path).parent)
-        scenario._base_dir = str(Path(path).parent)
+    if base_dir is not None:
+        scenario = _resolve_paths(scenario, Path(base_dir))
+        scenario._base_dir = str(base_dir)
     return scenario
 
 
@@ -585,11 +620,11 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster` and
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo` and
     `workload.length_pairs` only when set, `scheduler.policy` only when not the default, never
     `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
-    for key in ("router", "cluster"):
+    for key in ("router", "cluster", "slo"):
         if data[key] is None:
             del data[key]
     if data["scheduler"]["policy"] == "vllm_v1":

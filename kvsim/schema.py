@@ -15,6 +15,8 @@ the shared ones are below.
 from __future__ import annotations
 
 import functools
+import math
+import re
 from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
@@ -70,3 +72,48 @@ def _types(annotation: Any) -> list[Any]:
     """The classes an annotation is made of (through unions, Annotated, containers' own class)."""
     args = [a for a in get_args(annotation) if not isinstance(a, (str, int, float))]
     return [annotation] if not args else [t for a in args for t in _types(a)]
+
+
+# ---- service-level objectives (scenario key `slo`; evaluated by kvsim/metrics/slo.py) ----
+
+SLO_METRICS: tuple[str, ...] = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
+"""Request latency columns an SLO may bound (docs/metrics.md, Latency)."""
+
+_STAT = re.compile(r"p(\d{1,3}(?:\.\d{1,6})?)")
+
+
+def stat_quantile(stat: str) -> float:
+    """The percentile of `pNN` (p50, p90, p99, p99.9, p100 = the maximum) as a number in (0, 100]."""
+    m = _STAT.fullmatch(stat)
+    q = float(m.group(1)) if m else -1.0
+    if not 0 < q <= 100:
+        raise ValueError(f"{stat!r} is not a percentile: write pNN with 0 < NN <= 100, e.g. p50, p99, p99.9")
+    return q
+
+
+def check_slo(slo: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The validated `slo` mapping (metric -> {pNN: threshold_s}); ValueError naming what is wrong."""
+    if not isinstance(slo, dict) or not slo:
+        raise ValueError("must map a metric to a percentile and a threshold, e.g. {ttft_s: {p99: 2.0}}")
+    out: dict[str, dict[str, float]] = {}
+    for metric, target in slo.items():
+        if metric not in SLO_METRICS:
+            raise ValueError(f"unknown metric {metric!r}; known: {', '.join(SLO_METRICS)}")
+        if not isinstance(target, dict) or len(target) != 1:
+            raise ValueError(f"{metric}: one percentile and its threshold in seconds, e.g. {{p99: 2.0}}")
+        ((stat, threshold),) = target.items()
+        try:
+            stat_quantile(str(stat))
+        except ValueError as e:
+            raise ValueError(f"{metric}: {e}") from None
+        if isinstance(threshold, str):  # (YAML reads 1e9 as text)
+            try:
+                threshold = float(threshold)
+            except ValueError:
+                pass
+        ok = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+        if not ok or not math.isfinite(threshold) or not 0 < threshold <= MAX_SECONDS:
+            raise ValueError(f"{metric}.{stat}: the threshold must be a number of seconds in (0, "
+                             f"{MAX_SECONDS:g}], got {threshold!r}")
+        out[metric] = {str(stat): float(threshold)}
+    return out

@@ -43,15 +43,17 @@ ALLOWED: dict[str, set[str]] = {
     # metrics: recorder, summary, report, plots, hit-rate model; never the engine
     "kvsim.metrics": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache",
                       "kvsim.kvcache.sparsity"},
-    # the engine wires everything below it; of metrics only the recorder
+    # the engine wires everything below it; of metrics only the recorder and the per-request SLO test
     "kvsim.engine": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
-                     "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder"},
+                     "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder", "kvsim.metrics.slo"},
     # the lists of choices, below the schema: only the kvcache registries (eviction, sparsity policies)
     "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity", "kvsim.kvcache.tiers"},
     "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                     "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost
     "kvsim.calibrate": {E, IN, OF, "kvsim.specs"},
+    # the Python API (kvsim.run): a scenario, the engine, the summary; the root package loads it lazily
+    "kvsim.api": {E, IN, SC, "kvsim.scenario", "kvsim.engine", "kvsim.metrics"},
     # the command line may import anything; nothing imports it
     "kvsim.cli": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -190,6 +191,25 @@ def test_run_without_plots_writes_the_same_tables_and_no_png(runs, tmp_path):
     assert ".png" not in report and "None drawn (`kvsim run --no-plots`)" in report
 
 
+def test_run_with_slo_marks_requests_and_reports_goodput(tmp_path):
+    out = tmp_path / "out"
+    result = invoke("run", *TINY, "--slo", "ttft_s.p99=0.05", "--slo", "tpot_s.p99.9=1", "--out", out)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"]["slo"] == {"ttft_s": {"p99": 0.05}, "tpot_s": {"p99.9": 1.0}}
+    requests = pd.read_parquet(out / "requests.parquet")
+    met = int(requests["meets_slo"].sum())
+    assert summary["goodput"]["requests"] == met
+    assert summary["goodput"]["requests_per_s"] == pytest.approx(met / summary["throughput"]["makespan_s"])
+    assert summary["slo"]["ttft_s"]["value_s"] == summary["latency"]["ttft_s"]["p99"]
+    assert summary["slo"]["tpot_s"]["attained"] is True
+    assert "SLO TTFT p99 <= 0.05 s" in result.stdout
+    plain = invoke("run", *TINY, "--no-plots", "--out", tmp_path / "plain")
+    assert plain.exit_code == 0
+    assert "slo" not in json.loads((tmp_path / "plain" / "summary.json").read_text())
+    assert "meets_slo" not in pd.read_parquet(tmp_path / "plain" / "requests.parquet").columns
+
+
 def test_run_with_progress_bar(tmp_path):
     result = invoke("run", "--set", "simulation.requests=5", "--progress", "--out", tmp_path / "out")
     assert result.exit_code == 0, result.output
@@ -219,6 +239,9 @@ RUN_ERRORS = [
                  "max_num_batched_tokens", id="batched-below-seqs"),
     pytest.param(["latin1.yaml"], "latin1.yaml", id="non-utf8-scenario"),
     pytest.param(["--seed", "-1"], "seed", id="negative-seed"),
+    pytest.param(["--slo", "ttft_s=2"], "--slo 'ttft_s=2': expected METRIC.PNN=SECONDS", id="slo-syntax"),
+    pytest.param(["--slo", "ttfx_s.p99=2"], "slo: unknown metric 'ttfx_s'", id="slo-unknown-metric"),
+    pytest.param(["--slo", "ttft_s.p99=-2"], "slo: ttft_s.p99: the threshold must be", id="slo-threshold"),
 ]
 
 

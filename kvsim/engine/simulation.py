@@ -20,6 +20,7 @@ from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder, RequestRow
+from kvsim.metrics.slo import meets_slo
 from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, pool_scenarios, scenario_dict
 from kvsim.workload.factory import build_request_stream
 from kvsim.workload.request import FollowUps, Request, RequestTable
@@ -175,6 +176,8 @@ class Simulation:
         if self.fleet:
             meta["fleet"] = self.cluster.describe()
         requests_df, timeline_df = self.recorder.take_frames()  # the recorder's columns move into the frames
+        if sc.slo is not None:
+            requests_df["meets_slo"] = meets_slo(requests_df, sc.slo)
         return SimResult(requests_df, timeline_df, meta)
 
     def _arrivals(self, open_loop: Iterable[Request]):

@@ -11,6 +11,7 @@ import pandas as pd
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
 from kvsim.metrics.breakdown import breakdown_means, sharing_saving
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
+from kvsim.metrics.slo import goodput_section, meets_slo, slo_rows, slo_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile, whole
 from kvsim.metrics.tiers import tiers_rows, tiers_section
@@ -41,6 +42,12 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
     if meta.get("sparsity") is not None:  # token-level eviction / offload (docs/sparsity.md)
         summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
                                                summary["concurrency"]["mean"])
+    slo = (meta.get("scenario") or {}).get("slo")
+    if slo:  # service-level objectives (docs/metrics.md, SLOs and goodput)
+        meets = (requests["meets_slo"].to_numpy(bool) if "meets_slo" in requests.columns
+                 else meets_slo(requests, slo))
+        summary["slo"] = slo_section(requests, slo)
+        summary["goodput"] = goodput_section(meets, summary["throughput"]["makespan_s"])
     if meta.get("fleet") is not None:  # several replicas or a cluster: section (docs/metrics.md, Fleet)
         from kvsim.metrics.fleet import fleet_section  # here: fleet.py builds on this module's helpers
 
@@ -307,6 +314,7 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows += prefix_cache_rows(summary["prefix_cache"], _pct)
     rows += tiers_rows(summary.get("tiers"), _fmt, _pct)
     rows += sparsity_rows(summary.get("sparsity"), _fmt, _pct)
+    rows += slo_rows(summary.get("slo"), summary.get("goodput"), _fmt, _pct)
     rows += [
         ("preemptions", _fmt(summary["preemptions"])),
         ("iterations", _fmt(summary["iterations"])),

@@ -1,0 +1,59 @@
+"""kvsim/api.py: kvsim.run / kvsim.load, the Python API, give what `kvsim run` writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import kvsim
+from kvsim.cli import app
+from kvsim.errors import KvsimError
+
+WORKLOADS = Path(__file__).parents[1] / "workloads"
+
+
+def test_run_matches_the_command_line(tmp_path):
+    out = tmp_path / "out"
+    cli = CliRunner().invoke(app, ["run", str(WORKLOADS / "rag.yaml"), "--set", "simulation.requests=40",
+                                   "--set", "kv.block_size=32", "--no-plots", "--out", str(out)])
+    assert cli.exit_code == 0, cli.output
+    res = kvsim.run(WORKLOADS / "rag.yaml", simulation__requests=40, kv__block_size=32)
+    assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(res.summary))
+    pd.testing.assert_frame_equal(res.requests, pd.read_parquet(out / "requests.parquet"))
+    assert len(res.timeline) == len(pd.read_parquet(out / "timeline.parquet"))
+    assert res.scenario.kv.block_size == 32
+    assert "40/40 requests" in repr(res)
+
+
+def test_overrides_by_dict_dicts_and_scenarios():
+    a = kvsim.run(overrides={"simulation.requests": 20, "slo": {"ttft_s": {"p99": 1.0}}})
+    assert a.summary["goodput"]["requests"] == int(a.requests["meets_slo"].sum())
+    b = kvsim.run({"simulation": {"requests": 20}, "slo": {"ttft_s": {"p99": 1.0}}})
+    assert b.summary == a.summary
+    c = kvsim.run(a.scenario)  # a Scenario runs again as it is
+    assert c.summary == a.summary
+    assert kvsim.load(a.scenario, simulation__seed=3).simulation.seed == 3
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"kv__blok_size": 16}, "kv.blok_size: unknown key"),
+    ({"slo": {"ttfx": {"p99": 1}}}, "unknown metric 'ttfx'"),
+    ({"overrides": {"kv..x": 1}}, "empty part"),
+])
+def test_errors_are_kvsim_errors(kwargs, needle):
+    with pytest.raises(KvsimError, match=needle):
+        kvsim.run(**kwargs)
+
+
+def test_import_kvsim_stays_light():
+    code = "import sys, kvsim; print('pandas' in sys.modules, 'kvsim.api' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        kvsim.nope  # noqa: B018
