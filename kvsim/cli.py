@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import sys
@@ -72,11 +73,16 @@ def run(
                                             help="Progress bar (default: on a terminal)."),
     plots: bool = typer.Option(True, "--plots/--no-plots",
                                help="Draw the PNG plots (--no-plots: about a second less per run)."),
+    repeats: int = typer.Option(1, "--repeats", min=1, max=1000,
+                                help="Also run seeds seed+1 .. seed+K-1 and write repeats.json: each "
+                                     "headline figure's mean and 95% interval over the K seeds."),
+    jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Repeats simulated in parallel processes."),
 ) -> None:
     """Simulate one scenario and write summary.json, Parquet tables, report.md and plots to OUT."""
     from kvsim.scenario import load_scenario
 
-    sc = _guard(lambda: load_scenario(scenario, [*set_, *slo_overrides(slo)], seed))
+    overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
+    sc = _guard(lambda: load_scenario(scenario, overrides, seed))
     folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
     show = sys.stderr.isatty() if progress is None else progress
     result, wall, peak = _guard(lambda: _simulate(sc, show))
@@ -92,15 +98,43 @@ def run(
         "iterations": int(len(result.timeline)),
         "kvsim_version": __version__,
     }
-    _guard(lambda: write_outputs(folder, summary, result.requests, result.timeline, run_info, plots))
+    extra, rep = {}, None
+    if repeats > 1:
+        from kvsim.sweep.repeats import repeats_section, run_repeats, seeds
+
+        seed_list = _guard(lambda: seeds(sc.simulation.seed, repeats))
+        summaries = _guard(lambda: run_repeats(scenario, overrides, seed_list, jobs, first=summary))
+        rep = repeats_section(summaries, seed_list)
+        extra["repeats.json"] = json.dumps(rep, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    _guard(lambda: write_outputs(folder, summary, result.requests, result.timeline, run_info, plots, extra))
     table = Table(title=f"kvsim: {printable(sc.name)}", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary_table_rows(summary):
         table.add_row(key, value)
     console.print(table)
+    if rep is not None:
+        _print_repeats(rep)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
                   f"simulated requests per wall-second); outputs in {printable(out)}/")
+
+
+def _print_repeats(rep: dict) -> None:
+    """The repeats table: each headline figure's mean and 95% interval over the seeds."""
+    from kvsim.sweep.columns import format_value
+
+    seeds = rep["seeds"]
+    table = Table(title=f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]}): mean and 95% interval",
+                  show_header=True)
+    table.add_column("metric", overflow="fold")
+    for col in ("mean", "95% interval", "half-width"):
+        table.add_column(col, justify="right")
+    for key, f in rep["figures"].items():
+        fmt = "pct" if key.endswith(("utilization_mean", "hit_rate_tokens")) else "num"
+        table.add_row(key, format_value(f["mean"], fmt),
+                      f"{format_value(f['low'], fmt)} .. {format_value(f['high'], fmt)}",
+                      format_value(f["half_width"], fmt))
+    console.print(table)
 
 
 def _output_folder(out: Path, command: str, scenario: Path | None, sc=None):
@@ -164,6 +198,59 @@ def compare(
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
     files = _guard(lambda: write_compare(folder, results))
     console.print(f"request streams: {same}; wrote {', '.join(files)} to {printable(out)}/")
+
+
+@app.command()
+def plan(
+    scenario: Path | None = typer.Argument(None, help="Scenario YAML; omit for the built-in default."),
+    find: str = typer.Option(..., "--find", help="max_rate (highest workload.arrival.rate within the SLO) or "
+                             "min_replicas (fewest parallelism.replicas within it)."),
+    slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
+    set_: list[str] = typer.Option([], "--set", help="Override a key in every probe (repeatable)."),
+    seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (the first repeat's)."),
+    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Seeds per probe: an objective holds "
+                                "when the upper end of its 95% interval is within the threshold."),
+    precision: float = typer.Option(0.02, "--precision", help="max_rate: stop when the failing rate is "
+                                    "within this fraction above the answer."),
+    jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Repeats simulated in parallel processes."),
+    out: Path = typer.Option(Path("plan_out"), "--out", help="Folder for plan.json and plan.png."),
+) -> None:
+    """Search a knob for the SLO's answer (each probe a full simulation); print it and every probe."""
+    from kvsim.sweep.plan import run_plan, write_plan
+
+    t0 = time.perf_counter()
+    overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
+    folder = _guard(lambda: _output_folder(out, "plan", scenario))
+
+    def show(p) -> None:
+        parts = ", ".join(f"{m} {o['percentile']} {_secs(o['bound_s'])}" for m, o in p.objectives.items())
+        err_console.print(f"probe {p.value:.6g}: {'holds' if p.holds else 'fails'} ({parts})")
+
+    result = _guard(lambda: run_plan(scenario, overrides, seed, find, repeats, precision, jobs, show))
+    files = _guard(lambda: write_plan(folder, result))
+    wall = time.perf_counter() - t0
+    table = Table(title=f"kvsim plan --find {find}: {printable(scenario or 'default scenario')}",
+                  show_header=True)
+    table.add_column(result.key, justify="right")
+    table.add_column("SLO")
+    for metric, target in result.slo.items():
+        ((stat, threshold),) = target.items()
+        table.add_column(f"{metric} {stat} (<= {threshold:g} s)", justify="right")
+    for p in sorted(result.probes, key=lambda p: p.value):
+        table.add_row(f"{p.value:.6g}", "holds" if p.holds else "fails",
+                      *(_secs(o["bound_s"]) for o in p.objectives.values()))
+    console.print(table)
+    best = result.at(result.answer)
+    margin = ", ".join(f"{m} {_secs(o['margin_s'])} under" for m, o in best.objectives.items())
+    conf = f", each objective's 95% upper bound over {repeats} seeds" if repeats > 1 else ""
+    beyond = "" if result.failing is None else f" ({result.failing:.6g} fails)"
+    console.print(f"answer: {result.key} = {result.answer:.6g}{beyond}{conf}; margin {margin}; "
+                  f"{len(result.probes)} probes in {wall:.1f} s; wrote {', '.join(files)} to "
+                  f"{printable(out)}/")
+
+
+def _secs(x) -> str:
+    return "-" if x is None else f"{x:.4g} s"
 
 
 @app.command()

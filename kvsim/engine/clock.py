@@ -5,7 +5,7 @@ from __future__ import annotations
 from heapq import heappush
 
 import simpy
-from simpy.core import NORMAL
+from simpy.core import NORMAL, BoundClass
 from simpy.events import Event
 
 
@@ -15,6 +15,14 @@ class Clock(simpy.Environment):
     simpy schedules a timeout at `now + delay`, and some times are no such sum of the current time and
     any float (a replica that ran iterations back to back ends at t0 + dt1 + dt2 + ..., added one by one).
     An event at t is ordered with the others as a timeout created now: by time, then creation."""
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        # simpy binds its event classes (timeout, event, process, ...) to the instance once, but only those
+        # of the instance's own class: bind the base class's too, or every env.timeout() re-binds
+        for name, obj in simpy.Environment.__dict__.items():
+            if type(obj) is BoundClass:
+                setattr(self, name, getattr(self, name))
 
     def timeout_at(self, t: float) -> Event:
         """A triggered event processed at time t (not before now)."""

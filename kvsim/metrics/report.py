@@ -40,10 +40,12 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
 
 
 def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], requests_df: pd.DataFrame,
-                  timeline_df: pd.DataFrame, run_info: dict[str, Any], plots: bool = True) -> Path:
+                  timeline_df: pd.DataFrame, run_info: dict[str, Any], plots: bool = True,
+                  extra: dict[str, str] | None = None) -> Path:
     """Write all outputs into the output folder `out` (see kvsim/output_folder.py: written whole, then
     swapped into place; an existing folder is replaced only if kvsim wrote it). Returns the folder.
-    Without `plots` no PNG is drawn (nor matplotlib imported) and report.md links none."""
+    Without `plots` no PNG is drawn (nor matplotlib imported) and report.md links none; `extra`: more
+    files (name -> text) written with the rest, e.g. repeats.json."""
     folder = folder_for(out, "run")
     with folder as tmp:
         (tmp / "summary.json").write_text(json_text(summary), encoding="utf-8")
@@ -59,6 +61,8 @@ def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], reque
         (tmp / "report.md").write_text(render_report(summary, plot_files), encoding="utf-8")
         run_text = json.dumps(run_info, sort_keys=True, indent=2, default=str) + "\n"
         (tmp / "run.json").write_text(run_text, encoding="utf-8")
+        for name, text in (extra or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
     return folder.path
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 Column = tuple[str, str, str]
-"""(summary key, table label, format: int | num | pct | x | gib)."""
+"""(summary key, table label, format: int | num | pct | x | gib | bool)."""
 
 COLUMNS: tuple[Column, ...] = (
     ("requests.completed", "completed", "int"),
@@ -81,7 +81,19 @@ SPARSITY = ColumnGroup(
 )
 """Token-level sparsity figures (docs/sparsity.md); a variant without a policy keeps all KV."""
 
-OPTIONAL_GROUPS: tuple[ColumnGroup, ...] = (SPARSITY,)
+GOODPUT = ColumnGroup(
+    "goodput",
+    (
+        ("latency.ttft_s.p99", "TTFT p99 s", "num"),
+        ("latency.tpot_s.p99", "TPOT p99 s", "num"),
+        ("goodput.requests_per_s", "goodput/s", "num"),
+        ("goodput.fraction", "meet SLO", "pct"),
+        ("slo.attained", "SLO met", "bool"),
+    ),
+)
+"""With an `slo` (docs/metrics.md, slo and goodput): the tail latencies it bounds, goodput, attained."""
+
+OPTIONAL_GROUPS: tuple[ColumnGroup, ...] = (GOODPUT, SPARSITY)
 
 
 @dataclass(slots=True, frozen=True)
@@ -119,6 +131,8 @@ def format_value(value: Any, fmt: str) -> str:
     """A figure as the tables print it; None and non-finite values print as "-"."""
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return "-"
+    if fmt == "bool":
+        return "yes" if value else "no"
     if fmt == "pct":
         return f"{100 * value:.1f}%"
     if fmt == "int":

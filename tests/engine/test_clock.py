@@ -42,3 +42,10 @@ def test_timeout_at_refuses_the_past():
     env.run(until=1.0)
     with pytest.raises(ValueError, match="before now"):
         env.timeout_at(0.5)
+
+
+def test_event_classes_stay_bound_to_the_instance():
+    """As simpy.Environment binds them (BoundClass.bind_early): no descriptor call per timeout."""
+    env = Clock()
+    for name in ("timeout", "event", "process", "all_of", "any_of"):
+        assert name in vars(env), name

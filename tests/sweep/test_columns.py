@@ -11,7 +11,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from kvsim.sweep.columns import COLUMNS, SPARSITY, format_value, kv_bound_concurrency, select
+from kvsim.sweep.columns import COLUMNS, GOODPUT, SPARSITY, format_value, kv_bound_concurrency, select
 from kvsim.sweep.compare import (
     TIMELINE_KEEP,
     Variant,
@@ -51,7 +51,8 @@ def test_kv_bound_concurrency():
 def test_group_appears_only_with_its_section():
     plain = [summary(20.0, 0.5)]
     assert [c.key for c in select(plain)] == [k for k, _, _ in COLUMNS]
-    assert len(select(plain, always=True)) == len(COLUMNS) + len(SPARSITY.columns)
+    assert len(select(plain, always=True)) == len(COLUMNS) + len(GOODPUT.columns) + len(SPARSITY.columns)
+    assert len(select(plain, groups=(SPARSITY,), always=True)) == len(COLUMNS) + len(SPARSITY.columns)
     assert len(select([*plain, summary(25.0, 0.125, SPARSE)])) == len(COLUMNS) + 7
 
 
@@ -103,3 +104,13 @@ def test_format_value():
     assert format_value(1234, "int") == "1,234" and format_value(2.5, "num") == "2.5"
     assert format_value(12345.6, "num") == "12,346" and format_value(float("nan"), "num") == "-"
     assert format_value(4, "x") == "4.00x" and format_value(1.5 * 2**30, "gib") == "1.5"
+
+
+def test_goodput_group_with_an_slo():
+    with_slo = {**summary(20.0, 0.5), "goodput": {"requests_per_s": 1.5, "fraction": 0.75},
+                "slo": {"attained": False}}
+    cols = select([summary(20.0, 0.5), with_slo])
+    assert [c.key for c in cols][-len(GOODPUT.columns):] == [k for k, _, _ in GOODPUT.columns]
+    texts = [c.text(with_slo) for c in cols if c.group is GOODPUT]
+    assert texts[-3:] == ["1.5", "75.0%", "no"]
+    assert format_value(True, "bool") == "yes"
