@@ -203,8 +203,11 @@ def compare(
 @app.command()
 def plan(
     scenario: Path | None = typer.Argument(None, help="Scenario YAML; omit for the built-in default."),
-    find: str = typer.Option(..., "--find", help="max_rate (highest workload.arrival.rate within the SLO) or "
-                             "min_replicas (fewest parallelism.replicas within it)."),
+    find: str = typer.Option(..., "--find", help="max_rate (highest workload.arrival.rate within the SLO), "
+                             "min_replicas (fewest parallelism.replicas within it) or min_cost (cheapest "
+                             "fleet over --hardware x --tp)."),
+    hardware: str = typer.Option("", "--hardware", help="min_cost: hardware profiles to try, NAME,NAME,..."),
+    tp: str = typer.Option("", "--tp", help="min_cost: tensor-parallel sizes to try, N,N,..."),
     slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
     set_: list[str] = typer.Option([], "--set", help="Override a key in every probe (repeatable)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (the first repeat's)."),
@@ -226,9 +229,22 @@ def plan(
         parts = ", ".join(f"{m} {o['percentile']} {_secs(o['bound_s'])}" for m, o in p.objectives.items())
         err_console.print(f"probe {p.value:.6g}: {'holds' if p.holds else 'fails'} ({parts})")
 
-    result = _guard(lambda: run_plan(scenario, overrides, seed, find, repeats, precision, jobs, show))
+    hw_list = [h.strip() for h in hardware.split(",") if h.strip()]
+    tps = _guard(lambda: _int_list(tp, "--tp"))
+    result = _guard(lambda: run_plan(scenario, overrides, seed, find, repeats, precision, jobs, show,
+                                     hw_list, tps))
+    if find == "min_cost":
+        _print_cost_table(result)
+        if result.best is None:
+            _fail("no candidate meets the SLO (the table says why each has no answer)")
     files = _guard(lambda: write_plan(folder, result))
     wall = time.perf_counter() - t0
+    if find == "min_cost":
+        best = result.best
+        console.print(f"answer: {best.hardware} TP{best.tp} x {int(best.plan.answer)} replicas, "
+                      f"${best.usd_per_hour:.2f}/hour; {len(result.probes)} probes in {wall:.1f} s; wrote "
+                      f"{', '.join(files)} to {printable(out)}/")
+        return
     table = Table(title=f"kvsim plan --find {find}: {printable(scenario or 'default scenario')}",
                   show_header=True)
     table.add_column(result.key, justify="right")
@@ -247,6 +263,25 @@ def plan(
     console.print(f"answer: {result.key} = {result.answer:.6g}{beyond}{conf}; margin {margin}; "
                   f"{len(result.probes)} probes in {wall:.1f} s; wrote {', '.join(files)} to "
                   f"{printable(out)}/")
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise KvsimError(f"{flag} {excerpt(text)}: expected whole numbers N,N,...") from None
+
+
+def _print_cost_table(result) -> None:
+    table = Table(title="kvsim plan --find min_cost", show_header=True)
+    for col in ("hardware", "TP", "replicas", "GPUs", "USD/hour", "note"):
+        table.add_column(col, justify="left" if col in ("hardware", "note") else "right")
+    for c in result.candidates:
+        d = c.doc()
+        table.add_row(printable(c.hardware), str(c.tp), "-" if d["replicas"] is None else str(d["replicas"]),
+                      "-" if d["gpus"] is None else str(d["gpus"]),
+                      "-" if d["usd_per_hour"] is None else f"{d['usd_per_hour']:.2f}", printable(c.note))
+    console.print(table)
 
 
 def _secs(x) -> str:
@@ -305,7 +340,7 @@ def hardware() -> None:
     from kvsim.specs.hardware import HardwareSpec, scan_hardware
 
     table = Table(show_header=True)
-    for col in ("profile", "device", "memory", "HBM bandwidth", "bf16 peak", "host link"):
+    for col in ("profile", "device", "memory", "HBM bandwidth", "bf16 peak", "host link", "USD/GPU-h"):
         table.add_column(col)
     broken = []
     for path, hw in scan_hardware():
@@ -315,7 +350,8 @@ def hardware() -> None:
         bf16 = hw.peak_flops.get("bf16") or hw.peak_flops.get("fp16") or hw.peak_flops.get("fp32", 0)
         table.add_row(printable(path.stem.lower()), printable(hw.name), format_bytes(hw.memory_bytes),
                       f"{hw.hbm_bandwidth / 1e9:.0f} GB/s", f"{bf16 / 1e12:.0f} TFLOP/s",
-                      f"{hw.host_link_bandwidth / 1e9:.0f} GB/s")
+                      f"{hw.host_link_bandwidth / 1e9:.0f} GB/s",
+                      f"{hw.usd_per_gpu_hour:.2f}" if hw.usd_per_gpu_hour else "-")
     console.print(table)
     for msg in broken:
         _say(f"error: {msg}")

@@ -189,6 +189,25 @@ class CostConfig(Strict):
     attention_efficiency: float = Field(default=0.5, gt=0, le=1)
 
 
+UsdPerHour = Annotated[float, Field(ge=0, le=1e6)]
+
+
+class Pricing(Strict):
+    """What a GPU-hour costs (kvsim/metrics/cost.py): one price for every GPU of the run, or a price per
+    hardware profile name; a GPU without one takes its profile's `usd_per_gpu_hour`."""
+
+    usd_per_gpu_hour: UsdPerHour | dict[str, UsdPerHour] | None = None
+
+    def price(self, hardware: str, profile_price: float) -> tuple[float, str]:
+        """(USD per GPU-hour, where it comes from) for a GPU of `hardware`."""
+        p = self.usd_per_gpu_hour
+        if isinstance(p, dict) and hardware in p:
+            return p[hardware], f"pricing.usd_per_gpu_hour.{hardware}"
+        if isinstance(p, (int, float)):
+            return float(p), "pricing.usd_per_gpu_hour"
+        return profile_price, f"hardware profile {hardware}"
+
+
 class RouterConfig(Strict):
     """Which replica a request goes to (docs/fleet.md): `policy` for mixed or prefill replicas, and
     `decode_policy` for the decode replica a prefill hands its KV to (P/D). load_weight: what a unit of
@@ -282,6 +301,8 @@ class Scenario(Strict):
     """Service-level objectives, metric -> {pNN: seconds}, e.g. {ttft_s: {p99: 2.0}, tpot_s: {p90: 0.05}}
     (checked by kvsim/schema.py, evaluated by kvsim/metrics/slo.py): requests get `meets_slo`, the
     summary `slo` and `goodput`."""
+    pricing: Pricing | None = None
+    """GPU-hour prices overriding the hardware profiles' (summary `cost`)."""
     router: RouterConfig | None = None
     """Default: round_robin (and least_loaded for decode replicas)."""
     cluster: ClusterConfig | None = None
@@ -620,11 +641,11 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo` and
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing` and
     `workload.length_pairs` only when set, `scheduler.policy` only when not the default, never
     `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
-    for key in ("router", "cluster", "slo"):
+    for key in ("router", "cluster", "slo", "pricing"):
         if data[key] is None:
             del data[key]
     if data["scheduler"]["policy"] == "vllm_v1":

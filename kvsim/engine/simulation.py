@@ -21,7 +21,7 @@ from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder, RequestRow
 from kvsim.metrics.slo import meets_slo
-from kvsim.scenario import MAX_GPU_BLOCKS, Scenario, cross_check, pool_scenarios, scenario_dict
+from kvsim.scenario import MAX_GPU_BLOCKS, Pricing, Scenario, cross_check, pool_scenarios, scenario_dict
 from kvsim.workload.factory import build_request_stream
 from kvsim.workload.request import FollowUps, Request, RequestTable
 
@@ -269,7 +269,21 @@ class Simulation:
             "kvsim_version": __version__,
             "prefix_cache": self.sc.kv.prefix_cache,
             "prefix_cache_evictions": sum(r.sched.kv.evictions for r in self.replicas),
+            "pricing": self._pricing(),
         }
+
+    def _pricing(self) -> list[dict[str, Any]]:
+        """Per pool: its GPUs (replicas x tensor parallel), their hardware and USD per GPU-hour (None when
+        unknown) and where the price comes from (summary `cost`)."""
+        pricing = self.sc.pricing or Pricing()
+        out = []
+        for d in self.deployments:
+            price, source = pricing.price(d.hw.name, d.hw.usd_per_gpu_hour)
+            if source.startswith("hardware profile") and d.hw.sources and "usd_per_gpu_hour" in d.hw.sources:
+                source += ": " + d.hw.sources["usd_per_gpu_hour"]
+            out.append({"pool": d.name, "hardware": d.hw.name, "gpus": d.replicas * d.tp,
+                        "usd_per_gpu_hour": price if price > 0 else None, "source": source})
+        return out
 
 
 def simulate(scenario: Scenario, progress: Callable[[int, int], None] | None = None) -> SimResult:

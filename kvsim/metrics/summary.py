@@ -10,6 +10,7 @@ import pandas as pd
 
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
 from kvsim.metrics.breakdown import breakdown_means, sharing_saving
+from kvsim.metrics.cost import cost_rows, cost_section
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
 from kvsim.metrics.slo import goodput_section, meets_slo, slo_rows, slo_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
@@ -42,6 +43,9 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
     if meta.get("sparsity") is not None:  # token-level eviction / offload (docs/sparsity.md)
         summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
                                                summary["concurrency"]["mean"])
+    cost = cost_section(meta.get("pricing"), summary["throughput"])
+    if cost is not None:  # fleet rental cost (docs/metrics.md, cost)
+        summary["cost"] = cost
     slo = (meta.get("scenario") or {}).get("slo")
     if slo:  # service-level objectives (docs/metrics.md, SLOs and goodput)
         meets = (requests["meets_slo"].to_numpy(bool) if "meets_slo" in requests.columns
@@ -315,6 +319,7 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows += tiers_rows(summary.get("tiers"), _fmt, _pct)
     rows += sparsity_rows(summary.get("sparsity"), _fmt, _pct)
     rows += slo_rows(summary.get("slo"), summary.get("goodput"), _fmt, _pct)
+    rows += cost_rows(summary.get("cost"), _fmt)
     rows += [
         ("preemptions", _fmt(summary["preemptions"])),
         ("iterations", _fmt(summary["iterations"])),

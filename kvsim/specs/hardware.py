@@ -58,6 +58,9 @@ class HardwareSpec:
     (MI300X's Infinity Fabric); a TP size it does not list uses interconnect_bandwidth. None on switched
     fabrics (NVSwitch), where every TP size gets interconnect_bandwidth."""
     memory_gb: float = 0.0
+    usd_per_gpu_hour: float = 0.0
+    """Rental price of one GPU for an hour, US dollars (0: unknown; the scenario's `pricing` overrides
+    it); its citation in sources."""
     description: str = ""
     sources: dict[str, str] | None = None
     calibration: dict[str, Any] | None = None
@@ -230,11 +233,16 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
                            if data.get("network_bandwidth") is not None else 0.0),
         interconnect_bandwidth_by_tp=by_tp,
         memory_gb=_positive(data.get("memory_gb", memory / GB), "memory_gb", source, MAX_BYTES / GB),
+        usd_per_gpu_hour=_positive(data.get("usd_per_gpu_hour", 0.0), "usd_per_gpu_hour", source, MAX_USD,
+                                   True),
         description=_text(data.get("description"), "description", source),
         sources=_sources(data.get("sources"), source),
         calibration=data.get("calibration"),
     )
 
+
+MAX_USD = 1e6
+"""Largest usd_per_gpu_hour a profile may give."""
 
 MAX_TP = 1024
 """Largest tensor-parallel size a profile's interconnect_bandwidth_by_tp may list (as the scenario's)."""

@@ -5,6 +5,8 @@
   that holds and the lowest that fails is within `precision` of the former.
 - `min_replicas`: the fewest `parallelism.replicas` that hold the SLO at the scenario's load: doubling
   from 1, then bisection on the integers.
+- `min_cost`: for each hardware profile x tensor-parallel size given, the fewest replicas that hold the
+  SLO; the answer is the cheapest of those fleets per hour (summary `cost`).
 
 With `repeats` K > 1 each probe runs K seeds and an objective holds when the upper end of the 95%
 interval of its value (kvsim/sweep/repeats.py) is within the threshold, so the answer holds with that
@@ -27,9 +29,11 @@ from kvsim.sweep.repeats import interval, run_repeats, seeds
 FINDS: dict[str, str] = {
     "max_rate": "workload.arrival.rate",
     "min_replicas": "parallelism.replicas",
+    "min_cost": "parallelism.replicas",
 }
 """--find choice -> the scenario key it searches."""
 
+NEEDS_SLO = "kvsim plan needs an SLO: --slo METRIC.PNN=SECONDS (e.g. ttft_s.p99=2) or slo: in the scenario"
 MAX_STEPS = 24
 """Doublings before the search gives up (a factor of about 1.7e7)."""
 MAX_HALVINGS = 10
@@ -45,9 +49,12 @@ class Probe:
     value: float
     holds: bool
     objectives: dict[str, dict[str, Any]]
+    usd_per_hour: float | None = None
+    """The fleet's rental cost at this value (summary cost.usd_per_hour; None when a price is unknown)."""
 
     def doc(self) -> dict[str, Any]:
-        return {"value": self.value, "holds": self.holds, "objectives": self.objectives}
+        return {"value": self.value, "holds": self.holds, "objectives": self.objectives,
+                "usd_per_hour": self.usd_per_hour}
 
 
 @dataclass(slots=True)
@@ -107,8 +114,7 @@ class Planner:
         base = load_scenario(self.path, self.overrides, seed)
         self.base = base
         if base.slo is None:
-            raise KvsimError("kvsim plan needs an SLO: --slo METRIC.PNN=SECONDS (e.g. ttft_s.p99=2) or slo: "
-                             "in the scenario")
+            raise KvsimError(NEEDS_SLO)
         _check_knob(base, find)
         self.seeds = seeds(base.simulation.seed, repeats)
         self.plan = Plan(find, self.key, base.slo, repeats, None)
@@ -128,7 +134,7 @@ class Planner:
         except KvsimError as exc:
             raise KvsimError(f"probe {self.key}={text}: {exc}") from None
         holds, objectives = _judge(summaries, self.plan.slo)
-        p = Probe(value, holds, objectives)
+        p = Probe(value, holds, objectives, (summaries[0].get("cost") or {}).get("usd_per_hour"))
         self._seen[value] = p
         self.plan.probes.append(p)
         if self.on_probe is not None:
@@ -143,8 +149,8 @@ def _check_knob(sc: Scenario, find: str) -> None:
                              f"(kind {sc.workload.kind}{', a mix' if sc.workload.mix else ''})")
         if sc.workload.arrival.rate is None or sc.workload.arrival.rate <= 0:
             raise KvsimError("--find max_rate needs a workload.arrival.rate > 0 to start from")
-    if find == "min_replicas" and sc.cluster is not None:
-        raise KvsimError("--find min_replicas varies parallelism.replicas; this scenario's cluster: sets its "
+    if find in ("min_replicas", "min_cost") and sc.cluster is not None:
+        raise KvsimError(f"--find {find} varies parallelism.replicas; this scenario's cluster: sets its "
                          "pools (drop cluster: or vary a pool's replicas with kvsim compare)")
 
 
@@ -190,11 +196,16 @@ def find_min_replicas(pl: Planner) -> Plan:
     """Double the replicas from 1 until the SLO holds, then bisect between the last two counts."""
     plan = pl.plan
     n, below = 1, 0
-    while not pl.probe(n).holds:
+    last = None
+    while not (p := pl.probe(n)).holds:
         below = n
+        worst = _excess(p)
         if n >= MAX_REPLICAS:
-            raise KvsimError(f"no replica count up to {MAX_REPLICAS} meets the SLO at this load: "
-                             f"{_worst(pl.probe(n))}")
+            raise KvsimError(f"no replica count up to {MAX_REPLICAS} meets the SLO at this load: {_worst(p)}")
+        if last is not None and worst >= 0.99 * last:  # (a doubling that no longer helps: latency floor)
+            raise KvsimError(f"more replicas do not meet the SLO: {n // 2} and {n} replicas give "
+                             f"{_worst(p)} (one request's own latency, not the load)")
+        last = worst
         n = min(2 * n, MAX_REPLICAS)
     hi = n
     lo = below
@@ -208,33 +219,128 @@ def find_min_replicas(pl: Planner) -> Plan:
     return plan
 
 
+def _excess(p: Probe) -> float:
+    """The largest bound / threshold over the objectives that fail (inf when one has no value)."""
+    return max((float("inf") if o["bound_s"] is None else o["bound_s"] / o["threshold_s"]
+                for o in p.objectives.values() if not o["holds"]), default=0.0)
+
+
 def _worst(p: Probe) -> str:
     """The objective furthest over its threshold, as text."""
     missed = [(m, o) for m, o in p.objectives.items() if not o["holds"]]
     if not missed:
         return "every objective holds"
-    m, o = max(missed, key=lambda mo: float("inf") if mo[1]["bound_s"] is None
-               else mo[1]["bound_s"] / mo[1]["threshold_s"])
+    m, o = max(missed, key=lambda mo: _excess(Probe(0, False, {mo[0]: mo[1]})))
     got = "no value" if o["bound_s"] is None else f"{o['bound_s']:.4g} s"
     return f"{m} {o['percentile']} is {got} against {o['threshold_s']:g} s"
 
 
+@dataclass(slots=True)
+class Candidate:
+    """min_cost: one (hardware, tensor parallel size) and the fewest replicas of it that hold the SLO."""
+
+    hardware: str
+    tp: int
+    plan: Plan | None
+    note: str = ""
+    """Why it has no answer (the model does not fit, no replica count holds the SLO)."""
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        best = None if self.plan is None else self.plan.at(self.plan.answer)
+        return None if best is None else best.usd_per_hour
+
+    def doc(self) -> dict[str, Any]:
+        replicas = None if self.plan is None else self.plan.answer
+        gpus = None if replicas is None else int(replicas) * self.tp
+        probes = [] if self.plan is None else [p.doc() for p in self.plan.probes]
+        return {"hardware": self.hardware, "tensor_parallel_size": self.tp, "replicas": replicas,
+                "gpus": gpus, "usd_per_hour": self.usd_per_hour, "note": self.note, "probes": probes}
+
+
+@dataclass(slots=True)
+class CostPlan:
+    """min_cost: every candidate, and the cheapest that holds the SLO (fewer GPUs on a tie)."""
+
+    slo: dict[str, dict[str, float]]
+    repeats: int
+    candidates: list[Candidate]
+    find: str = "min_cost"
+    key: str = "hardware x parallelism.tensor_parallel_size x parallelism.replicas"
+
+    @property
+    def best(self) -> Candidate | None:
+        ok = [c for c in self.candidates if c.usd_per_hour is not None]
+        return min(ok, key=lambda c: (c.usd_per_hour, int(c.plan.answer) * c.tp), default=None)
+
+    @property
+    def probes(self) -> list[Probe]:
+        return [p for c in self.candidates if c.plan is not None for p in c.plan.probes]
+
+    def doc(self) -> dict[str, Any]:
+        best = self.best
+        return {"find": self.find, "key": self.key, "slo": self.slo, "repeats": self.repeats,
+                "confidence": 0.95, "answer": None if best is None else {
+                    k: v for k, v in best.doc().items() if k != "probes"},
+                "candidates": [c.doc() for c in self.candidates]}
+
+
+def find_min_cost(scenario: str | Path | None, overrides: list[str], seed: int | None, hardware: list[str],
+                  tps: list[int], repeats: int, jobs: int,
+                  on_probe: Callable[[Probe], None] | None) -> CostPlan:
+    """For each hardware x TP, the fewest replicas that hold the SLO (find_min_replicas); the cheapest
+    fleet per hour of those is the answer. A combination whose model does not fit, or that no replica
+    count up to MAX_REPLICAS serves within the SLO, is listed with the reason."""
+    if not hardware or not tps:
+        raise KvsimError("--find min_cost needs --hardware NAME,... and --tp N,... to search over")
+    base = load_scenario(None if scenario is None else str(scenario), overrides, seed)
+    if base.slo is None:
+        raise KvsimError(NEEDS_SLO)
+    _check_knob(base, "min_cost")
+    seeds(base.simulation.seed, repeats)
+    candidates: list[Candidate] = []
+    for hw in hardware:
+        for tp in tps:
+            over = [*overrides, f"hardware={hw}", f"parallelism.tensor_parallel_size={tp}"]
+            try:  # (the model may not fit this hardware at this TP: a candidate without an answer)
+                pl = Planner(scenario, over, seed, "min_cost", repeats, jobs, on_probe)
+            except KvsimError as exc:
+                candidates.append(Candidate(hw, tp, None, str(exc)))
+                continue
+            try:
+                plan = find_min_replicas(pl)
+            except KvsimError as exc:
+                candidates.append(Candidate(hw, tp, pl.plan, str(exc)))
+                continue
+            cand = Candidate(hw, tp, plan)
+            if cand.usd_per_hour is None:
+                cand.note = f"no USD per GPU-hour for {hw}: set pricing.usd_per_gpu_hour"
+            candidates.append(cand)
+    return CostPlan(base.slo, repeats, candidates)
+
+
 def run_plan(scenario: str | Path | None, overrides: list[str], seed: int | None, find: str,
              repeats: int = 1, precision: float = 0.02, jobs: int = 1,
-             on_probe: Callable[[Probe], None] | None = None) -> Plan:
+             on_probe: Callable[[Probe], None] | None = None, hardware: list[str] | None = None,
+             tps: list[int] | None = None) -> Plan | CostPlan:
     """The search `find` on the scenario (see the module docstring)."""
     if not 0 < precision < 1:
         raise KvsimError(f"--precision {precision}: give a fraction in (0, 1), e.g. 0.02")
+    if find == "min_cost":
+        return find_min_cost(scenario, overrides, seed, hardware or [], tps or [], repeats, jobs, on_probe)
     pl = Planner(scenario, overrides, seed, find, repeats, jobs, on_probe)
     return find_max_rate(pl, precision) if find == "max_rate" else find_min_replicas(pl)
 
 
-def write_plan(out: str | Path | OutputFolder, plan: Plan) -> list[str]:
+def write_plan(out: str | Path | OutputFolder, plan: Plan | CostPlan) -> list[str]:
     """plan.json and plan.png into the output folder `out` (written whole, kvsim/output_folder.py)."""
-    from kvsim.sweep.plan_plot import plot_plan
+    from kvsim.sweep.plan_plot import plot_cost_plan, plot_plan
 
     with folder_for(out, "plan") as tmp:
         (tmp / "plan.json").write_text(json.dumps(plan.doc(), indent=2, sort_keys=True, allow_nan=False)
                                        + "\n", encoding="utf-8")
-        plot_plan(tmp / "plan.png", plan)
+        if isinstance(plan, CostPlan):
+            plot_cost_plan(tmp / "plan.png", plan)
+        else:
+            plot_plan(tmp / "plan.png", plan)
     return ["plan.json", "plan.png"]

@@ -39,3 +39,25 @@ def plot_plan(path: Path, plan) -> None:
         fig.suptitle(f"kvsim plan --find {plan.find}", fontsize=10)
         fig.tight_layout()
         fig.savefig(path, **_SAVE_KW)
+
+
+def plot_cost_plan(path: Path, plan) -> None:
+    """min_cost: one bar per candidate that holds the SLO (USD per hour of its fleet, labelled with its
+    replicas x TP), the cheapest highlighted; candidates without an answer are named below."""
+    ok = [c for c in plan.candidates if c.usd_per_hour is not None]
+    best = plan.best
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(6.4, 3.6))
+        FigureCanvasAgg(fig)
+        ax = fig.subplots(1, 1)
+        labels = [f"{c.hardware}\nTP{c.tp} x {int(c.plan.answer)}" for c in ok]
+        colors = ["#2a9d8f" if c is best else "#8ab17d" for c in ok]
+        ax.bar(range(len(ok)), [c.usd_per_hour for c in ok], color=colors)
+        ax.set_xticks(range(len(ok)), labels, fontsize=7)
+        ax.set_ylabel("fleet USD per hour")
+        missing = [f"{c.hardware} TP{c.tp}" for c in plan.candidates if c.usd_per_hour is None]
+        if missing:
+            ax.set_xlabel("no answer: " + ", ".join(missing), fontsize=7)
+        fig.suptitle("kvsim plan --find min_cost (cheapest fleet within the SLO)", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, **_SAVE_KW)

@@ -39,16 +39,42 @@ def test_max_rate_brackets_then_bisects_to_the_precision():
 
 def test_min_replicas_is_the_first_count_that_holds(monkeypatch):
     """On a stand-in probe (the SLO holds from 5 replicas on) the search probes 1, 2, 4, 8, then 6, 5."""
-    def fake(self, value):
-        p = Probe(value, value >= 5, {"ttft_s": {"bound_s": 1.0, "holds": value >= 5, "margin_s": 0,
-                                                 "threshold_s": 1, "percentile": "p99", "mean_s": 1.0}})
-        self.plan.probes.append(p)
-        return p
-
-    monkeypatch.setattr(plan_mod.Planner, "probe", fake)
+    monkeypatch.setattr(plan_mod.Planner, "probe", _fake_probe(lambda n: 4.5 / n))
     plan = run_plan(None, ["slo.ttft_s={p99: 1}"], None, "min_replicas")
     assert plan.answer == 5 and plan.failing == 4
     assert [p.value for p in plan.probes] == [1, 2, 4, 8, 6, 5]
+
+
+def _fake_probe(bound):
+    """A stand-in Planner.probe: the TTFT bound at n replicas is bound(n), the threshold 1 s."""
+    def fake(self, value):
+        b = bound(value)
+        p = Probe(value, b <= 1, {"ttft_s": {"bound_s": b, "holds": b <= 1, "margin_s": 1 - b,
+                                             "threshold_s": 1, "percentile": "p99", "mean_s": b}})
+        self.plan.probes.append(p)
+        return p
+    return fake
+
+
+def test_min_replicas_stops_when_more_replicas_do_not_help(monkeypatch):
+    monkeypatch.setattr(plan_mod.Planner, "probe", _fake_probe(lambda n: 3.0 if n == 1 else 1.5))
+    with pytest.raises(KvsimError, match="more replicas do not meet the SLO: 2 and 4 replicas give ttft_s"):
+        run_plan(None, ["slo.ttft_s={p99: 1}"], None, "min_replicas")
+
+
+def test_min_cost_picks_the_cheapest_fleet_that_holds(tmp_path):
+    plan = run_plan(None, ["simulation.requests=60", "slo.ttft_s={p99: 5}"], None, "min_cost",
+                    hardware=["h100-sxm", "a100-80gb"], tps=[1, 2])
+    rows = {(c.hardware, c.tp): c for c in plan.candidates}
+    assert set(rows) == {("h100-sxm", 1), ("h100-sxm", 2), ("a100-80gb", 1), ("a100-80gb", 2)}
+    assert rows[("a100-80gb", 1)].usd_per_hour == 1.30  # one replica holds a 5 s TTFT
+    assert plan.best is rows[("a100-80gb", 1)]
+    doc = plan.doc()
+    assert doc["answer"]["hardware"] == "a100-80gb" and doc["answer"]["gpus"] == 1
+    from kvsim.sweep.plan import write_plan
+
+    assert write_plan(tmp_path / "out", plan) == ["plan.json", "plan.png"]
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["find"] == "min_cost"
 
 
 @pytest.mark.parametrize("args, needle", [
