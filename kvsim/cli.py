@@ -289,6 +289,63 @@ def _secs(x) -> str:
 
 
 @app.command()
+def sweep(
+    grid_file: Path = typer.Argument(..., help="Sweep YAML: scenario, set, grid and/or points, repeats."),
+    out: Path = typer.Option(Path("sweep_out"), "--out", help="Folder for sweep.parquet and sweep.json; a "
+                             "rerun into it skips the runs it already holds."),
+    backend: str = typer.Option("process", "--backend", help="process (a local process pool) or ray."),
+    address: str | None = typer.Option(None, "--address", help="ray: an existing cluster (HOST:PORT, "
+                                       "ray://HOST:PORT or auto); default: a local Ray instance."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", min=1, max=1024,
+                             help="Simulations at once (process pool workers; local Ray CPUs)."),
+    seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed of every point."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress",
+                                         help="Progress bar (default: on a terminal)."),
+) -> None:
+    """Run every point of a sweep file (x repeats); one Parquet row per run, every summary figure a column."""
+    from kvsim.sweep.backends import run_tasks
+    from kvsim.sweep.grid import load_sweep
+    from kvsim.sweep.table import previous_rows, write_sweep
+
+    t0 = time.perf_counter()
+    sw = _guard(lambda: load_sweep(grid_file, seed))
+    folder = _guard(lambda: _output_folder(out, "sweep", grid_file))
+    done = previous_rows(folder.path, sw)
+    todo = [t for t in sw.tasks if t.scenario_hash not in done]
+    rows = list(done.values())
+    err_console.print(f"{len(sw.tasks)} runs: {len(done)} already in {printable(out)}, {len(todo)} to run "
+                      f"({backend})")
+    show = sys.stderr.isatty() if progress is None else progress
+    last_write = time.monotonic()
+
+    def consume(bar=None, task_id=None) -> None:
+        nonlocal last_write
+        for _task, row in run_tasks(sw.scenario, todo, backend, jobs, address):
+            rows.append(row)
+            if bar is not None:
+                bar.advance(task_id)
+            if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
+                write_sweep(_output_folder(out, "sweep", grid_file), sw, rows)
+                last_write = time.monotonic()
+
+    if show and todo:
+        from rich.progress import Progress
+
+        with Progress(console=err_console, transient=True) as bar:
+            task_id = bar.add_task("sweeping", total=len(todo))
+            _guard(lambda: consume(bar, task_id))
+    else:
+        _guard(lambda: consume())
+    files = _guard(lambda: write_sweep(_output_folder(out, "sweep", grid_file), sw, rows))
+    console.print(f"{len(sw.tasks)} runs ({len(todo)} simulated now) in {time.perf_counter() - t0:.1f} s; "
+                  f"wrote {', '.join(files)} to {printable(out)}/")
+
+
+CHECKPOINT_S = 30.0
+"""kvsim sweep writes the rows done so far at most this often (and at the end)."""
+
+
+@app.command()
 def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."),
              set_: list[str] = typer.Option([], "--set", help="Override a key before validating.")) -> None:
     """Check a scenario: schema, model, hardware, capacity and the workload (traces are read).

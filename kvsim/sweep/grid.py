@@ -1,0 +1,166 @@
+"""`kvsim sweep GRID.yaml`: the points of a sweep file, one simulation per point and repeat, and the table
+of results (one row per point and repeat, every summary figure a column).
+
+A sweep file:
+
+    scenario: chat.yaml                 # relative to this file; omitted: the built-in default
+    set: {simulation.requests: 500}     # overrides of every point (optional)
+    grid:                               # every combination (the first key varies slowest)
+      kv.block_size: [16, 32]
+      workload.arrival.rate: [2, 4, 8]
+    points:                             # and/or a list of points, each crossed with the grid
+      - {hardware: h100-sxm}
+      - {hardware: a100-80gb, parallelism.tensor_parallel_size: 2}
+    repeats: 2                          # seeds seed .. seed + 1 per point (default 1)
+
+A row is keyed by `scenario_hash`, the SHA-256 of the resolved scenario (seed included): a rerun into the
+same folder skips the rows it already has, so an interrupted or extended sweep resumes.
+docs/metrics.md (kvsim sweep) defines the columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvsim import inputs
+from kvsim.errors import KvsimError, excerpt
+from kvsim.scenario import load_scenario, scenario_dict
+from kvsim.sweep.repeats import MAX_REPEATS
+
+MAX_POINTS = 100_000
+KEYS = ("scenario", "set", "grid", "points", "repeats")
+
+
+@dataclass(slots=True, frozen=True)
+class Task:
+    """One simulation of a sweep: point `point` (its values), repeat `repeat` under `seed`."""
+
+    point: int
+    repeat: int
+    seed: int
+    values: tuple[tuple[str, Any], ...]
+    overrides: tuple[str, ...]
+    scenario_hash: str
+
+
+@dataclass(slots=True)
+class Sweep:
+    """A parsed sweep file: the base scenario path, the shared overrides, the tasks."""
+
+    source: str
+    scenario: str | None
+    tasks: list[Task]
+    keys: list[str]
+    """The varied keys, in column order."""
+
+
+def _yaml(v: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(v, default_flow_style=True, width=2**31).removesuffix("\n...\n").strip()
+
+
+def _overrides(mapping: dict[str, Any], where: str) -> list[str]:
+    if not isinstance(mapping, dict):
+        raise KvsimError(f"{where}: must be a mapping of scenario keys to values")
+    return [f"{k}={_yaml(v)}" for k, v in mapping.items()]
+
+
+def load_sweep(path: str | Path, seed: int | None = None) -> Sweep:
+    """Parse and check a sweep file: every point's scenario is validated (one-line error naming the point)
+    before anything runs."""
+    p = Path(path)
+    data = inputs.parse_yaml(inputs.read_text(p, "sweep file"), str(p))
+    if not isinstance(data, dict):
+        raise KvsimError(f"{p}: a sweep file is a mapping with {', '.join(KEYS)}")
+    unknown = [k for k in data if k not in KEYS]
+    if unknown:
+        raise KvsimError(f"{p}: unknown key {excerpt(unknown[0])}; known: {', '.join(KEYS)}")
+    scenario = data.get("scenario")
+    if scenario is not None:
+        if not isinstance(scenario, str):
+            raise KvsimError(f"{p}: scenario: a path to a scenario YAML")
+        cand = p.parent / scenario
+        scenario = str(cand if cand.exists() or not Path(scenario).exists() else Path(scenario))
+    shared = _overrides(data.get("set") or {}, f"{p}: set")
+    grid = data.get("grid") or {}
+    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+        raise KvsimError(f"{p}: grid: map each scenario key to a non-empty list of values")
+    points = data.get("points") or [{}]
+    if not isinstance(points, list) or not all(isinstance(x, dict) for x in points):
+        raise KvsimError(f"{p}: points: a list of mappings of scenario keys to values")
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
+        raise KvsimError(f"{p}: repeats: a whole number from 1 to {MAX_REPEATS}, got {excerpt(repeats)}")
+    combos = list(itertools.product(*grid.values()))
+    if len(points) * len(combos) * repeats > MAX_POINTS:
+        raise KvsimError(f"{p}: {len(points) * len(combos) * repeats:,} runs; at most {MAX_POINTS:,}")
+    keys = list(dict.fromkeys([*(k for pt in points for k in pt), *grid]))
+    tasks: list[Task] = []
+    index = 0
+    for pt in points:
+        for combo in combos:
+            values = {**pt, **dict(zip(grid, combo, strict=True))}
+            over = [*shared, *_overrides(values, f"{p}: point {index}")]
+            try:
+                sc = load_scenario(scenario, over, seed)
+            except KvsimError as exc:
+                raise KvsimError(f"{p}: point {index} ({_label(values)}): {exc}") from None
+            base_seed = sc.simulation.seed
+            if base_seed + repeats - 1 > 2**63 - 1:
+                raise KvsimError(f"{p}: repeats {repeats} from seed {base_seed} pass 2^63 - 1")
+            for r in range(repeats):
+                s = base_seed + r
+                tasks.append(Task(index, r, s, tuple(values.items()), tuple(over), _hash(sc, s)))
+            index += 1
+    return Sweep(str(p), scenario, tasks, keys)
+
+
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "the base scenario"
+
+
+def _hash(sc, seed: int) -> str:
+    data = scenario_dict(sc)
+    data["simulation"]["seed"] = seed
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def flatten(summary: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every scalar figure of a summary as `dotted.key -> value` (lists, the scenario echo and per-replica
+    / per-pool detail left out)."""
+    out: dict[str, Any] = {}
+    for k, v in summary.items():
+        key = f"{prefix}{k}"
+        if key in ("scenario", "cost.pools", "cost_model", "fleet.per_replica", "fleet.pools"):
+            continue
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+            out[key] = v
+        elif isinstance(v, float):
+            out[key] = v if math.isfinite(v) else None
+    return out
+
+
+def run_task(scenario: str | None, task: Task) -> dict[str, Any]:
+    """Simulate one task and return its row (the task's identity, then the flattened summary)."""
+    from kvsim.engine.simulation import Simulation
+    from kvsim.metrics.summary import build_summary
+
+    sc = load_scenario(scenario, list(task.overrides), task.seed)
+    res = Simulation(sc).run()
+    summary = build_summary(res.requests, res.timeline, res.meta)
+    row: dict[str, Any] = {"point": task.point, "repeat": task.repeat, "seed": task.seed,
+                           "scenario_hash": task.scenario_hash}
+    for k, v in task.values:
+        row[f"point.{k}"] = v if isinstance(v, (bool, int, float, str)) or v is None else _yaml(v)
+    row.update(flatten(summary))
+    return row
