@@ -1,15 +1,20 @@
 """kvsim: a discrete-event simulator for KV-cache capacity planning of LLM serving.
 
-`kvsim.run(scenario, **overrides) -> Result` and `kvsim.load(...)` (kvsim/api.py) are the Python API;
+`kvsim.run(scenario, **overrides) -> Result`, `kvsim.load`, `kvsim.compare`, `kvsim.sweep` and `kvsim.plan`
+(kvsim/api.py) are the Python API;
 they are imported on first use, so `import kvsim` stays light.
 """
 
 __version__ = "0.1.0"
 
-_API = ("run", "load", "Result")
+_API = ("run", "load", "Result", "compare", "sweep", "plan")
 
 
 def __getattr__(name: str):
+    if name == "sweep":  # the package kvsim.sweep, callable as the API's sweep()
+        import kvsim.sweep
+
+        return kvsim.sweep
     if name in _API:
         from kvsim import api
 

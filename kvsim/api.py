@@ -1,4 +1,5 @@
-"""The Python API for notebooks and scripts: `kvsim.run(...)` -> Result.
+"""The Python API for notebooks and scripts: `kvsim.run(...)` -> Result, and `kvsim.compare`, `kvsim.sweep`,
+`kvsim.plan` (the commands' tables and answers, without writing files).
 
     import kvsim
     res = kvsim.run("workloads/chat.yaml", kv__block_size=32, simulation__requests=500)
@@ -71,4 +72,45 @@ def run(scenario: str | Path | dict[str, Any] | Scenario | None = None,
     return Result(summary, res.requests, res.timeline, sc)
 
 
-__all__ = ["KvsimError", "Result", "load", "run"]
+
+def _set_items(overrides: dict[str, Any] | None) -> list[str]:
+    from kvsim.sweep.grid import _yaml
+
+    return [f"{k}={_yaml(v)}" for k, v in (overrides or {}).items()]
+
+
+def compare(scenario: str | Path | None, vary: dict[str, list[Any]], overrides: dict[str, Any] | None = None,
+            seed: int | None = None, jobs: int = 1) -> pd.DataFrame:
+    """`kvsim compare` without files: one row per variant of the grid `vary` (key -> values), the table's
+    figures as columns (compare.csv's), the identical request stream for every variant."""
+    from kvsim.sweep.compare import compare_frame, run_compare
+    from kvsim.sweep.grid import _yaml
+
+    axes = [f"{k}={','.join(_yaml(v) for v in values)}" for k, values in vary.items()]
+    return compare_frame(run_compare(scenario, axes, _set_items(overrides), seed, jobs))
+
+
+def sweep(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int = 1,
+          address: str | None = None) -> pd.DataFrame:
+    """`kvsim sweep` without files: a sweep file's path or its mapping (`scenario`, `set`, `grid`, `points`,
+    `repeats`) -> the sweep.parquet table."""
+    from kvsim.sweep.backends import run_tasks
+    from kvsim.sweep.grid import load_sweep, sweep_from
+    from kvsim.sweep.table import frame
+
+    sw = sweep_from(copy.deepcopy(spec), "sweep", None) if isinstance(spec, dict) else load_sweep(spec)
+    rows = [row for _, row in run_tasks(sw.scenario, sw.tasks, backend, jobs, address)]
+    return frame(sw, rows)
+
+
+def plan(scenario: str | Path | None, find: str, slo: dict[str, dict[str, float]],
+         overrides: dict[str, Any] | None = None, repeats: int = 1, precision: float = 0.02, jobs: int = 1,
+         hardware: list[str] | None = None, tps: list[int] | None = None) -> dict[str, Any]:
+    """`kvsim plan` without files: the search's plan.json as a dict (`answer`, `probes`, ...)."""
+    from kvsim.sweep.plan import run_plan
+
+    items = [*_set_items(overrides), *_set_items({"slo": slo})]
+    return run_plan(scenario, items, None, find, repeats, precision, jobs, None, hardware, tps).doc()
+
+
+__all__ = ["KvsimError", "Result", "compare", "load", "plan", "run", "sweep"]

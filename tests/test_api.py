@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -57,3 +58,16 @@ def test_import_kvsim_stays_light():
     assert out.stdout.split() == ["False", "False"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         kvsim.nope  # noqa: B018
+
+
+def test_compare_sweep_and_plan_from_python():
+    df = kvsim.compare(None, {"kv.block_size": [16, 32]}, {"simulation.requests": 20})
+    assert list(df["kv.block_size"]) == ["16", "32"] and df["stream"].nunique() == 1
+    table = kvsim.sweep({"set": {"simulation.requests": 20}, "grid": {"workload.arrival.rate": [2, 4]},
+                         "repeats": 2})
+    assert len(table) == 4 and list(table["point.workload.arrival.rate"]) == [2, 2, 4, 4]
+    assert list(table["seed"]) == [0, 1, 0, 1]
+    importlib.import_module("kvsim.sweep.grid")  # kvsim.sweep is then the package, and still callable
+    assert kvsim.sweep({"set": {"simulation.requests": 20}}).shape[0] == 1
+    doc = kvsim.plan(None, "min_replicas", {"ttft_s": {"p99": 5.0}}, {"simulation.requests": 20})
+    assert doc["answer"] == 1 and doc["find"] == "min_replicas"

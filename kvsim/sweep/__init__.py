@@ -1,1 +1,19 @@
-"""kvsim.sweep"""
+"""Many runs of one scenario: compare, repeats, plan, sweep.
+
+`kvsim.sweep` is this package and also the Python API's `kvsim.sweep(spec, ...)` (kvsim/api.py): calling
+the package calls that function (its module class gets a __call__), since importing any of its modules
+makes `kvsim.sweep` name the package.
+"""
+
+import sys
+import types
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        from kvsim.api import sweep
+
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

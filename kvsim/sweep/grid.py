@@ -77,6 +77,14 @@ def load_sweep(path: str | Path, seed: int | None = None) -> Sweep:
     before anything runs."""
     p = Path(path)
     data = inputs.parse_yaml(inputs.read_text(p, "sweep file"), str(p))
+    return sweep_from(data, str(p), p.parent, seed)
+
+
+def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | None = None) -> Sweep:
+    """load_sweep of an already parsed sweep mapping (`source` names it in errors; a relative `scenario`
+    resolves against base_dir first)."""
+    p = Path(source)
+    base = Path(base_dir) if base_dir is not None else Path(".")
     if not isinstance(data, dict):
         raise KvsimError(f"{p}: a sweep file is a mapping with {', '.join(KEYS)}")
     unknown = [k for k in data if k not in KEYS]
@@ -86,7 +94,7 @@ def load_sweep(path: str | Path, seed: int | None = None) -> Sweep:
     if scenario is not None:
         if not isinstance(scenario, str):
             raise KvsimError(f"{p}: scenario: a path to a scenario YAML")
-        cand = p.parent / scenario
+        cand = base / scenario
         scenario = str(cand if cand.exists() or not Path(scenario).exists() else Path(scenario))
     shared = _overrides(data.get("set") or {}, f"{p}: set")
     grid = data.get("grid") or {}
@@ -119,7 +127,7 @@ def load_sweep(path: str | Path, seed: int | None = None) -> Sweep:
                 s = base_seed + r
                 tasks.append(Task(index, r, s, tuple(values.items()), tuple(over), _hash(sc, s)))
             index += 1
-    return Sweep(str(p), scenario, tasks, keys)
+    return Sweep(source, scenario, tasks, keys)
 
 
 def _label(values: dict[str, Any]) -> str:
