@@ -177,9 +177,12 @@ def compare(
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (every variant)."),
     out: Path = typer.Option(Path("compare_out"), "--out", help="Folder for compare.csv, .json and plots."),
     jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Variants simulated in parallel processes."),
+    metrics: str = typer.Option("", "--metrics", help="The table's columns, comma-separated summary keys "
+                                "(latency.ttft_s.p99 or ttft_s.p99, goodput, capacity, cost, ...); default: "
+                                "the standard columns, narrowed to the terminal."),
 ) -> None:
     """Run variants of one scenario on the identical request stream; print one table, write CSV and plots."""
-    from kvsim.sweep.compare import run_compare, streams_identical, table_rows, table_width, write_compare
+    from kvsim.sweep.compare import run_compare, streams_identical, table_fit, table_width, write_compare
 
     def done(r) -> None:
         err_console.print(f"done: {printable(r.variant.label)}")
@@ -187,7 +190,8 @@ def compare(
     folder = _guard(lambda: _output_folder(out, "compare", scenario))
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     results = _guard(lambda: run_compare(scenario, vary, overrides, seed, jobs, on_done=done))
-    header, rows = table_rows(results)
+    picked = [m for m in metrics.split(",") if m.strip()]
+    header, rows, dropped = _guard(lambda: table_fit(results, picked, None if picked else console.width))
     table = Table(title=f"kvsim compare: {printable(scenario)}", show_header=True)
     for i, col in enumerate(header):
         table.add_column(col, justify="left" if i == 0 else "right")
@@ -195,6 +199,9 @@ def compare(
         table.add_row(*(printable(cell) for cell in row))
     # wide enough for every cell: one row per variant, never truncated
     _plain_console(width=max(console.width, table_width(header, rows))).print(table)
+    if dropped:
+        console.print(f"left out to fit {console.width} columns: {', '.join(dropped)} (compare.csv has every "
+                      f"column; --metrics picks them)")
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
     files = _guard(lambda: write_compare(folder, results))
     console.print(f"request streams: {same}; wrote {', '.join(files)} to {printable(out)}/")

@@ -44,7 +44,8 @@ def test_committed_notebooks_hold_their_outputs():
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
         assert all(c.get("execution_count") for c in code), f"{path.name} is not executed"
         if path.name in PLOTTING:
-            assert any("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", [])), path.name
+            outputs = [o for c in code for o in c.get("outputs", [])]
+            assert any("image/png" in o.get("data", {}) for o in outputs), path.name
 
 
 def test_there_are_notebooks():

@@ -22,6 +22,7 @@ COLUMNS: tuple[Column, ...] = (
     ("latency.e2e_s.p50", "E2E p50 s", "num"),
     ("concurrency.mean", "batched mean", "num"),
     ("concurrency.max", "batched max", "int"),
+    ("kv.capacity_tokens", "KV cap tokens", "int"),
     ("kv.breakdown.token_states", "KV states", "pct"),
     ("kv.breakdown.reservation", "reserved", "pct"),
     ("kv.breakdown.internal_fragmentation", "int. frag", "pct"),
@@ -125,6 +126,69 @@ def select(summaries: Iterable[dict[str, Any]], base: tuple[Column, ...] = COLUM
         if always or g.section in sections:
             picked += [Picked(*c, group=g) for c in g.columns]
     return picked
+
+
+KEEP: frozenset[str] = frozenset({
+    "requests.completed", "throughput.requests_per_s", "latency.ttft_s.p50", "concurrency.mean",
+    "kv.capacity_tokens", "kv.breakdown.token_states", "preemptions", "goodput.requests_per_s",
+    "slo.attained", "latency.ttft_s.p99", "sparsity.memory_saved_fraction",
+    "sparsity.attention_mass_retained",
+})
+"""Columns a table narrowed to the terminal keeps; the others go from the right until it fits."""
+
+ALIASES: dict[str, str] = {
+    "goodput": "goodput.requests_per_s", "capacity": "kv.capacity_tokens",
+    "kv_capacity": "kv.capacity_tokens",
+    "cost": "cost.usd_per_million_output_tokens", "hit_rate": "prefix_cache.hit_rate_tokens",
+    "throughput": "throughput.requests_per_s",
+}
+"""--metrics shorthands."""
+
+
+def resolve_metrics(items: list[str], summaries: list[dict[str, Any]]) -> list[Picked]:
+    """--metrics names -> columns: a summary key (latency.ttft_s.p99), a latency key without `latency.`
+    (ttft_s.p99), or an alias (goodput, capacity, cost, hit_rate, throughput). ValueError naming one that
+    no summary has."""
+    out: list[Picked] = []
+    for item in items:
+        name = item.strip()
+        key = None
+        for cand in (ALIASES.get(name, name), f"latency.{name}"):
+            if any(cand in DERIVED or dig(s, cand) is not None for s in summaries):
+                key = cand
+                break
+        if key is None:
+            raise ValueError(f"--metrics {name!r}: no such figure in the summaries (a summary.json key "
+                             f"such as latency.ttft_s.p99, throughput.requests_per_s, kv.capacity_tokens; "
+                             f"or {', '.join(ALIASES)})")
+        sample = next((dig(s, key) for s in summaries if dig(s, key) is not None), None)
+        out.append(Picked(key, name, _guess_format(key, sample)))
+    return out
+
+
+def _guess_format(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if key.endswith(("fraction", "utilization_mean", "utilization_max", "hit_rate_tokens", "saving")) or \
+            key.startswith("kv.breakdown."):
+        return "pct"
+    return "int" if isinstance(value, int) else "num"
+
+
+def fit(cols: list[Picked], widths: list[int], limit: int, fixed: int) -> tuple[list[Picked], list[Picked]]:
+    """(kept, dropped): columns (each `widths[i]` wide in the table, `fixed` for the label column and the
+    border) left out from the right, KEEP excepted, until the table is at most `limit` wide."""
+    kept = list(range(len(cols)))
+    total = fixed + sum(widths)
+    for i in reversed(range(len(cols))):
+        if total <= limit:
+            break
+        if cols[i].key in KEEP:
+            continue
+        kept.remove(i)
+        total -= widths[i]
+    dropped = [cols[i] for i in range(len(cols)) if i not in kept]
+    return [cols[i] for i in kept], dropped
 
 
 def format_value(value: Any, fmt: str) -> str:

@@ -24,7 +24,7 @@ import yaml
 from kvsim.errors import KvsimError
 from kvsim.output_folder import OutputFolder, folder_for
 from kvsim.scenario import load_scenario, parse_value
-from kvsim.sweep.columns import Picked, select
+from kvsim.sweep.columns import Picked, fit, resolve_metrics, select
 
 TIMELINE_KEEP: tuple[str, ...] = ("replica", "t_s", "hold_s", "running_reqs")
 
@@ -201,13 +201,37 @@ def compare_frame(results: list[VariantResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table_rows(results: list[VariantResult]) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the console table."""
-    cols = columns(results)
-    keys = ", ".join(k for k, _ in results[0].variant.values) if results else "variant"
-    header = [keys, *(c.label for c in cols)]
-    rows = [[r.variant.short_label, *(c.text(r.summary) for c in cols)] for r in results]
+def table_rows(results: list[VariantResult], metrics: list[str] | None = None,
+               width: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the console table: the default columns (or `metrics`, kvsim.sweep.columns
+    resolve_metrics), narrowed to `width` characters when given (see table_fit)."""
+    header, rows, _ = table_fit(results, metrics, width)
     return header, rows
+
+
+def table_fit(results: list[VariantResult], metrics: list[str] | None = None,
+              width: int | None = None) -> tuple[list[str], list[list[str]], list[str]]:
+    """table_rows plus the labels of the columns left out to fit `width` (none with `metrics`)."""
+    if metrics:
+        try:
+            cols = resolve_metrics(metrics, [r.summary for r in results])
+        except ValueError as exc:
+            raise KvsimError(str(exc)) from None
+    else:
+        cols = columns(results)
+    keys = ", ".join(k for k, _ in results[0].variant.values) if results else "variant"
+    labels = [r.variant.short_label for r in results]
+    texts = [[c.text(r.summary) for r in results] for c in cols]
+    dropped: list[Picked] = []
+    if width is not None and not metrics:
+        widths = [max(len(c.label), *(len(t) for t in col)) + 3 for c, col in zip(cols, texts, strict=True)]
+        fixed = max(len(keys), *(len(x) for x in labels)) + 3 + 1
+        kept, dropped = fit(cols, widths, width, fixed)
+        texts = [t for c, t in zip(cols, texts, strict=True) if c in kept]
+        cols = kept
+    header = [keys, *(c.label for c in cols)]
+    rows = [[labels[i], *(col[i] for col in texts)] for i in range(len(results))]
+    return header, rows, [c.label for c in dropped]
 
 
 def table_width(header: list[str], rows: list[list[str]]) -> int:

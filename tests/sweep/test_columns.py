@@ -8,6 +8,7 @@ import io
 import json
 
 import pandas as pd
+import pytest
 from rich.console import Console
 from rich.table import Table
 
@@ -114,3 +115,30 @@ def test_goodput_group_with_an_slo():
     texts = [c.text(with_slo) for c in cols if c.group is GOODPUT]
     assert texts[-3:] == ["1.5", "75.0%", "no"]
     assert format_value(True, "bool") == "yes"
+
+
+def test_fit_drops_from_the_right_but_keeps_the_key_columns():
+    from kvsim.sweep.columns import KEEP, Picked, fit
+
+    cols = [Picked("requests.completed", "completed", "int"), Picked("a", "a", "num"),
+            Picked("preemptions", "preempt", "int"), Picked("b", "b", "num")]
+    kept, dropped = fit(cols, [10, 10, 10, 10], limit=25, fixed=5)
+    assert [c.key for c in kept] == ["requests.completed", "preemptions"]
+    assert [c.key for c in dropped] == ["a", "b"]
+    kept, dropped = fit(cols, [10, 10, 10, 10], limit=100, fixed=5)
+    assert len(kept) == 4 and not dropped
+    assert {"requests.completed", "preemptions", "kv.capacity_tokens"} <= KEEP
+
+
+def test_resolve_metrics_keys_shorthands_and_aliases():
+    from kvsim.sweep.columns import resolve_metrics
+
+    s = {"latency": {"ttft_s": {"p99": 1.5}}, "goodput": {"requests_per_s": 2.0},
+         "kv": {"capacity_tokens": 100, "utilization_mean": 0.5}, "slo": {"attained": True}}
+    cols = resolve_metrics(["ttft_s.p99", "goodput", "capacity", "kv.utilization_mean", "slo.attained"], [s])
+    assert [c.key for c in cols] == ["latency.ttft_s.p99", "goodput.requests_per_s", "kv.capacity_tokens",
+                                     "kv.utilization_mean", "slo.attained"]
+    assert [c.fmt for c in cols] == ["num", "num", "int", "pct", "bool"]
+    assert [c.text(s) for c in cols] == ["1.5", "2", "100", "50.0%", "yes"]
+    with pytest.raises(ValueError, match="--metrics 'nope': no such figure"):
+        resolve_metrics(["nope"], [s])
