@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
+from kvsim.metrics.stats import weighted_sum
 
 
 def breakdown_means(timeline: pd.DataFrame, capacity_tokens: int | pd.Series,
@@ -30,8 +31,8 @@ def sharing_saving(timeline: pd.DataFrame) -> float | None:
     if "kv_unshared_blocks" not in timeline.columns or not len(timeline):
         return None
     hold = timeline["hold_s"].to_numpy(np.float64)
-    unshared = float(np.dot(timeline["kv_unshared_blocks"].to_numpy(np.float64), hold))
+    unshared = weighted_sum(timeline["kv_unshared_blocks"].to_numpy(np.float64), hold)
     if unshared <= 0:
         return None
-    used = float(np.dot(timeline["kv_used_blocks"].to_numpy(np.float64), hold))
+    used = weighted_sum(timeline["kv_used_blocks"].to_numpy(np.float64), hold)
     return (unshared - used) / unshared

@@ -56,7 +56,14 @@ def time_weighted_mean(values: Iterable[float], weights: Iterable[float]) -> flo
     total = float(w.sum())
     if total <= 0:
         return None
-    return float(np.dot(v, w) / total)
+    return float(weighted_sum(v, w) / total)
+
+
+def weighted_sum(v: np.ndarray, w: np.ndarray) -> float:
+    """sum(v * w) by numpy's own (pairwise) summation, not BLAS: np.dot's result can change in the last
+    bits with the BLAS thread count (a process pool worker and a Ray worker disagreed), and kvsim's outputs
+    must not depend on the machine's threads."""
+    return float(np.multiply(v, w).sum())
 
 
 def time_weighted_quantile(values: Iterable[float], weights: Iterable[float], q: float) -> float | None:

@@ -68,3 +68,25 @@ def test_plain():
     assert plain(np.bool_(True)) is True
     assert plain("x") == "x"
     assert plain(None) is None
+
+
+def test_weighted_sum_does_not_depend_on_blas_threads():
+    """Pairwise summation of the product: the same bits whatever OpenBLAS's thread count (np.dot's are not
+    always); here it equals math.fsum's correctly rounded result on values exact in binary."""
+    import math
+
+    from kvsim.metrics.stats import weighted_sum
+
+    v = np.arange(1, 100_001, dtype=np.float64)
+    w = np.full(v.size, 0.5)
+    assert weighted_sum(v, w) == math.fsum(v * w) == 0.5 * 100_000 * 100_001 / 2
+
+
+def test_no_blas_reductions_in_the_summary_code():
+    """np.dot / matmul results can depend on the BLAS thread count: summary figures use weighted_sum."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "kvsim"
+    for path in [*root.glob("metrics/*.py"), *root.glob("sweep/*.py")]:
+        text = path.read_text()
+        assert "np.dot(" not in text and "np.matmul(" not in text and " @ " not in text, path.name
