@@ -94,13 +94,9 @@ def sweep(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int
           address: str | None = None) -> pd.DataFrame:
     """`kvsim sweep` without files: a sweep file's path or its mapping (`scenario`, `set`, `grid`, `points`,
     `repeats`) -> the sweep.parquet table."""
-    from kvsim.sweep.backends import run_tasks
-    from kvsim.sweep.grid import load_sweep, sweep_from
-    from kvsim.sweep.table import frame
+    from kvsim.sweep.run import sweep_table
 
-    sw = sweep_from(copy.deepcopy(spec), "sweep", None) if isinstance(spec, dict) else load_sweep(spec)
-    rows = [row for _, row in run_tasks(sw.scenario, sw.tasks, backend, jobs, address)]
-    return frame(sw, rows)
+    return sweep_table(spec, backend, jobs, address)
 
 
 def plan(scenario: str | Path | None, find: str, slo: dict[str, dict[str, float]],

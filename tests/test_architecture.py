@@ -52,8 +52,9 @@ ALLOWED: dict[str, set[str]] = {
                     "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost
     "kvsim.calibrate": {E, IN, OF, "kvsim.specs"},
-    # the Python API (kvsim.run): a scenario, the engine, the summary; the root package loads it lazily
-    "kvsim.api": {E, IN, SC, "kvsim.scenario", "kvsim.engine", "kvsim.metrics"},
+    # the Python API (kvsim.run, compare, sweep, plan): what the commands use, the command line excepted;
+    # the root package loads it lazily
+    "kvsim.api": {E, IN, SC, "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.sweep"},
     # the command line may import anything; nothing imports it
     "kvsim.cli": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",

@@ -1,7 +1,7 @@
 """Many runs of one scenario: compare, repeats, plan, sweep.
 
-`kvsim.sweep` is this package and also the Python API's `kvsim.sweep(spec, ...)` (kvsim/api.py): calling
-the package calls that function (its module class gets a __call__), since importing any of its modules
+`kvsim.sweep` is this package and also the Python API's `kvsim.sweep(spec, ...)`: calling the package calls
+kvsim/sweep/run.py `sweep_table` (its module class gets a __call__), since importing any of its modules
 makes `kvsim.sweep` name the package.
 """
 
@@ -11,9 +11,9 @@ import types
 
 class _CallablePackage(types.ModuleType):
     def __call__(self, *args, **kwargs):
-        from kvsim.api import sweep
+        from kvsim.sweep.run import sweep_table
 
-        return sweep(*args, **kwargs)
+        return sweep_table(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

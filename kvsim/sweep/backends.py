@@ -68,7 +68,12 @@ def _ray(scenario: str | None, tasks: list[Task], jobs: int,
     started = not ray.is_initialized()
     if started:
         kw: dict[str, Any] = {"address": address} if address else {"num_cpus": max(1, jobs)}
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kw)
+        try:
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kw)
+        except Exception as exc:  # (Ray's own connection and start-up errors: ConnectionError, RuntimeError)
+            where = f"--address {excerpt(address)}" if address else "--backend ray"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise KvsimError(f"{where}: Ray did not start: {first}") from None
     try:
         remote = ray.remote(num_cpus=1)(run_task)
         refs = {remote.remote(scenario, t): t for t in tasks}

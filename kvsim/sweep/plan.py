@@ -203,8 +203,8 @@ def find_min_replicas(pl: Planner) -> Plan:
         if n >= MAX_REPLICAS:
             raise KvsimError(f"no replica count up to {MAX_REPLICAS} meets the SLO at this load: {_worst(p)}")
         if last is not None and worst >= 0.99 * last:  # (a doubling that no longer helps: latency floor)
-            raise KvsimError(f"more replicas do not meet the SLO: {n // 2} and {n} replicas give "
-                             f"{_worst(p)} (one request's own latency, not the load)")
+            raise KvsimError(f"more replicas do not meet the SLO (going from {n // 2} to {n} no longer "
+                             f"lowers it: one request's own latency, not the load): at {n} {_worst(p)}")
         last = worst
         n = min(2 * n, MAX_REPLICAS)
     hi = n

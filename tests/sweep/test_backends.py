@@ -98,3 +98,18 @@ def test_ray_missing_says_how_to_install(tmp_path, monkeypatch):
     sw = load_sweep(_sweep(tmp_path))
     with pytest.raises(KvsimError, match=r"needs Ray, which is not installed: pip install 'kvsim\[ray\]'"):
         list(run_tasks(sw.scenario, sw.tasks, "ray"))
+
+
+def test_ray_start_failure_is_one_line(tmp_path, monkeypatch):
+    """A cluster that accepts the connection but is no Ray (or Ray failing to start) is a KvsimError."""
+    ray = pytest.importorskip("ray")
+
+    def refuse(**kwargs):
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379\nmore detail")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.setattr("kvsim.sweep.backends.check_address", lambda address: None)
+    sw = load_sweep(_sweep(tmp_path))
+    with pytest.raises(KvsimError, match=r"^--address '10.0.0.1:6379': Ray did not start: Failed to connect "
+                                         r"to Ray cluster at 10.0.0.1:6379$"):
+        list(run_tasks(sw.scenario, sw.tasks, "ray", 2, "10.0.0.1:6379"))
