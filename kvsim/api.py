@@ -23,7 +23,7 @@ import pandas as pd
 from kvsim.engine.simulation import Simulation
 from kvsim.errors import KvsimError
 from kvsim.metrics.summary import build_summary
-from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_key
+from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key, yaml_text
 
 
 @dataclass(slots=True)
@@ -73,21 +73,14 @@ def run(scenario: str | Path | dict[str, Any] | Scenario | None = None,
 
 
 
-def _set_items(overrides: dict[str, Any] | None) -> list[str]:
-    from kvsim.sweep.grid import _yaml
-
-    return [f"{k}={_yaml(v)}" for k, v in (overrides or {}).items()]
-
-
 def compare(scenario: str | Path | None, vary: dict[str, list[Any]], overrides: dict[str, Any] | None = None,
             seed: int | None = None, jobs: int = 1) -> pd.DataFrame:
     """`kvsim compare` without files: one row per variant of the grid `vary` (key -> values), the table's
     figures as columns (compare.csv's), the identical request stream for every variant."""
     from kvsim.sweep.compare import compare_frame, run_compare
-    from kvsim.sweep.grid import _yaml
 
-    axes = [f"{k}={','.join(_yaml(v) for v in values)}" for k, values in vary.items()]
-    return compare_frame(run_compare(scenario, axes, _set_items(overrides), seed, jobs))
+    axes = [f"{k}={','.join(yaml_text(v) for v in values)}" for k, values in vary.items()]
+    return compare_frame(run_compare(scenario, axes, set_items((overrides or {}).items()), seed, jobs))
 
 
 def sweep(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int = 1,
@@ -105,7 +98,7 @@ def plan(scenario: str | Path | None, find: str, slo: dict[str, dict[str, float]
     """`kvsim plan` without files: the search's plan.json as a dict (`answer`, `probes`, ...)."""
     from kvsim.sweep.plan import run_plan
 
-    items = [*_set_items(overrides), *_set_items({"slo": slo})]
+    items = set_items([*(overrides or {}).items(), ("slo", slo)])
     return run_plan(scenario, items, None, find, repeats, precision, jobs, None, hardware, tps).doc()
 
 

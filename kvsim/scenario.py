@@ -3,6 +3,7 @@ validation errors. Numbers and their bounds: kvsim/schema.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -359,6 +360,16 @@ def _key_text(text: str, special: str = "") -> str:
 def _one_line(text: str, limit: int = 300) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
+def yaml_text(value: Any) -> str:
+    """value as one line of YAML that parse_value reads back as value (a quoted '123' stays a string)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=2**31).removesuffix("\n...\n").strip()
+
+
+def set_items(values: Iterable[tuple[str, Any]]) -> list[str]:
+    """--set items (KEY=VALUE) that give each dotted key its value, as apply_overrides reads them."""
+    return [f"{k}={yaml_text(v)}" for k, v in values]
 
 
 def parse_value(text: str, source: str = "--set") -> Any:

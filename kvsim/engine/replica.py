@@ -87,14 +87,14 @@ class Replica:
                 self._wakeup = None
                 continue
             dt = self._step(batch, now)
-            if fast and now + dt < env.peek():  # (in a fleet another replica's step usually comes first)
-                end = self._fast_forward(now + dt)
-                if end != now + dt:  # (now + one delay need not reach a sum of several)
-                    yield env.timeout_at(end)
-                    for g in sched.complete(end):
-                        self.on_finish(g)
-                    continue
-            yield env.timeout(dt)
+            end = now + dt
+            horizon = env.peek() if fast else end
+            if end < horizon:  # (in a fleet another replica's step usually comes first)
+                end = self._fast_forward(end, horizon)
+            if end == now + dt:
+                yield env.timeout(dt)
+            else:  # (now + one delay need not reach a sum of several)
+                yield env.timeout_at(end)
             for g in sched.complete(env.now):
                 self.on_finish(g)
 
@@ -125,14 +125,13 @@ class Replica:
             self.check_invariants()
         return dt
 
-    def _fast_forward(self, end: float) -> float:
+    def _fast_forward(self, end: float, horizon: float) -> float:
         """Run the iterations after the one scheduled (ending at `end`) without the event loop, as long
-        as no other event comes first (env.peek(): an arrival, a follow-up, another replica's step, the
-        end of the run) and completing one finishes nothing (finishing calls back into the simulation,
-        which reads the event loop's clock). Returns when the last iteration scheduled ends: the event
-        loop resumes this replica then, exactly as if it had stepped through each."""
+        as no other event comes first (`horizon`, env.peek(): an arrival, a follow-up, another replica's
+        step, the end of the run) and completing one finishes nothing (finishing calls back into the
+        simulation, which reads the event loop's clock). Returns when the last iteration scheduled ends:
+        the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
-        horizon = self.env.peek()
         while end < horizon and sched.completes_quietly():
             sched.complete(end)
             batch = sched.schedule_decodes(end)
@@ -160,4 +159,3 @@ class Replica:
         assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
         assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"
         check_scheduler_breakdown(sched)
-

@@ -214,12 +214,16 @@ class Scheduler:
         heapq.heappush(heap, (it, self._push_no, g.epoch, g))
 
     def _push_alloc(self, it: int, g: Group) -> None:
+        self._due_list(it).append((g.epoch, g))
+
+    def _due_list(self, it: int) -> list[tuple[int, Group]]:
+        """The (epoch, group) list of the groups that need a block at iteration it (made, and the
+        iteration put on the heap, when it has none yet)."""
         due = self._alloc_due.get(it)
         if due is None:
-            self._alloc_due[it] = [(g.epoch, g)]
+            due = self._alloc_due[it] = []
             heapq.heappush(self._alloc_its, it)
-        else:
-            due.append((g.epoch, g))
+        return due
 
     def _schedule_next_alloc(self, g: Group) -> None:
         """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
@@ -525,10 +529,7 @@ class Scheduler:
                         e[1].seq_blocks += 1
                     grown += len(live)
                     if later is None:
-                        later = due.get(nxt)
-                        if later is None:
-                            later = due[nxt] = []
-                            heapq.heappush(its, nxt)
+                        later = self._due_list(nxt)
                     later += live
                     continue
             for entry in entries:
@@ -541,10 +542,7 @@ class Scheduler:
                     g.seq_blocks += delta
                     grown += delta
                     if later is None:
-                        later = due.get(nxt)
-                        if later is None:
-                            later = due[nxt] = []
-                            heapq.heappush(its, nxt)
+                        later = self._due_list(nxt)
                     later.append(entry)
                     continue
                 self.dec_blocks += grown

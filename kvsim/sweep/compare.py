@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from kvsim.errors import KvsimError
 from kvsim.output_folder import OutputFolder, folder_for
-from kvsim.scenario import load_scenario, parse_value
+from kvsim.scenario import load_scenario, parse_value, set_items
 from kvsim.sweep.columns import Picked, fit, resolve_metrics, select
 
 TIMELINE_KEEP: tuple[str, ...] = ("replica", "t_s", "hold_s", "running_reqs")
@@ -47,7 +46,7 @@ class Variant:
     @property
     def overrides(self) -> list[str]:
         """--set items that give each key its value as parsed (a quoted '123' stays a string)."""
-        return [f"{k}={_yaml(v)}" for k, v in self.values]
+        return set_items(self.values)
 
 
 @dataclass(slots=True)
@@ -59,11 +58,6 @@ class VariantResult:
     summary: dict[str, Any]
     stream: str
     timeline: pd.DataFrame
-
-
-def _yaml(v: Any) -> str:
-    """v as one line of YAML that parse_value reads back as v."""
-    return yaml.safe_dump(v, default_flow_style=True, width=2**31).removesuffix("\n...\n").strip()
 
 
 def _text(v: Any) -> str:

@@ -30,8 +30,8 @@ from typing import Any
 
 from kvsim import inputs
 from kvsim.errors import KvsimError, excerpt
-from kvsim.scenario import load_scenario, scenario_dict
-from kvsim.sweep.repeats import MAX_REPEATS
+from kvsim.scenario import load_scenario, scenario_dict, set_items, yaml_text
+from kvsim.sweep.repeats import MAX_REPEATS, summary_of
 
 MAX_POINTS = 100_000
 KEYS = ("scenario", "set", "grid", "points", "repeats")
@@ -60,16 +60,10 @@ class Sweep:
     """The varied keys, in column order."""
 
 
-def _yaml(v: Any) -> str:
-    import yaml
-
-    return yaml.safe_dump(v, default_flow_style=True, width=2**31).removesuffix("\n...\n").strip()
-
-
 def _overrides(mapping: dict[str, Any], where: str) -> list[str]:
     if not isinstance(mapping, dict):
         raise KvsimError(f"{where}: must be a mapping of scenario keys to values")
-    return [f"{k}={_yaml(v)}" for k, v in mapping.items()]
+    return set_items(mapping.items())
 
 
 def load_sweep(path: str | Path, seed: int | None = None) -> Sweep:
@@ -160,15 +154,10 @@ def flatten(summary: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def run_task(scenario: str | None, task: Task) -> dict[str, Any]:
     """Simulate one task and return its row (the task's identity, then the flattened summary)."""
-    from kvsim.engine.simulation import Simulation
-    from kvsim.metrics.summary import build_summary
-
-    sc = load_scenario(scenario, list(task.overrides), task.seed)
-    res = Simulation(sc).run()
-    summary = build_summary(res.requests, res.timeline, res.meta)
+    summary = summary_of(scenario, list(task.overrides), task.seed)
     row: dict[str, Any] = {"point": task.point, "repeat": task.repeat, "seed": task.seed,
                            "scenario_hash": task.scenario_hash}
     for k, v in task.values:
-        row[f"point.{k}"] = v if isinstance(v, (bool, int, float, str)) or v is None else _yaml(v)
+        row[f"point.{k}"] = v if isinstance(v, (bool, int, float, str)) or v is None else yaml_text(v)
     row.update(flatten(summary))
     return row

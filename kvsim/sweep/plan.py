@@ -219,10 +219,14 @@ def find_min_replicas(pl: Planner) -> Plan:
     return plan
 
 
+def _over(o: dict[str, Any]) -> float:
+    """An objective's bound / threshold (inf when it has no value)."""
+    return float("inf") if o["bound_s"] is None else o["bound_s"] / o["threshold_s"]
+
+
 def _excess(p: Probe) -> float:
-    """The largest bound / threshold over the objectives that fail (inf when one has no value)."""
-    return max((float("inf") if o["bound_s"] is None else o["bound_s"] / o["threshold_s"]
-                for o in p.objectives.values() if not o["holds"]), default=0.0)
+    """The largest bound / threshold over the objectives that fail (0 when none does)."""
+    return max((_over(o) for o in p.objectives.values() if not o["holds"]), default=0.0)
 
 
 def _worst(p: Probe) -> str:
@@ -230,7 +234,7 @@ def _worst(p: Probe) -> str:
     missed = [(m, o) for m, o in p.objectives.items() if not o["holds"]]
     if not missed:
         return "every objective holds"
-    m, o = max(missed, key=lambda mo: _excess(Probe(0, False, {mo[0]: mo[1]})))
+    m, o = max(missed, key=lambda mo: _over(mo[1]))
     got = "no value" if o["bound_s"] is None else f"{o['bound_s']:.4g} s"
     return f"{m} {o['percentile']} is {got} against {o['threshold_s']:g} s"
 

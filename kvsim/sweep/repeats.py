@@ -90,7 +90,8 @@ def repeats_section(summaries: list[dict[str, Any]], seed_list: list[int]) -> di
     return {"seeds": seed_list, "confidence": 0.95, "figures": figures}
 
 
-def _summary(path: str | None, overrides: list[str], seed: int) -> dict[str, Any]:
+def summary_of(path: str | None, overrides: list[str], seed: int | None) -> dict[str, Any]:
+    """The summary of one run: the scenario at `path` (None: the default) with overrides and seed."""
     from kvsim.engine.simulation import Simulation
     from kvsim.metrics.summary import build_summary
     from kvsim.scenario import load_scenario
@@ -106,8 +107,8 @@ def run_repeats(scenario: str | Path | None, overrides: list[str], seed_list: li
     path = None if scenario is None else str(scenario)
     todo = seed_list[1:] if first is not None else seed_list
     if jobs <= 1 or len(todo) <= 1:
-        rest = [_summary(path, overrides, s) for s in todo]
+        rest = [summary_of(path, overrides, s) for s in todo]
     else:
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-            rest = list(pool.map(_summary, [path] * len(todo), [overrides] * len(todo), todo))
+            rest = list(pool.map(summary_of, [path] * len(todo), [overrides] * len(todo), todo))
     return [first, *rest] if first is not None else rest
