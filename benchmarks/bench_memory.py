@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/bench_memory.py --blocks 1000000
     .venv/bin/python benchmarks/bench_memory.py --compare /tmp/ref     # and another tree, and the ratios
 
-Runs workloads/mooncake_conversation.yaml (its trace lives outside the repository, ../shared/traces; the
-run is skipped, saying so, when it is absent) and workloads/chat.yaml with 2,000 requests, each with
+Runs workloads/mooncake_conversation.yaml (its trace ships in workloads/traces/; the run is
+skipped, saying so, when it is absent) and workloads/chat.yaml with 2,000 requests, each with
 `kv.num_gpu_blocks_override=N`, each in a fresh subprocess (so each peak RSS is its own: resource.getrusage
 maxrss), simulation only (no summary or outputs). A pool's memory should follow the blocks in use, not N.
 

@@ -4,8 +4,8 @@ Each scenario is a scenario file of this repository plus `--set` overrides, with
 here (so `--quick` can divide it by 10). The set is fixed: the same names, files and overrides on every
 run, so figures from two runs (or two trees, `suite.py --compare`) measure the same work.
 
-A scenario whose input files are absent (the traces live outside the repository, in ../shared/traces) is
-skipped by the suite, saying which file is missing.
+A scenario whose input files are absent (a trace removed from workloads/traces/) is skipped by the suite,
+saying which file is missing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ROOT / "workloads"
-TRACES = ROOT.parent / "shared" / "traces"
+TRACES = WORKLOADS / "traces"
 
 QUICK_DIVISOR = 10
 """`--quick` divides every scenario's request count by this."""
@@ -39,7 +39,7 @@ class BenchScenario:
     requests: int
     overrides: tuple[str, ...] = ()
     needs: tuple[Path, ...] = ()
-    """Input files outside the repository; the scenario is skipped when one is absent."""
+    """Input files (traces in workloads/traces/); the scenario is skipped when one is absent."""
     note: str = ""
     tags: tuple[str, ...] = field(default=())
 

@@ -1,5 +1,5 @@
 """The example scenarios of issue 3 (workloads/rag.yaml, agentic.yaml, mooncake_*.yaml) load, and run
-briefly; the Mooncake ones only where ../shared/traces is present."""
+briefly, on the traces shipped in workloads/traces/."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from kvsim.metrics.summary import build_summary
 from kvsim.scenario import load_scenario
 
 WORKLOADS = Path(__file__).parents[1] / "workloads"
-SHARED = Path(__file__).parents[2] / "shared" / "traces" / "mooncake"
 
 
 @pytest.mark.parametrize("name, cache", [("rag", "hash"), ("agentic", "radix")])
@@ -30,8 +29,6 @@ def test_synthetic_examples_run_with_hits(name, cache):
 def test_mooncake_examples(name):
     sc = load_scenario(WORKLOADS / f"{name}.yaml")
     assert sc.workload.trace.format == "mooncake" and sc.kv.prefix_cache == "hash"
-    if not SHARED.is_dir():
-        pytest.skip("Mooncake traces not present (../shared/traces)")
     sc = load_scenario(WORKLOADS / f"{name}.yaml", ["simulation.requests=40", "workload.trace.limit=40"])
     res = Simulation(sc).run()
     assert build_summary(res.requests, res.timeline, res.meta)["requests"]["total"] == 40
@@ -54,8 +51,8 @@ def test_long_context_example_holds_more_with_the_sliding_rule():
 
 
 def test_fleet_examples_run():
-    """workloads/fleet_chat.yaml (8 replicas, prefix_aware) and fleet_pd.yaml (2P2D) run briefly; the
-    Mooncake fleet loads (and runs where the traces are present)."""
+    """workloads/fleet_chat.yaml (8 replicas, prefix_aware) and fleet_pd.yaml (2P2D) run briefly, and so
+    does the Mooncake fleet."""
     for name, replicas in (("fleet_chat", 8), ("fleet_pd", 4)):
         sc = load_scenario(WORKLOADS / f"{name}.yaml", ["simulation.requests=80", "kv.check_invariants=true"])
         res = Simulation(sc).run()
@@ -64,8 +61,6 @@ def test_fleet_examples_run():
         assert len(s["fleet"]["per_replica"]) == replicas
     sc = load_scenario(WORKLOADS / "fleet_mooncake.yaml")
     assert sc.parallelism.replicas == 4 and sc.workload.trace.format == "mooncake"
-    if not SHARED.is_dir():
-        pytest.skip("Mooncake traces not present (../shared/traces)")
     shared = "kv.tiers=[{medium: remote, capacity_gb: 1024, bandwidth_gbps: 50, shared: true}]"
     sc = load_scenario(WORKLOADS / "fleet_mooncake.yaml",
                        ["simulation.requests=40", "workload.trace.limit=40", shared])
@@ -124,12 +119,10 @@ def test_paper_sharegpt_uses_the_shipped_pairs():
 
 
 def test_azure_v0_v1_example():
-    """workloads/azure_conv_v0_v1.yaml loads; where the Azure trace is present, V0 and V1 replay its head
+    """workloads/azure_conv_v0_v1.yaml loads; V0 and V1 replay its head
     on one stream, V0 without an iteration that mixes prefills and decodes."""
     sc = load_scenario(WORKLOADS / "azure_conv_v0_v1.yaml")
     assert sc.workload.trace.format == "azure" and not sc.scheduler.chunked_prefill
-    if not (SHARED.parent / "azure_llm_2023").is_dir():
-        pytest.skip("Azure traces not present (../shared/traces)")
     for policy in ("vllm_v0", "vllm_v1"):
         overrides = ["simulation.requests=120", f"scheduler.policy={policy}", "kv.check_invariants=true"]
         sc = load_scenario(WORKLOADS / "azure_conv_v0_v1.yaml", overrides)
@@ -141,13 +134,11 @@ def test_azure_v0_v1_example():
 
 
 def test_vidur_example_draws_the_trace_pairs():
-    """workloads/vidur_azure_conv.yaml (Vidur's README run): loads; where the Azure trace is present its
-    requests take (ContextTokens, GeneratedTokens) rows of the trace together, under Sarathi's chunks."""
+    """workloads/vidur_azure_conv.yaml (Vidur's README run): loads; its requests
+    take (ContextTokens, GeneratedTokens) rows of the trace together, under Sarathi's chunks."""
     sc = load_scenario(WORKLOADS / "vidur_azure_conv.yaml")
     assert sc.scheduler.policy == "sarathi" and sc.workload.length_pairs.prompt_column == "ContextTokens"
-    trace = SHARED.parent / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
-    if not trace.is_file():
-        pytest.skip("Azure traces not present (../shared/traces)")
+    trace = WORKLOADS / "traces" / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
     import csv
 
     with trace.open() as f:
