@@ -17,8 +17,25 @@ from rich.table import Table
 from kvsim import __version__
 from kvsim.errors import KvsimError, excerpt, printable
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation.")
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation. "
+                       "Start with `kvsim run` (the default scenario) or `kvsim run workloads/chat.yaml`; "
+                       "`kvsim COMMAND -h` for a command's options.")
+# rich_markup_mode=None: click's plain help, which wraps to the terminal (at most 80 columns) instead of
+# truncating option names in rich's boxes
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        console.print(f"kvsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_show_version, is_eager=True,
+                                       help="Print the kvsim version and exit.")) -> None:
+    """The options before a command."""
 
 
 def _plain_console(**options) -> Console:
@@ -36,6 +53,7 @@ def _fail(msg: str) -> None:
     raise typer.Exit(code=2)
 
 
+SET_METAVAR = "KEY=VALUE"
 SLO_HELP = ("A service-level objective METRIC.PNN=SECONDS, e.g. ttft_s.p99=2 (repeatable; metrics ttft_s, "
             "tpot_s, e2e_s, queue_s): requests get meets_slo, the summary slo and goodput.")
 
@@ -64,8 +82,9 @@ def _guard(fn):
 @app.command()
 def run(
     scenario: Path | None = typer.Argument(None, help="Scenario YAML; omit for the built-in default."),
-    set_: list[str] = typer.Option([], "--set", help="Override a key: --set kv.block_size=32 (repeatable)."),
-    slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
+    set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
+                                   help="Override a key: --set kv.block_size=32 (repeatable)."),
+    slo: list[str] = typer.Option([], "--slo", metavar="METRIC.PNN=SECONDS", help=SLO_HELP),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed."),
     out: Path = typer.Option(Path("out"), "--out", help="Output folder: created, or replaced whole if kvsim"
                              " wrote it (never a folder holding other files)."),
@@ -170,10 +189,12 @@ def _simulate(sc, show_progress: bool):
 @app.command()
 def compare(
     scenario: Path = typer.Argument(..., help="Scenario YAML the variants start from."),
-    vary: list[str] = typer.Option(..., "--vary", help="KEY=V1,V2,... e.g. kv.layout=paged,contiguous:max;"
+    vary: list[str] = typer.Option(..., "--vary", metavar="KEY=V1,V2",
+                                   help="e.g. kv.layout=paged,contiguous:max;"
                                    " repeat for a grid."),
-    set_: list[str] = typer.Option([], "--set", help="Override a key in every variant (repeatable)."),
-    slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
+    set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
+                                   help="Override a key in every variant (repeatable)."),
+    slo: list[str] = typer.Option([], "--slo", metavar="METRIC.PNN=SECONDS", help=SLO_HELP),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (every variant)."),
     out: Path = typer.Option(Path("compare_out"), "--out", help="Folder for compare.csv, .json and plots."),
     jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Variants simulated in parallel processes."),
@@ -191,7 +212,8 @@ def compare(
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     results = _guard(lambda: run_compare(scenario, vary, overrides, seed, jobs, on_done=done))
     picked = [m for m in metrics.split(",") if m.strip()]
-    header, rows, dropped = _guard(lambda: table_fit(results, picked, None if picked else console.width))
+    header, rows, dropped, legend = _guard(lambda: table_fit(results, picked,
+                                                             None if picked else console.width))
     table = Table(title=f"kvsim compare: {printable(scenario)}", show_header=True)
     for i, col in enumerate(header):
         table.add_column(col, justify="left" if i == 0 else "right")
@@ -199,11 +221,14 @@ def compare(
         table.add_row(*(printable(cell) for cell in row))
     # wide enough for every cell: one row per variant, never truncated
     _plain_console(width=max(console.width, table_width(header, rows))).print(table)
+    for line in legend:
+        console.print(printable(line))
     if dropped:
-        console.print(f"left out to fit {console.width} columns: {', '.join(dropped)} (compare.csv has every "
-                      f"column; --metrics picks them)")
+        named = ", ".join(dropped[:4]) + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else "")
+        console.print(f"left out to fit {console.width} columns: {named} (compare.csv has every column; "
+                      "--metrics picks them)")
     same = "identical" if streams_identical(results) else "DIFFERENT (a varied key changes the workload)"
-    files = _guard(lambda: write_compare(folder, results))
+    files = _guard(lambda: write_compare(folder, results, str(scenario)))
     console.print(f"request streams: {same}; wrote {', '.join(files)} to {printable(out)}/")
 
 
@@ -213,63 +238,73 @@ def plan(
     find: str = typer.Option(..., "--find", help="max_rate (highest workload.arrival.rate within the SLO), "
                              "min_replicas (fewest parallelism.replicas within it) or min_cost (cheapest "
                              "fleet over --hardware x --tp)."),
+    qps: float | None = typer.Option(None, "--qps", help="min_replicas / min_cost: the load, in requests per "
+                                     "second (set as the workload's own rate: sessions or episodes per "
+                                     "second for chat and agentic); default: the scenario's rate."),
     hardware: str = typer.Option("", "--hardware", help="min_cost: hardware profiles to try, NAME,NAME,..."),
     tp: str = typer.Option("", "--tp", help="min_cost: tensor-parallel sizes to try, N,N,..."),
-    slo: list[str] = typer.Option([], "--slo", help=SLO_HELP),
-    set_: list[str] = typer.Option([], "--set", help="Override a key in every probe (repeatable)."),
+    slo: list[str] = typer.Option([], "--slo", metavar="METRIC.PNN=SECONDS", help=SLO_HELP),
+    set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
+                                   help="Override a key in every probe (repeatable)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (the first repeat's)."),
-    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Seeds per probe: an objective holds "
+    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Seeds per run: an objective holds "
                                 "when the upper end of its 95% interval is within the threshold."),
-    precision: float = typer.Option(0.02, "--precision", help="max_rate: stop when the failing rate is "
-                                    "within this fraction above the answer."),
+    precision: float = typer.Option(0.05, "--precision", help="max_rate: stop when the failing rate is "
+                                    "within this fraction above the answer (at least 0.0001)."),
+    max_extension: int = typer.Option(32, "--max-extension", min=1, max=1024, help="A probe's runs are "
+                                      "lengthened (simulation.requests doubled) until steady and confirmed, "
+                                      "up to this many times the scenario's length."),
     jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Repeats simulated in parallel processes."),
-    out: Path = typer.Option(Path("plan_out"), "--out", help="Folder for plan.json and plan.png."),
+    out: Path = typer.Option(Path("plan_out"), "--out", help="Folder for plan.json, plan.png and "
+                             "report.html."),
 ) -> None:
-    """Search a knob for the SLO's answer (each probe a full simulation); print it and every probe."""
+    """Search a knob for the SLO's answer, each probe judged on steady-state runs; print every probe and
+    the answer."""
+    from kvsim.sweep import plan_text as pt
     from kvsim.sweep.plan import run_plan, write_plan
 
     t0 = time.perf_counter()
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     folder = _guard(lambda: _output_folder(out, "plan", scenario))
+    where = [""]  # min_cost: the candidate being searched
 
-    def show(p) -> None:
-        parts = ", ".join(f"{m} {o['percentile']} {_secs(o['bound_s'])}" for m, o in p.objectives.items())
-        err_console.print(f"probe {p.value:.6g}: {'holds' if p.holds else 'fails'} ({parts})")
+    def on_candidate(hw: str, tp_size: int) -> None:
+        where[0] = f"{hw} TP{tp_size} x "
+
+    def on_attempt(pl, value, a) -> None:
+        err_console.print(printable(pt.attempt_line(pl, value, a, where[0])), soft_wrap=True)
+
+    def on_probe(pl, p) -> None:
+        err_console.print(printable(pt.probe_line(pl, p, where[0])), soft_wrap=True)
 
     hw_list = [h.strip() for h in hardware.split(",") if h.strip()]
     tps = _guard(lambda: _int_list(tp, "--tp"))
-    result = _guard(lambda: run_plan(scenario, overrides, seed, find, repeats, precision, jobs, show,
-                                     hw_list, tps))
+    result = _guard(lambda: run_plan(scenario, overrides, seed, find, repeats, precision, jobs, on_probe,
+                                     hw_list, tps, max_extension, qps, on_attempt, on_candidate))
+    runs = sum(len(a.seeds) for p in result.probes for a in p.attempts)
+    simulated = sum(a.requests * len(a.seeds) for p in result.probes for a in p.attempts)
     if find == "min_cost":
-        _print_cost_table(result)
+        _print_table("kvsim plan --find min_cost", *pt.cost_table(result))
         if result.best is None:
             _fail("no candidate meets the SLO (the table says why each has no answer)")
-    files = _guard(lambda: write_plan(folder, result))
+    else:
+        title = f"kvsim plan --find {find}: {printable(scenario or 'default scenario')}"
+        _print_table(title, *pt.probe_table(result))
+    files = _guard(lambda: write_plan(folder, result, str(scenario or "default scenario")))
     wall = time.perf_counter() - t0
-    if find == "min_cost":
-        best = result.best
-        console.print(f"answer: {best.hardware} TP{best.tp} x {int(best.plan.answer)} replicas, "
-                      f"${best.usd_per_hour:.2f}/hour; {len(result.probes)} probes in {wall:.1f} s; wrote "
-                      f"{', '.join(files)} to {printable(out)}/")
-        return
-    table = Table(title=f"kvsim plan --find {find}: {printable(scenario or 'default scenario')}",
-                  show_header=True)
-    table.add_column(result.key, justify="right")
-    table.add_column("SLO")
-    for metric, target in result.slo.items():
-        ((stat, threshold),) = target.items()
-        table.add_column(f"{metric} {stat} (<= {threshold:g} s)", justify="right")
-    for p in sorted(result.probes, key=lambda p: p.value):
-        table.add_row(f"{p.value:.6g}", "holds" if p.holds else "fails",
-                      *(_secs(o["bound_s"]) for o in p.objectives.values()))
+    answer = pt.cost_answer_line(result) if find == "min_cost" else pt.answer_line(result)
+    console.print(printable(f"{answer}; {len(result.probes)} probes ({runs} runs, {simulated:,} simulated "
+                            f"requests) in {wall:.1f} s; wrote {', '.join(files)} to {out}/"))
+
+
+def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    table = Table(title=title, show_header=True)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 or col in ("verdict", "note", "hardware") else "right",
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(printable(c) for c in row))
     console.print(table)
-    best = result.at(result.answer)
-    margin = ", ".join(f"{m} {_secs(o['margin_s'])} under" for m, o in best.objectives.items())
-    conf = f", each objective's 95% upper bound over {repeats} seeds" if repeats > 1 else ""
-    beyond = "" if result.failing is None else f" ({result.failing:.6g} fails)"
-    console.print(f"answer: {result.key} = {result.answer:.6g}{beyond}{conf}; margin {margin}; "
-                  f"{len(result.probes)} probes in {wall:.1f} s; wrote {', '.join(files)} to "
-                  f"{printable(out)}/")
 
 
 def _int_list(text: str, flag: str) -> list[int]:
@@ -277,18 +312,6 @@ def _int_list(text: str, flag: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise KvsimError(f"{flag} {excerpt(text)}: expected whole numbers N,N,...") from None
-
-
-def _print_cost_table(result) -> None:
-    table = Table(title="kvsim plan --find min_cost", show_header=True)
-    for col in ("hardware", "TP", "replicas", "GPUs", "USD/hour", "note"):
-        table.add_column(col, justify="left" if col in ("hardware", "note") else "right")
-    for c in result.candidates:
-        d = c.doc()
-        table.add_row(printable(c.hardware), str(c.tp), "-" if d["replicas"] is None else str(d["replicas"]),
-                      "-" if d["gpus"] is None else str(d["gpus"]),
-                      "-" if d["usd_per_hour"] is None else f"{d['usd_per_hour']:.2f}", printable(c.note))
-    console.print(table)
 
 
 def _secs(x) -> str:
@@ -354,7 +377,8 @@ CHECKPOINT_S = 30.0
 
 @app.command()
 def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."),
-             set_: list[str] = typer.Option([], "--set", help="Override a key before validating.")) -> None:
+             set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
+                                            help="Override a key before validating.")) -> None:
     """Check a scenario: schema, model, hardware, capacity and the workload (traces are read).
     Prints the resolved KV capacity and the number of requests."""
     from kvsim.engine.simulation import Simulation
@@ -515,7 +539,8 @@ def hitrate(
     sample_rate: float = typer.Option(1.0, "--sample-rate", help="SHARDS spatial sampling rate in (0, 1]."),
     requests: int | None = typer.Option(None, "--requests", min=1, max=10_000_000,
                                         help="Use only the first N requests."),
-    set_: list[str] = typer.Option([], "--set", help="Override a scenario key (repeatable)."),
+    set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
+                                   help="Override a scenario key (repeatable)."),
     model: str | None = typer.Option(None, "--model", help="For traces: the model --unit gib sizes KV by."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="For traces with --model: KV dtype."),
     tiers: str | None = typer.Option(None, "--tiers", help="KV tiers top to bottom, NAME=CAPACITY in --unit: "
@@ -627,6 +652,15 @@ def policies() -> None:
 
 
 @app.command()
+def schema() -> None:
+    """Print the JSON Schema of a scenario file (every key with its default, unit and description, and
+    vLLM's names for it), e.g. `kvsim schema > scenario.schema.json` for an editor."""
+    from kvsim.scenario_schema import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+
+
+@app.command()
 def version() -> None:
     """Print the kvsim version."""
     console.print(__version__)
@@ -649,6 +683,9 @@ def main() -> None:
         _say("error: aborted")
         raise SystemExit(130) from None
     except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: the help, as -h prints it
+            sys.stdout.write(exc.format_message() + "\n")  # (kvsim's own help text: nothing to escape)
+            raise SystemExit(0) from None
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             # a click/typer usage error: name the command and say what was wrong, on one line
             ctx = getattr(exc, "ctx", None)

@@ -3,9 +3,10 @@ validation errors. Numbers and their bounds: kvsim/schema.py."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -18,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from kvsim import inputs
+from kvsim import aliases, inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
 from kvsim.registry import (
@@ -329,13 +330,57 @@ _MODEL_NAMES = frozenset(c.__name__ for c in _subclasses(Strict))
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "constrained-float", "constrained-int"})
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    first = err.errors(include_url=False, include_context=False, include_input=False)[0]
+def _format_validation_error(err: ValidationError, source: str, model: type = None) -> str:
+    first = err.errors(include_url=False)[0]
     loc = ".".join(_loc_part(p) for p in first["loc"] if not _union_tag(p)) or "<root>"
     msg = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        keys = [p for p in first["loc"] if not _union_tag(p)]
+        names = _key_names(model or Scenario, keys[:-1])
+        msg = "unknown key" + aliases.did_you_mean(str(keys[-1]), names)
+    elif first["type"] == "literal_error":
+        expected = re.findall(r"'([^']*)'", str((first.get("ctx") or {}).get("expected", "")))
+        got = first.get("input")
+        if isinstance(got, str) and expected:
+            msg += aliases.did_you_mean(got, expected)
     return f"{source}: {loc}: {_one_line(msg)}"
+
+
+def _key_names(model: type, path: list[Any]) -> list[str]:
+    """The keys a mapping at `path` (loc parts below `model`) takes: its fields and their other names, and
+    at the top level and in the kv / scheduler / parallelism sections vLLM's names (kvsim/aliases.py)."""
+    for part in path:
+        if isinstance(part, int):
+            continue
+        info = getattr(model, "model_fields", {}).get(part)
+        inner = None if info is None else _model_in(info.annotation)
+        if inner is None:
+            return []
+        model = inner
+    names: list[str] = []
+    for name, info in getattr(model, "model_fields", {}).items():
+        names.append(name)
+        alias = info.validation_alias
+        names += [str(c) for c in getattr(alias, "choices", ()) if isinstance(c, str)]
+    if model is Scenario:
+        names += ["engine", *aliases.ENGINE_ALIASES]
+    else:
+        section = next((k for k, f in Scenario.model_fields.items() if _model_in(f.annotation) is model),
+                       None)
+        if section in aliases.SECTIONS:
+            names += [n for n, (key, _) in aliases.ENGINE_ALIASES.items() if key.startswith(section + ".")]
+    return names
+
+
+def _model_in(annotation: Any) -> type | None:
+    """The schema model an annotation holds (through Optional, list, Annotated), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, Strict):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _union_tag(part: Any) -> bool:
@@ -481,7 +526,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def build_scenario(data: dict[str, Any], source: str = "scenario") -> Scenario:
-    """Validate a scenario dict: the schema, then the rules across sections (`cross_check`)."""
+    """Validate a scenario dict: vLLM's engine-argument names moved to kvsim's keys (kvsim/aliases.py), the
+    schema, then the rules across sections (`cross_check`)."""
+    data = aliases.normalize(data, source)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as err:
@@ -576,8 +623,10 @@ def pool_scenarios(sc: Scenario, source: str = "scenario") -> list[tuple[str, st
     out = []
     for i, p in enumerate(sc.cluster.pools):
         where = f"cluster.pools.{i}"
-        kv = _validate_part(KVConfig, {**sc.kv.model_dump(), **p.kv}, source, f"{where}.kv")
-        sched = _validate_part(SchedulerConfig, {**sc.scheduler.model_dump(), **p.scheduler}, source,
+        own_kv = aliases.normalize_section("kv", dict(p.kv), f"{source}: {where}.kv")
+        own_sched = aliases.normalize_section("scheduler", dict(p.scheduler), f"{source}: {where}.scheduler")
+        kv = _validate_part(KVConfig, {**sc.kv.model_dump(), **own_kv}, source, f"{where}.kv")
+        sched = _validate_part(SchedulerConfig, {**sc.scheduler.model_dump(), **own_sched}, source,
                                f"{where}.scheduler")
         par = Parallelism(tensor_parallel_size=p.tensor_parallel_size or sc.parallelism.tensor_parallel_size,
                           replicas=1)
@@ -599,7 +648,7 @@ def _validate_part(model: type, data: dict, source: str, where: str):
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        msg = _format_validation_error(err, "").removeprefix(": ")
+        msg = _format_validation_error(err, "", model).removeprefix(": ")
         raise KvsimError(f"{source}: {where}.{msg}") from None
 
 

@@ -48,7 +48,7 @@ deviation; beyond it the draws are all clipped to min or max."""
 class Strict(BaseModel):
     """Base of the scenario schema models: see the module docstring."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -117,3 +117,8 @@ def check_slo(slo: dict[str, Any]) -> dict[str, dict[str, float]]:
                              f"{MAX_SECONDS:g}], got {threshold!r}")
         out[metric] = {str(stat): float(threshold)}
     return out
+
+
+def objectives(slo: dict[str, dict[str, float]]) -> list[tuple[str, str, float]]:
+    """(metric, percentile, threshold_s) of each objective of a checked `slo`, in its order."""
+    return [(metric, *next(iter(target.items()))) for metric, target in slo.items()]

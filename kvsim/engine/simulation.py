@@ -234,12 +234,12 @@ class Simulation:
 
     def _record(self, r: Request, replica: int, g: Group | None) -> None:
         if g is None:
-            row = RequestRow.refused(r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n)
+            row = RequestRow.refused(r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n, r.session)
         else:
             row = RequestRow(rid=r.rid, replica=replica, arrival_s=r.arrival_s, prompt_len=r.prompt_len,
                              output_len=g.output, n=r.n, first_scheduled_s=g.first_scheduled_s,
                              first_token_s=g.first_token_s, finish_s=g.finish_s, preemptions=g.preemptions,
-                             cached_tokens=g.cached_tokens, rejected=0)
+                             cached_tokens=g.cached_tokens, rejected=0, session=r.session)
         extra = []
         if self.sparse:
             extra.append(self.replicas[replica].sched.sizing.request_values(r.rid))

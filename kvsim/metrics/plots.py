@@ -23,9 +23,11 @@ PLOT_BINS = 1000
 CDF_POINTS = 1001
 _SAVE_KW: dict[str, Any] = {"dpi": 100, "format": "png", "metadata": {"Software": None}}
 
-PLOT_FILES: tuple[str, ...] = ("kv_usage.png", "concurrency.png", "latency_cdf.png")
+PLOT_FILES: tuple[str, ...] = ("kv_usage.png", "concurrency.png", "latency_cdf.png", "latency_over_time.png")
 FLEET_PLOT_FILES: tuple[str, ...] = ("replicas.png",)
 """Written too when the summary has a `fleet` section."""
+TIER_PLOT_FILES: tuple[str, ...] = ("kv_tiers.png",)
+"""Written too when the summary has a `tiers` section."""
 ROLE_COLORS: dict[str, str] = {"mixed": "tab:blue", "prefill": "tab:orange", "decode": "tab:green"}
 
 
@@ -73,14 +75,24 @@ def _matplotlib() -> tuple[Any, Any, Any, Any]:
     return matplotlib.style, FigureCanvasAgg, Figure, Patch
 
 
-def _figure(ncols: int = 1, width: float = 8.0) -> tuple[Figure, Any]:
+def _figure(ncols: int = 1, width: float = 8.0, legend: bool = False, nrows: int = 1,
+            height: float = 4.0) -> tuple[Figure, Any]:
+    """A figure of nrows x ncols axes (flattened); `legend`: room on the right for a legend beside the
+    axes (the legend never sits on the data)."""
     _, canvas_agg, figure, _ = _matplotlib()
-    fig = figure(figsize=(width, 4.0))
+    fig = figure(figsize=(width + (1.8 if legend else 0.0), height))
     canvas_agg(fig)
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     # fixed margins: constrained layout would double the drawing time
-    fig.subplots_adjust(left=0.09 * 8.0 / width, right=0.98, bottom=0.13, top=0.91, wspace=0.22)
+    right = 1.0 - (1.8 / (width + 1.8) if legend else 0.02)
+    fig.subplots_adjust(left=0.09 * 8.0 / width, right=right, bottom=0.13 if nrows == 1 else 0.08,
+                        top=0.91 if nrows == 1 else 0.94, wspace=0.22, hspace=0.35)
     return fig, axes
+
+
+def _legend(ax: Any) -> None:
+    """The legend beside the axes, on the right (room made by _figure(legend=True))."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
 def _no_data(ax: Any) -> None:
@@ -94,7 +106,7 @@ def _per_replica_label(timeline: pd.DataFrame) -> str:
 def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -> None:
     """KV token states and used blocks (and cached blocks if any) as a fraction of capacity vs time; with
     KV tiers, each tier's blocks as a fraction of its own capacity."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(legend=True)
     kv = summary.get("kv", {})
     cap_tokens, cap_blocks = kv.get("capacity_tokens"), kv.get("capacity_blocks")
     if len(timeline) == 0:
@@ -123,7 +135,7 @@ def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -
         ax.set_ylabel(("fraction of KV capacity" if cap_tokens else "count") + _per_replica_label(timeline))
         if cap_tokens:
             ax.set_ylim(0, 1.05)
-        ax.legend(loc="upper right")
+        _legend(ax)
     ax.set_xlabel("simulated time (s)")
     ax.set_title("KV cache usage")
     fig.savefig(path, **_SAVE_KW)
@@ -131,7 +143,7 @@ def plot_kv_usage(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -
 
 def plot_concurrency(path: Path, timeline: pd.DataFrame) -> None:
     """Running and waiting requests vs time."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(legend=True)
     if len(timeline) == 0:
         _no_data(ax)
     else:
@@ -140,7 +152,7 @@ def plot_concurrency(path: Path, timeline: pd.DataFrame) -> None:
             ax.plot(x, y, label=label, linewidth=1.0)
         ax.set_ylabel("requests" + _per_replica_label(timeline))
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper right")
+        _legend(ax)
     ax.set_xlabel("simulated time (s)")
     ax.set_title("Concurrency")
     fig.savefig(path, **_SAVE_KW)
@@ -167,10 +179,97 @@ def plot_latency_cdf(path: Path, requests: pd.DataFrame) -> None:
         else:
             ax.step(x, y, where="post", linewidth=1.0)
             ax.set_ylim(0, 1.02)
+            ax.xaxis.set_major_locator(_ticks(4))  # (few ticks: long labels such as 0.0125 never collide)
         ax.set_xlabel(f"{label} (s)")
         ax.set_title(label)
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("fraction of requests")
+    fig.savefig(path, **_SAVE_KW)
+
+
+def _ticks(n: int) -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(nbins=n, min_n_ticks=2)
+
+
+TIME_BINS = 40
+
+
+def plot_latency_over_time(path: Path, requests: pd.DataFrame, timeline: pd.DataFrame) -> None:
+    """Top: TTFT p50 / p99 and queueing p99 of the requests arriving in each of TIME_BINS time bins (log
+    scale), with the steady-state window kvsim plan would judge (kvsim/metrics/steady.py) shaded; bottom:
+    waiting requests over time."""
+    from kvsim.metrics.steady import steady_state
+
+    fig, (top, bottom) = _figure(legend=True, nrows=2, height=6.0)
+    a = requests["arrival_s"].to_numpy(np.float64) if len(requests) else np.array([])
+    if a.size == 0 or not np.isfinite(a).any():
+        _no_data(top)
+    else:
+        edges = np.linspace(a.min(), a.max() if a.max() > a.min() else a.min() + 1.0, TIME_BINS + 1)
+        idx = np.clip(np.searchsorted(edges, a, side="right") - 1, 0, TIME_BINS - 1)
+        mids = (edges[:-1] + edges[1:]) / 2
+        for col, q, label in (("ttft_s", 50, "TTFT p50"), ("ttft_s", 99, "TTFT p99"),
+                              ("queue_s", 99, "queue p99")):
+            v = requests[col].to_numpy(np.float64)
+            y = np.full(TIME_BINS, np.nan)
+            for k in range(TIME_BINS):
+                x = v[(idx == k) & np.isfinite(v)]
+                if x.size:
+                    y[k] = np.percentile(x, q)
+            y[~(y > 0)] = np.nan  # (log scale: a zero queueing time is not drawn)
+            top.plot(mids, y, label=label, linewidth=1.0, marker=".", markersize=3)
+        top.set_yscale("log")
+        st = steady_state(requests)
+        top.axvspan(st.window.start_s, st.window.end_s, color="#2a9d8f", alpha=0.08,
+                    label="steady window")
+        top.set_ylabel("seconds (by arrival time)")
+        _legend(top)
+    top.set_title("TTFT and queueing over time")
+    if len(timeline) == 0:
+        _no_data(bottom)
+    else:
+        x, y = replica_mean_curve(timeline, timeline["waiting"])
+        bottom.plot(x, y, label="waiting", linewidth=1.0, color="tab:red")
+        x, y = replica_mean_curve(timeline, timeline["running_reqs"])
+        bottom.plot(x, y, label="running", linewidth=1.0, color="tab:blue")
+        bottom.set_ylim(bottom=0)
+        bottom.set_ylabel("requests" + _per_replica_label(timeline))
+        _legend(bottom)
+    bottom.set_xlabel("simulated time (s)")
+    fig.savefig(path, **_SAVE_KW)
+
+
+def plot_kv_tiers(path: Path, summary: dict[str, Any], timeline: pd.DataFrame) -> None:
+    """KV held by tier over time, one panel per tier (GPU, then each tier below it), in GB with the tier's
+    capacity dashed: what each level of the hierarchy holds, on its own scale."""
+    kv = summary.get("kv", {})
+    tiers = (summary.get("tiers") or {}).get("per_tier") or {}
+    per_block = kv.get("bytes_per_block") or 0
+    panels = [("GPU", None, kv.get("capacity_blocks"))] + [
+        (medium, f"tier_{medium}_blocks", t.get("capacity_blocks")) for medium, t in tiers.items()]
+    fig, axes = _figure(ncols=len(panels), width=4.0 * len(panels))
+    for ax, (name, col, cap) in zip(axes, panels, strict=True):
+        ax.set_title(f"{name}")
+        ax.set_xlabel("simulated time (s)")
+        if len(timeline) == 0 or not per_block:
+            _no_data(ax)
+            continue
+        scale = per_block / 1e9
+        if col is None:
+            for c, label in (("kv_used_blocks", "in use"), ("kv_cached_blocks", "cached")):
+                x, y = replica_mean_curve(timeline, timeline[c])
+                ax.plot(x, y * scale, label=label, linewidth=1.0)
+            ax.legend(loc="lower right", fontsize=7)
+        elif col in timeline.columns:
+            x, y = replica_mean_curve(timeline, timeline[col])
+            ax.plot(x, y * scale, linewidth=1.0, color="tab:purple")
+        if cap:
+            ax.axhline(cap * scale, ls="--", color="gray", lw=0.8)
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(_ticks(4))
+    axes[0].set_ylabel("GB held" + _per_replica_label(timeline))
     fig.savefig(path, **_SAVE_KW)
 
 
@@ -228,6 +327,10 @@ def write_plots(out_dir: Path, summary: dict[str, Any], requests: pd.DataFrame,
         plot_kv_usage(out_dir / "kv_usage.png", summary, timeline)
         plot_concurrency(out_dir / "concurrency.png", timeline)
         plot_latency_cdf(out_dir / "latency_cdf.png", requests)
+        plot_latency_over_time(out_dir / "latency_over_time.png", requests, timeline)
+        if summary.get("tiers") is not None:
+            plot_kv_tiers(out_dir / "kv_tiers.png", summary, timeline)
+            files += TIER_PLOT_FILES
         if summary.get("fleet") is not None:
             plot_replicas(out_dir / "replicas.png", summary, requests, timeline)
             files += FLEET_PLOT_FILES

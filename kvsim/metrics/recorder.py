@@ -86,15 +86,16 @@ class RequestRow:
     preemptions: int
     cached_tokens: int      # prompt tokens served from the prefix cache (0 without one)
     rejected: int           # 1 if the engine refused the request (longer than max_model_len or KV capacity)
+    session: int = -1       # the chat session / agent episode the request belongs to; -1: none
 
     @classmethod
     def refused(cls, rid: int, replica: int, arrival_s: float, prompt_len: int, output_len: int,
-                n: int) -> RequestRow:
+                n: int, session: int = -1) -> RequestRow:
         """A request the engine refused outright: never scheduled, times NaN."""
         nan = math.nan
         return cls(rid=rid, replica=replica, arrival_s=arrival_s, prompt_len=prompt_len,
                    output_len=output_len, n=n, first_scheduled_s=nan, first_token_s=nan, finish_s=nan,
-                   preemptions=0, cached_tokens=0, rejected=1)
+                   preemptions=0, cached_tokens=0, rejected=1, session=session)
 
 
 def columns_of(row_type: type) -> dict[str, str]:

@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from kvsim.metrics.summary import summary_table_rows
 from kvsim.output_folder import OutputFolder, folder_for
+from kvsim.workload.config import rate_unit
 
 if TYPE_CHECKING:
     import pandas as pd
 
 PLOT_TITLES: dict[str, str] = {
     "kv_usage.png": "KV cache usage",
+    "latency_over_time.png": "TTFT and queueing over time",
+    "kv_tiers.png": "KV held by tier",
     "concurrency.png": "Concurrency",
     "latency_cdf.png": "Latency CDFs",
     "replicas.png": "Replicas: routed requests, hit rate, busy fraction",
@@ -59,6 +62,7 @@ def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], reque
 
             plot_files = drawing.write_plots(tmp, summary, requests_df, timeline_df)
         (tmp / "report.md").write_text(render_report(summary, plot_files), encoding="utf-8")
+        (tmp / "report.html").write_text(render_html(summary, tmp, plot_files), encoding="utf-8")
         run_text = json.dumps(run_info, sort_keys=True, indent=2, default=str) + "\n"
         (tmp / "run.json").write_text(run_text, encoding="utf-8")
         for name, text in (extra or {}).items():
@@ -98,16 +102,47 @@ def headline(summary: dict[str, Any]) -> str:
         tp = _get(sc, "parallelism", "tensor_parallel_size")
         parts.append(f"TP={tp if tp is not None else '?'} x {summary.get('replicas', '?')} replica(s)")
     kind, rate = _get(sc, "workload", "kind"), _get(sc, "workload", "arrival", "rate")
+    if _get(sc, "workload", "arrival", "process") == "closed_loop" or kind == "trace":
+        rate = None  # (a closed loop's users and a trace's timestamps set the rate)
     if kind is not None:
-        parts.append(f"workload {kind}" + (f" at {rate} req/s" if rate is not None else ""))
+        parts.append(f"workload {kind}" + (f" at {rate:g} {rate_unit(kind)}" if rate is not None else ""))
     seed = _get(sc, "simulation", "seed")
     if seed is not None:
         parts.append(f"seed {seed}")
-    if summary.get("cost_model") is not None:
-        parts.append(f"cost model {summary['cost_model']}")
+    cost_model = summary.get("cost_model")
+    if isinstance(cost_model, dict):
+        cost_model = cost_model.get("model")
+    if cost_model is not None:
+        parts.append(f"cost model {cost_model}")
     if summary.get("kvsim_version") is not None:
         parts.append(f"kvsim {summary['kvsim_version']}")
     return " · ".join(parts)
+
+
+def render_html(summary: dict[str, Any], folder: Path, plot_files: list[str]) -> str:
+    """report.html: report.md's headline, table and plots (embedded) on one page, and the scenario."""
+    import yaml
+
+    from kvsim.metrics import html
+
+    title = f"kvsim run: {_get(summary, 'scenario', 'name') or 'run'}"
+    blocks = [html.heading("Key figures"), html.table(["metric", "value"], summary_table_rows(summary))]
+    if plot_files:
+        blocks.append(html.heading("Plots"))
+        blocks += [html.image(folder / name, PLOT_TITLES.get(name, name)) for name in plot_files]
+    blocks += [html.heading("Scenario (resolved)"),
+               html.preformatted(yaml.safe_dump(summary.get("scenario") or {}, sort_keys=False)),
+               html.heading("Files"), html.bullets(FILES)]
+    return html.page(title, headline(summary), blocks)
+
+
+FILES: tuple[str, ...] = (
+    "summary.json: every figure above and more (definitions in kvsim's docs/metrics.md)",
+    "requests.parquet: one row per request",
+    "timeline.parquet: one row per recorded engine iteration",
+    "report.md, report.html: this report (Markdown; one self-contained page)",
+    "run.json: wall-clock figures of this run (vary between reruns)",
+)
 
 
 def render_report(summary: dict[str, Any], plot_files: list[str]) -> str:
@@ -120,13 +155,5 @@ def render_report(summary: dict[str, Any], plot_files: list[str]) -> str:
         lines += [f"![{PLOT_TITLES.get(name, name)}]({name})", ""]
     if not plot_files:
         lines += ["None drawn (`kvsim run --no-plots`).", ""]
-    lines += [
-        "## Files",
-        "",
-        "- `summary.json`: every figure above and more (definitions in kvsim's docs/metrics.md)",
-        "- `requests.parquet`: one row per request",
-        "- `timeline.parquet`: one row per recorded engine iteration",
-        "- `run.json`: wall-clock figures of this run (vary between reruns)",
-        "",
-    ]
+    lines += ["## Files", "", *(f"- {f}" for f in FILES), ""]
     return "\n".join(lines)

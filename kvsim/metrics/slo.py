@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvsim.schema import stat_quantile
+from kvsim.schema import objectives, stat_quantile
 
 if TYPE_CHECKING:
     import pandas as pd
 
-def _population(requests: pd.DataFrame, metric: str) -> np.ndarray:
+def population(requests: pd.DataFrame, metric: str) -> np.ndarray:
     """The metric's values over the requests the summary's latency section takes them from (TPOT: multi-
     token outputs; E2E: completed requests), NaN dropped."""
     x = requests[metric].to_numpy(np.float64)
@@ -33,8 +33,7 @@ def meets_slo(requests: pd.DataFrame, slo: dict[str, dict[str, float]]) -> np.nd
     ok = requests["finish_s"].notna().to_numpy(bool, copy=True)
     if "rejected" in requests.columns:
         ok &= requests["rejected"].to_numpy() == 0
-    for metric, target in slo.items():
-        ((_, threshold),) = target.items()
+    for metric, _, threshold in objectives(slo):
         x = requests[metric].to_numpy(np.float64)
         within = x <= threshold  # (NaN is not within)
         if metric == "tpot_s":
@@ -48,9 +47,8 @@ def slo_section(requests: pd.DataFrame, slo: dict[str, dict[str, float]]) -> dic
     metric's requests within the threshold; `attained`: every objective is."""
     out: dict[str, Any] = {}
     every = True
-    for metric, target in slo.items():
-        ((stat, threshold),) = target.items()
-        x = _population(requests, metric)
+    for metric, stat, threshold in objectives(slo):
+        x = population(requests, metric)
         value = float(np.percentile(x, stat_quantile(stat))) if x.size else None
         attained = value is not None and value <= threshold
         every &= attained

@@ -99,6 +99,8 @@ def _output_tokens(done: pd.DataFrame) -> int:
 
 
 def _requests_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
+    sessions = session_starts(requests)
+    in_sessions = int((_sessions(requests) >= 0).sum())
     return {
         "total": int(len(requests)),
         "completed": int(len(done)),
@@ -107,7 +109,31 @@ def _requests_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, A
         "output_tokens": _output_tokens(done),
         "cached_tokens": _int_sum(done, "cached_tokens"),
         "preempted": int((done["preemptions"] > 0).sum()) if len(done) else 0,
+        "sessions": len(sessions) if len(sessions) else None,
+        "requests_per_session": in_sessions / len(sessions) if len(sessions) else None,
     }
+
+
+def _sessions(requests: pd.DataFrame) -> np.ndarray:
+    """Each request's session id (-1: none; a frame without the column has none)."""
+    if "session" not in requests.columns:
+        return np.full(len(requests), -1, dtype=np.int64)
+    return requests["session"].to_numpy(np.int64)
+
+
+def session_starts(requests: pd.DataFrame) -> np.ndarray:
+    """The first arrival_s of each session (chat session, agent episode), sorted; empty without sessions."""
+    sid = _sessions(requests)
+    keep = sid >= 0
+    if not keep.any():
+        return np.array([], dtype=np.float64)
+    return np.sort(pd.Series(requests["arrival_s"].to_numpy(np.float64)[keep]).groupby(sid[keep]).min()
+                   .to_numpy(np.float64))
+
+
+def _rate(count: int, span: float | None) -> float | None:
+    """(count - 1) / span: events per second over the span from the first to the last (None: undefined)."""
+    return (count - 1) / span if span is not None and span > 0 and count > 1 else None
 
 
 def makespan_s(requests: pd.DataFrame) -> float | None:
@@ -130,7 +156,19 @@ def _throughput_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str,
             "output_tokens_per_s": out_tok / span,
             "total_tokens_per_s": total_tok / span,
         }
-    return {"makespan_s": span, **rate}
+    arrivals = requests["arrival_s"].to_numpy(np.float64)
+    arrival_span = plain(arrivals.max() - arrivals.min()) if len(arrivals) else None
+    offered = _rate(len(arrivals), arrival_span)
+    starts = session_starts(requests)
+    per_request = None
+    if len(requests):
+        tokens = requests["prompt_len"].to_numpy(np.float64) + (
+            requests["output_len"] * requests["n"]).to_numpy(np.float64)
+        per_request = float(tokens.mean())
+    return {"makespan_s": span, **rate, "arrival_span_s": arrival_span,
+            "offered_requests_per_s": offered,
+            "offered_tokens_per_s": None if offered is None else offered * per_request,
+            "sessions_per_s": _rate(len(starts), plain(starts[-1] - starts[0]) if len(starts) else None)}
 
 
 def _latency_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
@@ -287,16 +325,29 @@ def _join(values: list[Any], fmt=_fmt) -> str:
     return " / ".join(fmt(v) for v in values)
 
 
+def session_word(summary: dict[str, Any]) -> str:
+    """What the run's sessions are called: episodes (agentic) or sessions."""
+    kind = ((summary.get("scenario") or {}).get("workload") or {}).get("kind")
+    return "episodes" if kind == "agentic" else "sessions"
+
+
 def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, formatted value) rows for the console table and report.md, in a fixed order."""
     req, thr, lat = summary["requests"], summary["throughput"], summary["latency"]
     conc, kv = summary["concurrency"], summary["kv"]
-    rows = [
-        ("requests completed / total", f"{_fmt(req['completed'])} / {_fmt(req['total'])}"),
+    rows = [("requests completed / total", f"{_fmt(req['completed'])} / {_fmt(req['total'])}")]
+    offered = _fmt(thr.get("offered_requests_per_s"))
+    if req.get("sessions"):
+        word = session_word(summary)
+        rows.append((f"{word} / requests per {word[:-1]}",
+                     f"{_fmt(req['sessions'])} / {_fmt(req['requests_per_session'])}"))
+        offered += f" ({_fmt(thr.get('sessions_per_s'))} {word}/s)"
+    rows += [
         ("makespan (s)", _fmt(thr["makespan_s"])),
-        ("throughput (req/s)", _fmt(thr["requests_per_s"])),
-        ("output tokens/s", _fmt(thr["output_tokens_per_s"])),
-        ("total tokens/s", _fmt(thr["total_tokens_per_s"])),
+        ("offered requests/s", offered),
+        ("served requests/s", _fmt(thr["requests_per_s"])),
+        ("served output / total tokens/s",
+         f"{_fmt(thr['output_tokens_per_s'])} / {_fmt(thr['total_tokens_per_s'])}"),
     ]
     for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"), ("queue_s", "queue")):
         stats = lat[key]

@@ -16,19 +16,24 @@ Column = tuple[str, str, str]
 
 COLUMNS: tuple[Column, ...] = (
     ("requests.completed", "completed", "int"),
-    ("throughput.requests_per_s", "req/s", "num"),
+    ("throughput.offered_requests_per_s", "offered req/s", "num"),
+    ("throughput.requests_per_s", "served req/s", "num"),
     ("throughput.output_tokens_per_s", "out tok/s", "num"),
     ("latency.ttft_s.p50", "TTFT p50 s", "num"),
+    ("latency.ttft_s.p99", "TTFT p99 s", "num"),
+    ("latency.tpot_s.p50", "TPOT p50 s", "num"),
     ("latency.e2e_s.p50", "E2E p50 s", "num"),
-    ("concurrency.mean", "batched mean", "num"),
+    ("concurrency.mean", "batched", "num"),
     ("concurrency.max", "batched max", "int"),
-    ("kv.capacity_tokens", "KV cap tokens", "int"),
+    ("kv.capacity_tokens", "KV tokens", "int"),
     ("kv.breakdown.token_states", "KV states", "pct"),
     ("kv.breakdown.reservation", "reserved", "pct"),
     ("kv.breakdown.internal_fragmentation", "int. frag", "pct"),
     ("kv.breakdown.external_fragmentation", "ext. frag", "pct"),
     ("kv.breakdown.free", "free", "pct"),
     ("kv.sharing_saving", "shared saving", "pct"),
+    ("prefix_cache.hit_rate_tokens", "hit rate", "pct"),
+    ("cost.usd_per_million_output_tokens", "$/M out tok", "num"),
     ("preemptions", "preempt", "int"),
 )
 """The figures every compare table shows, in table order."""
@@ -85,7 +90,6 @@ SPARSITY = ColumnGroup(
 GOODPUT = ColumnGroup(
     "goodput",
     (
-        ("latency.ttft_s.p99", "TTFT p99 s", "num"),
         ("latency.tpot_s.p99", "TPOT p99 s", "num"),
         ("goodput.requests_per_s", "goodput/s", "num"),
         ("goodput.fraction", "meet SLO", "pct"),
@@ -128,13 +132,65 @@ def select(summaries: Iterable[dict[str, Any]], base: tuple[Column, ...] = COLUM
     return picked
 
 
-KEEP: frozenset[str] = frozenset({
-    "requests.completed", "throughput.requests_per_s", "latency.ttft_s.p50", "concurrency.mean",
-    "kv.capacity_tokens", "kv.breakdown.token_states", "preemptions", "goodput.requests_per_s",
-    "slo.attained", "latency.ttft_s.p99", "sparsity.memory_saved_fraction",
-    "sparsity.attention_mass_retained",
-})
-"""Columns a table narrowed to the terminal keeps; the others go from the right until it fits."""
+FIRST: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("kv.layout", "kv.placement"),
+     ("kv.breakdown.token_states", "kv.breakdown.reservation", "kv.breakdown.internal_fragmentation",
+      "kv.breakdown.external_fragmentation", "concurrency.mean", "throughput.requests_per_s",
+      "latency.ttft_s.p50")),
+    (("kv.prefix_cache", "kv.eviction", "kv.tier"),
+     ("prefix_cache.hit_rate_tokens", "latency.ttft_s.p50", "latency.ttft_s.p99",
+      "throughput.requests_per_s", "concurrency.mean")),
+    (("kv.sparsity",),
+     ("kv_bound_concurrency", "sparsity.memory_saved_fraction", "sparsity.attention_mass_retained",
+      "sparsity.reread_lost_fraction", "latency.tpot_s.p50", "concurrency.mean")),
+    (("router", "cluster", "parallelism"),
+     ("throughput.requests_per_s", "latency.ttft_s.p50", "latency.ttft_s.p99", "prefix_cache.hit_rate_tokens",
+      "goodput.requests_per_s", "cost.usd_per_million_output_tokens")),
+    (("scheduler",),
+     ("latency.ttft_s.p50", "latency.ttft_s.p99", "latency.tpot_s.p50", "throughput.requests_per_s",
+      "concurrency.mean", "preemptions")),
+    (("kv.block_size", "kv.dtype", "kv.gpu_memory_utilization", "kv.num_gpu_blocks_override", "kv.swap",
+      "kv.watermark", "kv.activation"),
+     ("kv.capacity_tokens", "concurrency.mean", "kv.breakdown.internal_fragmentation", "preemptions",
+      "throughput.output_tokens_per_s", "latency.ttft_s.p99")),
+    (("model", "hardware", "cost", "pricing"),
+     ("kv.capacity_tokens", "throughput.output_tokens_per_s", "latency.ttft_s.p50", "latency.tpot_s.p50",
+      "cost.usd_per_million_output_tokens")),
+    (("workload", "simulation"),
+     ("throughput.offered_requests_per_s", "throughput.requests_per_s", "latency.ttft_s.p99",
+      "latency.e2e_s.p50", "goodput.requests_per_s", "concurrency.mean")),
+)
+"""By what a comparison varies (a key or its prefix), the figures that matter to it: a table narrowed to
+the terminal shows them first, in this order."""
+DEFAULT_FIRST: tuple[str, ...] = (
+    "throughput.requests_per_s", "latency.ttft_s.p50", "latency.ttft_s.p99", "concurrency.mean",
+    "kv.capacity_tokens", "kv.breakdown.token_states", "preemptions")
+"""The first figures of a comparison FIRST does not name."""
+WITH_SLO: tuple[str, ...] = ("goodput.requests_per_s", "slo.attained")
+"""With an slo, these follow the comparison's own first figures."""
+
+
+def first_for(varied: Iterable[str]) -> list[str]:
+    """The figures a comparison of the `varied` keys shows first (FIRST; DEFAULT_FIRST otherwise), in
+    order, each once."""
+    out: list[str] = ["requests.completed"]
+    matched = False
+    for key in varied:
+        for prefixes, figures in FIRST:
+            if any(key == p or key.startswith(p) for p in prefixes):
+                out += figures
+                matched = True
+    if not matched:
+        out += DEFAULT_FIRST
+    out += WITH_SLO
+    return list(dict.fromkeys(out))
+
+
+def ordered(cols: list[Picked], varied: Iterable[str]) -> list[Picked]:
+    """The columns with those that matter to the comparison (first_for) first, the rest in their order."""
+    rank = {k: i for i, k in enumerate(first_for(varied))}
+    return sorted(cols, key=lambda c: (rank.get(c.key, len(rank)), cols.index(c)))
+
 
 ALIASES: dict[str, str] = {
     "goodput": "goodput.requests_per_s", "capacity": "kv.capacity_tokens",
@@ -177,14 +233,12 @@ def _guess_format(key: str, value: Any) -> str:
 
 def fit(cols: list[Picked], widths: list[int], limit: int, fixed: int) -> tuple[list[Picked], list[Picked]]:
     """(kept, dropped): columns (each `widths[i]` wide in the table, `fixed` for the label column and the
-    border) left out from the right, KEEP excepted, until the table is at most `limit` wide."""
+    border) left out from the right until the table is at most `limit` wide; the first column stays."""
     kept = list(range(len(cols)))
     total = fixed + sum(widths)
-    for i in reversed(range(len(cols))):
+    for i in reversed(range(1, len(cols))):
         if total <= limit:
             break
-        if cols[i].key in KEEP:
-            continue
         kept.remove(i)
         total -= widths[i]
     dropped = [cols[i] for i in range(len(cols)) if i not in kept]

@@ -23,7 +23,7 @@ import pandas as pd
 from kvsim.errors import KvsimError
 from kvsim.output_folder import OutputFolder, folder_for
 from kvsim.scenario import load_scenario, parse_value, set_items
-from kvsim.sweep.columns import Picked, fit, resolve_metrics, select
+from kvsim.sweep.columns import Picked, fit, ordered, resolve_metrics, select
 
 TIMELINE_KEEP: tuple[str, ...] = ("replica", "t_s", "hold_s", "running_reqs")
 
@@ -40,8 +40,8 @@ class Variant:
 
     @property
     def short_label(self) -> str:
-        """The values alone, for a table whose header names the keys."""
-        return ", ".join(_text(v) for _, v in self.values)
+        """The values alone, compact (value_text), for a table whose header names the keys."""
+        return ", ".join(value_text(v) for _, v in self.values)
 
     @property
     def overrides(self) -> list[str]:
@@ -64,6 +64,30 @@ def _text(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
+
+
+MAX_LABEL = 24
+"""A variant label longer than this (in a table) becomes v1, v2, ... with a legend below the table."""
+
+
+def value_text(v: Any) -> str:
+    """A varied value as a table shows it: scalars as written, an empty list as `none`, a mapping as its
+    values, a list as its items joined by '+' (`[{medium: cpu, capacity_gb: 64}]` is `cpu 64`)."""
+    if isinstance(v, dict):
+        return " ".join(value_text(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return "+".join(value_text(x) for x in v) if v else "none"
+    return _text(v)
+
+
+def variant_labels(results: list[VariantResult]) -> tuple[list[str], list[str]]:
+    """(the table's label per variant, legend lines): the compact values (Variant.short_label), unless one
+    is longer than MAX_LABEL or two are alike: then v1, v2, ... and a legend line each."""
+    labels = [r.variant.short_label for r in results]
+    if all(len(x) <= MAX_LABEL for x in labels) and len(set(labels)) == len(labels):
+        return labels, []
+    short = [f"v{i + 1}" for i in range(len(results))]
+    return short, [f"{k} = {r.variant.label}" for k, r in zip(short, results, strict=True)]
 
 
 def split_values(raw: str) -> list[str]:
@@ -199,22 +223,25 @@ def table_rows(results: list[VariantResult], metrics: list[str] | None = None,
                width: int | None = None) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the console table: the default columns (or `metrics`, kvsim.sweep.columns
     resolve_metrics), narrowed to `width` characters when given (see table_fit)."""
-    header, rows, _ = table_fit(results, metrics, width)
+    header, rows, _, _ = table_fit(results, metrics, width)
     return header, rows
 
 
 def table_fit(results: list[VariantResult], metrics: list[str] | None = None,
-              width: int | None = None) -> tuple[list[str], list[list[str]], list[str]]:
-    """table_rows plus the labels of the columns left out to fit `width` (none with `metrics`)."""
+              width: int | None = None) -> tuple[list[str], list[list[str]], list[str], list[str]]:
+    """table_rows, the labels of the columns left out to fit `width` (none with `metrics`), and the legend
+    of the variant labels (variant_labels). Without `metrics` the columns that matter to what is varied
+    come first (kvsim/sweep/columns.py FIRST), and the rest are left out from the right to fit."""
+    varied = [k for k, _ in results[0].variant.values] if results else []
     if metrics:
         try:
             cols = resolve_metrics(metrics, [r.summary for r in results])
         except ValueError as exc:
             raise KvsimError(str(exc)) from None
     else:
-        cols = columns(results)
-    keys = ", ".join(k for k, _ in results[0].variant.values) if results else "variant"
-    labels = [r.variant.short_label for r in results]
+        cols = ordered(columns(results), varied)
+    keys = ", ".join(varied) or "variant"
+    labels, legend = variant_labels(results)
     texts = [[c.text(r.summary) for r in results] for c in cols]
     dropped: list[Picked] = []
     if width is not None and not metrics:
@@ -225,7 +252,7 @@ def table_fit(results: list[VariantResult], metrics: list[str] | None = None,
         cols = kept
     header = [keys, *(c.label for c in cols)]
     rows = [[labels[i], *(col[i] for col in texts)] for i in range(len(results))]
-    return header, rows, [c.label for c in dropped]
+    return header, rows, [c.label for c in dropped], legend
 
 
 def table_width(header: list[str], rows: list[list[str]]) -> int:
@@ -238,7 +265,7 @@ def streams_identical(results: list[VariantResult]) -> bool:
     return len({r.stream for r in results}) <= 1
 
 
-def write_compare(out: str | Path | OutputFolder, results: list[VariantResult]) -> list[str]:
+def write_compare(out: str | Path | OutputFolder, results: list[VariantResult], label: str = "") -> list[str]:
     """Write compare.csv, compare.json (the columns, and every variant's figures and full summary) and the
     two plots into the output folder `out` (kvsim/output_folder.py); return the file names. Output bytes
     depend only on the results."""
@@ -256,4 +283,23 @@ def write_compare(out: str | Path | OutputFolder, results: list[VariantResult]) 
                                           encoding="utf-8")
         plot_breakdown_bars(tmp / "compare_breakdown.png", results)
         plot_batched_over_time(tmp / "compare_batched.png", results)
-    return ["compare.csv", "compare.json", "compare_breakdown.png", "compare_batched.png"]
+        (tmp / "report.html").write_text(render_html(results, tmp, label), encoding="utf-8")
+    return ["compare.csv", "compare.json", "compare_breakdown.png", "compare_batched.png", "report.html"]
+
+
+def render_html(results: list[VariantResult], folder: Path, label: str = "") -> str:
+    """report.html of a comparison: every column (the ones that matter to what is varied first), the
+    legend of the variant labels, both plots and each variant's overrides."""
+    from kvsim.metrics import html
+
+    header, rows, _, legend = table_fit(results)
+    same = "identical" if streams_identical(results) else "different (a varied key changes the workload)"
+    blocks = [html.heading("Variants"), html.table(header, rows)]
+    if legend:
+        blocks.append(html.bullets(legend))
+    blocks += [html.heading("Plots"), html.image(folder / "compare_breakdown.png", "KV memory breakdown"),
+               html.image(folder / "compare_batched.png", "batched requests over time"),
+               html.heading("Overrides of each variant"),
+               html.bullets(f"{r.variant.short_label}: {' '.join(r.variant.overrides)}" for r in results)]
+    return html.page("kvsim compare" + (f": {label}" if label else ""),
+                     f"{len(results)} variants; request streams {same}", blocks)

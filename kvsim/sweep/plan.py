@@ -8,14 +8,21 @@
 - `min_cost`: for each hardware profile x tensor-parallel size given, the fewest replicas that hold the
   SLO; the answer is the cheapest of those fleets per hour (summary `cost`).
 
-With `repeats` K > 1 each probe runs K seeds and an objective holds when the upper end of the 95%
-interval of its value (kvsim/sweep/repeats.py) is within the threshold, so the answer holds with that
-confidence rather than for one lucky seed. docs/metrics.md (kvsim plan) defines plan.json.
+Each probe is judged on runs that reached steady state, lengthened until the verdict is stable
+(kvsim/sweep/probe.py): holds, fails, unstable (the backlog grows) or undecided (counted as failing). The
+answer is the monotone envelope of the verdicts: the highest value that holds below every value that does
+not (max_rate), the lowest that holds above every one that does not (min_replicas). With `repeats` K > 1
+each run has K seeds and an objective holds when the upper end of the 95% interval of its value
+(kvsim/sweep/repeats.py) is within the threshold. Rates are the scenario's `workload.arrival.rate` (sessions
+per second for chat, episodes for agentic: kvsim/workload/config.py RATE_UNITS) and, for every probe,
+the offered request rate it means (x requests per arrival); `qps` gives min_replicas / min_cost a target
+in requests per second. docs/metrics.md (kvsim plan) defines plan.json.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +31,11 @@ from typing import Any
 from kvsim.errors import KvsimError
 from kvsim.output_folder import OutputFolder, folder_for
 from kvsim.scenario import Scenario, load_scenario
-from kvsim.sweep.repeats import interval, run_repeats, seeds
+from kvsim.schema import MAX_RATE, MIN_RATE
+from kvsim.sweep.probe import MAX_EXTENSION, Attempt, Probe, Prober
+from kvsim.sweep.repeats import seeds
+from kvsim.workload.config import rate_unit
+from kvsim.workload.request import requests_per_arrival
 
 FINDS: dict[str, str] = {
     "max_rate": "workload.arrival.rate",
@@ -32,29 +43,21 @@ FINDS: dict[str, str] = {
     "min_cost": "parallelism.replicas",
 }
 """--find choice -> the scenario key it searches."""
+OnProbe = Callable[["Plan", Probe], None]
+"""Called with the plan and each probe as it is decided."""
+OnAttempt = Callable[["Plan", float, Attempt], None]
+"""Called with the plan, the knob value and each run of a probe as it finishes."""
 
 NEEDS_SLO = "kvsim plan needs an SLO: --slo METRIC.PNN=SECONDS (e.g. ttft_s.p99=2) or slo: in the scenario"
-MAX_STEPS = 24
-"""Doublings before the search gives up (a factor of about 1.7e7)."""
+MAX_BISECTIONS = 60
+"""Bisection steps at most (the precision is at least MIN_PRECISION, so it ends long before)."""
+MIN_PRECISION = 1e-4
+RATIO_REQUESTS = 20_000
+"""Requests per arrival is counted over a stream of at least this many requests."""
 MAX_HALVINGS = 10
 """Halvings from the scenario's rate before max_rate says no rate meets the SLO (a factor of 1024: far
 below it the run is unloaded and latency no longer falls)."""
 MAX_REPLICAS = 1024
-
-
-@dataclass(slots=True)
-class Probe:
-    """One value of the knob: whether every objective held, and per objective the figures."""
-
-    value: float
-    holds: bool
-    objectives: dict[str, dict[str, Any]]
-    usd_per_hour: float | None = None
-    """The fleet's rental cost at this value (summary cost.usd_per_hour; None when a price is unknown)."""
-
-    def doc(self) -> dict[str, Any]:
-        return {"value": self.value, "holds": self.holds, "objectives": self.objectives,
-                "usd_per_hour": self.usd_per_hour}
 
 
 @dataclass(slots=True)
@@ -66,58 +69,70 @@ class Plan:
     slo: dict[str, dict[str, float]]
     repeats: int
     precision: float | None
+    unit: str = "requests/s"
+    """What the knob counts: RATE_UNITS of the workload (max_rate) or replicas."""
+    requests_per_arrival: float = 1.0
+    max_extension: int = MAX_EXTENSION
+    qps: float | None = None
+    """min_replicas / min_cost: the target in requests per second (None: the scenario's rate)."""
     probes: list[Probe] = field(default_factory=list)
     answer: float | None = None
     failing: float | None = None
     """The nearest value that does not hold (above the answer for max_rate, below for min_replicas)."""
+    note: str = ""
+    """What bounds the answer when the search does not (the largest rate tried still holds)."""
 
     def at(self, value: float | None) -> Probe | None:
         return next((p for p in self.probes if p.value == value), None)
 
+    def requests_per_s(self, value: float | None) -> float | None:
+        """The offered request rate of a max_rate value (value x requests per arrival)."""
+        return None if value is None or self.find != "max_rate" else value * self.requests_per_arrival
+
     def doc(self) -> dict[str, Any]:
         best = self.at(self.answer)
-        return {"find": self.find, "key": self.key, "answer": self.answer, "failing": self.failing,
+        rps = self.requests_per_s(self.answer) if self.find == "max_rate" else (
+            None if best is None else best.requests_per_s)
+        return {"find": self.find, "key": self.key, "unit": self.unit, "answer": self.answer,
+                "answer_requests_per_s": rps, "failing": self.failing,
+                "failing_requests_per_s": self.requests_per_s(self.failing),
+                "requests_per_arrival": self.requests_per_arrival, "qps": self.qps, "note": self.note,
                 "precision": self.precision, "repeats": self.repeats, "confidence": 0.95, "slo": self.slo,
+                "max_extension": self.max_extension,
                 "margin": None if best is None else {m: o["margin_s"] for m, o in best.objectives.items()},
                 "probes": [p.doc() for p in self.probes]}
 
 
-def _judge(summaries: list[dict[str, Any]], slo: dict[str, dict[str, float]]) -> tuple[bool, dict]:
-    """Whether every objective holds over the seeds' summaries (the interval's upper end, or the one
-    value, within the threshold), and per objective its figures."""
-    ok = True
-    out: dict[str, dict[str, Any]] = {}
-    for metric, target in slo.items():
-        ((stat, threshold),) = target.items()
-        iv = interval([s["slo"][metric]["value_s"] for s in summaries])
-        bound = iv["high"]
-        holds = bound is not None and bound <= threshold
-        ok &= holds
-        out[metric] = {"percentile": stat, "threshold_s": threshold, "mean_s": iv["mean"], "bound_s": bound,
-                       "margin_s": None if bound is None else threshold - bound, "holds": holds}
-    return ok, out
-
-
 class Planner:
-    """Runs probes of one scenario (path + overrides + seed) for one --find, remembering each."""
+    """Runs probes of one scenario (path + overrides + seed) for one --find, remembering each (a probe at a
+    value already tried is the same probe)."""
 
     def __init__(self, scenario: str | Path | None, overrides: list[str], seed: int | None, find: str,
-                 repeats: int = 1, jobs: int = 1, on_probe: Callable[[Probe], None] | None = None) -> None:
+                 repeats: int = 1, jobs: int = 1, on_probe: OnProbe | None = None,
+                 max_extension: int = MAX_EXTENSION, qps: float | None = None,
+                 on_attempt: OnAttempt | None = None) -> None:
         if find not in FINDS:
             raise KvsimError(f"--find {find!r}: choose one of {', '.join(FINDS)}")
         self.path = None if scenario is None else str(scenario)
         self.overrides = list(overrides)
         self.find = find
         self.key = FINDS[find]
-        self.jobs = jobs
         self.on_probe = on_probe
+        self.on_attempt = on_attempt
         base = load_scenario(self.path, self.overrides, seed)
-        self.base = base
         if base.slo is None:
             raise KvsimError(NEEDS_SLO)
-        _check_knob(base, find)
-        self.seeds = seeds(base.simulation.seed, repeats)
-        self.plan = Plan(find, self.key, base.slo, repeats, None)
+        _check_knob(base, find, qps)
+        self.ratio = _requests_per_arrival(base)
+        if qps is not None:  # the target in requests/s, as the workload's own rate
+            self.overrides.append(f"workload.arrival.rate={_rate_text(qps / self.ratio)}")
+            base = load_scenario(self.path, self.overrides, seed)
+        self.base = base
+        self.rate = _offered(base, self.ratio)
+        self.prober = Prober(self.path, self.overrides, base, seeds(base.simulation.seed, repeats), jobs,
+                             max_extension)
+        unit = rate_unit(base.workload.kind) if find == "max_rate" else "replicas"
+        self.plan = Plan(find, self.key, base.slo, repeats, None, unit, self.ratio, max_extension, qps)
         self._seen: dict[float, Probe] = {}
 
     def start(self) -> float:
@@ -127,95 +142,153 @@ class Planner:
     def probe(self, value: float) -> Probe:
         if value in self._seen:
             return self._seen[value]
-        text = repr(float(value)) if self.find == "max_rate" else str(int(value))
-        over = [*self.overrides, f"{self.key}={text}"]
+        text = _rate_text(value) if self.find == "max_rate" else str(int(value))
+        rps = value * self.ratio if self.find == "max_rate" else self.rate
+
+        def attempt(a: Attempt) -> None:
+            if self.on_attempt is not None:
+                self.on_attempt(self.plan, value, a)
+
         try:
-            summaries = run_repeats(self.path, over, self.seeds, self.jobs)
+            p = self.prober.probe(value, [f"{self.key}={text}"], rps, attempt)
         except KvsimError as exc:
             raise KvsimError(f"probe {self.key}={text}: {exc}") from None
-        holds, objectives = _judge(summaries, self.plan.slo)
-        p = Probe(value, holds, objectives, (summaries[0].get("cost") or {}).get("usd_per_hour"))
         self._seen[value] = p
         self.plan.probes.append(p)
         if self.on_probe is not None:
-            self.on_probe(p)
+            self.on_probe(self.plan, p)
         return p
 
 
-def _check_knob(sc: Scenario, find: str) -> None:
+def _rate_text(rate: float) -> str:
+    return repr(float(rate))
+
+
+def _requests_per_arrival(sc: Scenario) -> float:
+    """Requests per arrival of the scenario's workload (kvsim/workload/request.py requests_per_arrival),
+    over a stream of at least RATIO_REQUESTS requests (1 for a trace or a closed loop)."""
+    if sc.workload.kind == "trace" or sc.workload.arrival.process == "closed_loop":
+        return 1.0
+    from kvsim.engine.simulation import Simulation
+
+    sim = sc.simulation
+    longer = sc
+    if sim.requests is not None and sim.requests < RATIO_REQUESTS:
+        longer = sc.model_copy(update={"simulation": sim.model_copy(update={"requests": RATIO_REQUESTS})})
+        longer._base_dir = sc._base_dir
+    return requests_per_arrival(Simulation(longer).build_requests())
+
+
+def _offered(sc: Scenario, ratio: float) -> float | None:
+    """The scenario's offered request rate (rate x requests per arrival; None for a trace or closed loop)."""
+    if sc.workload.kind == "trace" or sc.workload.arrival.process == "closed_loop":
+        return None
+    return float(sc.workload.arrival.rate) * ratio
+
+
+def _check_knob(sc: Scenario, find: str, qps: float | None = None) -> None:
+    closed = sc.workload.arrival.process == "closed_loop"
     if find == "max_rate":
         if sc.workload.kind == "trace" or sc.workload.mix:
             raise KvsimError("--find max_rate searches workload.arrival.rate; this workload has none "
                              f"(kind {sc.workload.kind}{', a mix' if sc.workload.mix else ''})")
-        if sc.workload.arrival.rate is None or sc.workload.arrival.rate <= 0:
-            raise KvsimError("--find max_rate needs a workload.arrival.rate > 0 to start from")
-    if find in ("min_replicas", "min_cost") and sc.cluster is not None:
-        raise KvsimError(f"--find {find} varies parallelism.replicas; this scenario's cluster: sets its "
-                         "pools (drop cluster: or vary a pool's replicas with kvsim compare)")
+        if closed:
+            raise KvsimError("--find max_rate searches workload.arrival.rate; a closed loop's users and "
+                             "think time set this workload's rate (vary workload.arrival.users with kvsim "
+                             "compare)")
+        if qps is not None:
+            raise KvsimError("--qps is the load of --find min_replicas and min_cost; max_rate searches it")
+    if find in ("min_replicas", "min_cost"):
+        if sc.cluster is not None:
+            raise KvsimError(f"--find {find} varies parallelism.replicas; this scenario's cluster: sets its "
+                             "pools (drop cluster: or vary a pool's replicas with kvsim compare)")
+        if qps is not None and (sc.workload.kind == "trace" or closed):
+            what = "a trace's timestamps" if sc.workload.kind == "trace" else "a closed loop's users"
+            raise KvsimError(f"--qps sets workload.arrival.rate; {what} set this workload's rate"
+                             + (" (scale it with workload.trace.time_scale)" if not closed else ""))
+    if qps is not None and not (math.isfinite(qps) and qps > 0):
+        raise KvsimError(f"--qps {qps}: give a request rate > 0 (requests per second)")
+
+
+def _holds_below_fail(probes: list[Probe]) -> tuple[float | None, float | None]:
+    """max_rate's monotone envelope: (the highest value that holds below every value that does not, the
+    lowest value that does not hold), None where there is none."""
+    fails = [p.value for p in probes if not p.holds]
+    hi = min(fails, default=None)
+    lo = max((p.value for p in probes if p.holds and (hi is None or p.value < hi)), default=None)
+    return lo, hi
+
+
+def _holds_above_fail(probes: list[Probe]) -> tuple[float | None, float | None]:
+    """min_replicas' monotone envelope: (the highest value that does not hold, the lowest value that holds
+    above every value that does not)."""
+    fails = [p.value for p in probes if not p.holds]
+    lo = max(fails, default=None)
+    hi = min((p.value for p in probes if p.holds and (lo is None or p.value > lo)), default=None)
+    return lo, hi
 
 
 def find_max_rate(pl: Planner, precision: float) -> Plan:
-    """Bracket the highest rate that holds by doubling / halving from the start, then bisect."""
+    """Bracket the highest rate that holds by doubling / halving from the start, then bisect between the
+    envelope's best holding rate and its lowest failing one."""
     plan = pl.plan
     plan.precision = precision
     r = pl.start()
-    lo = hi = None
     if pl.probe(r).holds:
-        lo = r
-        for _ in range(MAX_STEPS):
-            r *= 2
-            if not pl.probe(r).holds:
-                hi = r
+        while True:
+            if r >= MAX_RATE:
+                rps = plan.requests_per_s(r)
+                plan.note = (f"holds up to the largest rate tried, {r:g} {plan.unit} ({rps:.4g} requests/s): "
+                             "workload.arrival.rate's upper bound")
                 break
-            lo = r
-        else:
-            raise KvsimError(f"the SLO still holds at {lo:g} req/s ({MAX_STEPS} doublings): the rate does "
-                             f"not bound it here (more requests? simulation.requests)")
+            r = min(2 * r, MAX_RATE)
+            if not pl.probe(r).holds:
+                break
     else:
-        hi = r
         for _ in range(MAX_HALVINGS):
+            if r / 2 < MIN_RATE:
+                break
             r /= 2
             if pl.probe(r).holds:
-                lo = r
                 break
-            hi = r
         else:
-            raise KvsimError(f"no rate meets the SLO: at {r:.3g} req/s ({MAX_HALVINGS} halvings from "
+            raise KvsimError(f"no rate meets the SLO: at {r:.3g} {plan.unit} ({MAX_HALVINGS} halvings from "
                              f"{pl.start():g}) {_worst(pl.probe(r))}")
-    while hi - lo > precision * lo:
-        mid = (lo + hi) / 2
-        if pl.probe(mid).holds:
-            lo = mid
-        else:
-            hi = mid
-    plan.answer, plan.failing = lo, hi
+        if not pl.probe(r).holds:
+            raise KvsimError(f"no rate meets the SLO: at {r:.3g} {plan.unit} (the lowest rate allowed) "
+                             f"{_worst(pl.probe(r))}")
+    for _ in range(MAX_BISECTIONS):
+        lo, hi = _holds_below_fail(plan.probes)
+        if lo is None or hi is None or hi - lo <= precision * lo:
+            break
+        pl.probe((lo + hi) / 2)
+    plan.answer, plan.failing = _holds_below_fail(plan.probes)
+    if plan.answer is None:
+        raise KvsimError(f"no rate meets the SLO below the lowest failing rate, {plan.failing:g} {plan.unit}")
     return plan
 
 
 def find_min_replicas(pl: Planner) -> Plan:
-    """Double the replicas from 1 until the SLO holds, then bisect between the last two counts."""
+    """Double the replicas from 1 until the SLO holds, then bisect between the envelope's highest failing
+    count and its lowest holding one."""
     plan = pl.plan
-    n, below = 1, 0
-    last = None
+    n = 1
+    last: Probe | None = None
     while not (p := pl.probe(n)).holds:
-        below = n
-        worst = _excess(p)
         if n >= MAX_REPLICAS:
             raise KvsimError(f"no replica count up to {MAX_REPLICAS} meets the SLO at this load: {_worst(p)}")
-        if last is not None and worst >= 0.99 * last:  # (a doubling that no longer helps: latency floor)
+        if (last is not None and p.verdict == last.verdict == "fails"
+                and _excess(p) >= 0.99 * _excess(last)):  # (a doubling that no longer helps: latency floor)
             raise KvsimError(f"more replicas do not meet the SLO (going from {n // 2} to {n} no longer "
                              f"lowers it: one request's own latency, not the load): at {n} {_worst(p)}")
-        last = worst
+        last = p
         n = min(2 * n, MAX_REPLICAS)
-    hi = n
-    lo = below
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pl.probe(mid).holds:
-            hi = mid
-        else:
-            lo = mid
-    plan.answer, plan.failing = hi, (lo or None)
+    while True:
+        lo, hi = _holds_above_fail(plan.probes)
+        if hi - (lo or 0) <= 1:
+            break
+        pl.probe((int(lo or 0) + int(hi)) // 2)
+    plan.failing, plan.answer = _holds_above_fail(plan.probes)
     return plan
 
 
@@ -230,7 +303,9 @@ def _excess(p: Probe) -> float:
 
 
 def _worst(p: Probe) -> str:
-    """The objective furthest over its threshold, as text."""
+    """Why a probe does not hold, as text: the objective furthest over its threshold, or the verdict."""
+    if p.verdict in ("unstable", "undecided"):
+        return f"{p.verdict}: {p.reason}"
     missed = [(m, o) for m, o in p.objectives.items() if not o["holds"]]
     if not missed:
         return "every objective holds"
@@ -250,25 +325,39 @@ class Candidate:
     """Why it has no answer (the model does not fit, no replica count holds the SLO)."""
 
     @property
+    def best(self) -> Probe | None:
+        return None if self.plan is None else self.plan.at(self.plan.answer)
+
+    @property
     def usd_per_hour(self) -> float | None:
-        best = None if self.plan is None else self.plan.at(self.plan.answer)
-        return None if best is None else best.usd_per_hour
+        return None if self.best is None else self.best.usd_per_hour
 
     def doc(self) -> dict[str, Any]:
         replicas = None if self.plan is None else self.plan.answer
         gpus = None if replicas is None else int(replicas) * self.tp
         probes = [] if self.plan is None else [p.doc() for p in self.plan.probes]
+        best = self.best
         return {"hardware": self.hardware, "tensor_parallel_size": self.tp, "replicas": replicas,
-                "gpus": gpus, "usd_per_hour": self.usd_per_hour, "note": self.note, "probes": probes}
+                "gpus": gpus, "usd_per_hour": self.usd_per_hour,
+                "usd_per_million_output_tokens": None if best is None else best.usd_per_million_output_tokens,
+                "usd_per_million_tokens": None if best is None else best.usd_per_million_tokens,
+                "requests_per_s": None if self.plan is None else _offered_of(self.plan),
+                "note": self.note, "probes": probes}
+
+
+def _offered_of(plan: Plan) -> float | None:
+    return next((p.requests_per_s for p in plan.probes), None)
 
 
 @dataclass(slots=True)
 class CostPlan:
-    """min_cost: every candidate, and the cheapest that holds the SLO (fewer GPUs on a tie)."""
+    """min_cost: every candidate, and the cheapest that holds the SLO (fewer GPUs on a tie). At one load
+    every candidate serves the same tokens, so the cheapest per hour is the cheapest per million tokens."""
 
     slo: dict[str, dict[str, float]]
     repeats: int
     candidates: list[Candidate]
+    qps: float | None = None
     find: str = "min_cost"
     key: str = "hardware x parallelism.tensor_parallel_size x parallelism.replicas"
 
@@ -283,15 +372,17 @@ class CostPlan:
 
     def doc(self) -> dict[str, Any]:
         best = self.best
-        return {"find": self.find, "key": self.key, "slo": self.slo, "repeats": self.repeats,
+        return {"find": self.find, "key": self.key, "slo": self.slo, "repeats": self.repeats, "qps": self.qps,
                 "confidence": 0.95, "answer": None if best is None else {
                     k: v for k, v in best.doc().items() if k != "probes"},
                 "candidates": [c.doc() for c in self.candidates]}
 
 
 def find_min_cost(scenario: str | Path | None, overrides: list[str], seed: int | None, hardware: list[str],
-                  tps: list[int], repeats: int, jobs: int,
-                  on_probe: Callable[[Probe], None] | None) -> CostPlan:
+                  tps: list[int], repeats: int, jobs: int, on_probe: OnProbe | None,
+                  max_extension: int = MAX_EXTENSION, qps: float | None = None,
+                  on_attempt: OnAttempt | None = None,
+                  on_candidate: Callable[[str, int], None] | None = None) -> CostPlan:
     """For each hardware x TP, the fewest replicas that hold the SLO (find_min_replicas); the cheapest
     fleet per hour of those is the answer. A combination whose model does not fit, or that no replica
     count up to MAX_REPLICAS serves within the SLO, is listed with the reason."""
@@ -300,14 +391,17 @@ def find_min_cost(scenario: str | Path | None, overrides: list[str], seed: int |
     base = load_scenario(None if scenario is None else str(scenario), overrides, seed)
     if base.slo is None:
         raise KvsimError(NEEDS_SLO)
-    _check_knob(base, "min_cost")
+    _check_knob(base, "min_cost", qps)
     seeds(base.simulation.seed, repeats)
     candidates: list[Candidate] = []
     for hw in hardware:
         for tp in tps:
+            if on_candidate is not None:
+                on_candidate(hw, tp)
             over = [*overrides, f"hardware={hw}", f"parallelism.tensor_parallel_size={tp}"]
             try:  # (the model may not fit this hardware at this TP: a candidate without an answer)
-                pl = Planner(scenario, over, seed, "min_cost", repeats, jobs, on_probe)
+                pl = Planner(scenario, over, seed, "min_cost", repeats, jobs, on_probe, max_extension, qps,
+                             on_attempt)
             except KvsimError as exc:
                 candidates.append(Candidate(hw, tp, None, str(exc)))
                 continue
@@ -320,25 +414,30 @@ def find_min_cost(scenario: str | Path | None, overrides: list[str], seed: int |
             if cand.usd_per_hour is None:
                 cand.note = f"no USD per GPU-hour for {hw}: set pricing.usd_per_gpu_hour"
             candidates.append(cand)
-    return CostPlan(base.slo, repeats, candidates)
+    return CostPlan(base.slo, repeats, candidates, qps)
 
 
 def run_plan(scenario: str | Path | None, overrides: list[str], seed: int | None, find: str,
              repeats: int = 1, precision: float = 0.02, jobs: int = 1,
-             on_probe: Callable[[Probe], None] | None = None, hardware: list[str] | None = None,
-             tps: list[int] | None = None) -> Plan | CostPlan:
+             on_probe: OnProbe | None = None, hardware: list[str] | None = None,
+             tps: list[int] | None = None, max_extension: int = MAX_EXTENSION, qps: float | None = None,
+             on_attempt: OnAttempt | None = None,
+             on_candidate: Callable[[str, int], None] | None = None) -> Plan | CostPlan:
     """The search `find` on the scenario (see the module docstring)."""
-    if not 0 < precision < 1:
-        raise KvsimError(f"--precision {precision}: give a fraction in (0, 1), e.g. 0.02")
+    if not MIN_PRECISION <= precision < 1:
+        raise KvsimError(f"--precision {precision}: give a fraction in [{MIN_PRECISION:g}, 1), e.g. 0.02")
     if find == "min_cost":
-        return find_min_cost(scenario, overrides, seed, hardware or [], tps or [], repeats, jobs, on_probe)
-    pl = Planner(scenario, overrides, seed, find, repeats, jobs, on_probe)
+        return find_min_cost(scenario, overrides, seed, hardware or [], tps or [], repeats, jobs, on_probe,
+                             max_extension, qps, on_attempt, on_candidate)
+    pl = Planner(scenario, overrides, seed, find, repeats, jobs, on_probe, max_extension, qps, on_attempt)
     return find_max_rate(pl, precision) if find == "max_rate" else find_min_replicas(pl)
 
 
-def write_plan(out: str | Path | OutputFolder, plan: Plan | CostPlan) -> list[str]:
-    """plan.json and plan.png into the output folder `out` (written whole, kvsim/output_folder.py)."""
+def write_plan(out: str | Path | OutputFolder, plan: Plan | CostPlan, label: str = "") -> list[str]:
+    """plan.json, plan.png and report.html into the output folder `out` (written whole,
+    kvsim/output_folder.py); `label` names the scenario on the page."""
     from kvsim.sweep.plan_plot import plot_cost_plan, plot_plan
+    from kvsim.sweep.plan_text import render_html
 
     with folder_for(out, "plan") as tmp:
         (tmp / "plan.json").write_text(json.dumps(plan.doc(), indent=2, sort_keys=True, allow_nan=False)
@@ -347,4 +446,5 @@ def write_plan(out: str | Path | OutputFolder, plan: Plan | CostPlan) -> list[st
             plot_cost_plan(tmp / "plan.png", plan)
         else:
             plot_plan(tmp / "plan.png", plan)
-    return ["plan.json", "plan.png"]
+        (tmp / "report.html").write_text(render_html(plan, tmp / "plan.png", label), encoding="utf-8")
+    return ["plan.json", "plan.png", "report.html"]

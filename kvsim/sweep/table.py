@@ -77,4 +77,30 @@ def write_sweep(out: str | Path | OutputFolder, sweep: Sweep, rows: list[dict[st
     with folder_for(out, "sweep") as tmp:
         write_parquet(tmp / "sweep.parquet", df)
         (tmp / "sweep.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return ["sweep.parquet", "sweep.json"]
+        (tmp / "report.html").write_text(render_html(sweep, df, doc), encoding="utf-8")
+    return ["sweep.parquet", "sweep.json", "report.html"]
+
+
+HTML_FIGURES: tuple[str, ...] = (
+    "throughput.offered_requests_per_s", "throughput.requests_per_s", "throughput.output_tokens_per_s",
+    "latency.ttft_s.p50", "latency.ttft_s.p99", "latency.tpot_s.p50", "concurrency.mean",
+    "kv.capacity_tokens", "goodput.requests_per_s", "cost.usd_per_million_output_tokens")
+"""The figures report.html shows per sweep row (sweep.parquet has every one)."""
+HTML_ROWS = 500
+
+
+def render_html(sweep: Sweep, df, doc: dict[str, Any]) -> str:
+    """report.html of a sweep: each run's point keys and headline figures (the first HTML_ROWS rows)."""
+    from kvsim.metrics import html
+    from kvsim.sweep.columns import format_value
+
+    points = [c for c in df.columns if c.startswith("point.")]
+    shown = [c for c in HTML_FIGURES if c in df.columns]
+    rows = []
+    for rec in df.head(HTML_ROWS).to_dict("records"):
+        rows.append([*(rec[c] for c in points), *(format_value(rec[c], "num") for c in shown)])
+    header = [*(c.removeprefix("point.") for c in points), *shown]
+    more = f" (the first {HTML_ROWS} of {len(df)} rows; sweep.parquet has all)" if len(df) > HTML_ROWS else ""
+    lead = f"{doc['done']} of {doc['runs']} runs done; scenario {doc['scenario']}"
+    return html.page(f"kvsim sweep: {doc['sweep_file']}", lead,
+                     [html.heading(f"Runs{more}"), html.table(header, rows)])

@@ -106,7 +106,8 @@ class Arrival(Strict):
 
     process: Literal["poisson", "gamma", "fixed", "closed_loop"] = "poisson"
     rate: float = Field(default=16.0, ge=MIN_RATE, le=MAX_RATE)
-    """Requests per second, in [1e-6, 1e6]."""
+    """Arrivals per second, in [1e-6, 1e6]: requests for synthetic and rag, sessions (their first turns)
+    for chat, episodes for agentic (RATE_UNITS)."""
     cv: float = Field(default=1.0, ge=0.001, le=100)
     """gamma: in [0.001, 100] (the gamma shape 1/cv^2 stays within [1e-4, 1e6]); for a constant gap use
     process: fixed."""
@@ -224,8 +225,22 @@ def _seconds_or_dist(value: object, what: str) -> object:
     return value
 
 
+RATE_UNITS: dict[str, str] = {"synthetic": "requests/s", "rag": "requests/s", "chat": "sessions/s",
+                              "agentic": "episodes/s", "mix": "arrivals/s", "trace": "requests/s"}
+"""What `workload.arrival.rate` counts per second, by workload kind: a chat session or agent episode starts
+with its first request and brings its later turns / steps itself; a mix's rate counts its components' own
+units (a session or a request each)."""
+
+
+def rate_unit(kind: str | None) -> str:
+    """The unit of `workload.arrival.rate` for a workload kind (RATE_UNITS; requests/s if unknown)."""
+    return RATE_UNITS.get(kind or "", "requests/s")
+
+
 class WorkloadConfig(Strict):
-    """Which generator makes the request stream, and its parameters."""
+    """Which generator makes the request stream, and its parameters. `arrival.rate` counts requests per
+    second for synthetic and rag, sessions per second for chat, episodes per second for agentic
+    (RATE_UNITS); each run's summary gives the offered request rate whatever the kind."""
 
     kind: Literal["synthetic", "chat", "trace", "rag", "agentic", "mix"] = "synthetic"
     arrival: Arrival = Field(default_factory=Arrival)

@@ -154,3 +154,14 @@ class FollowUps:
         if lo == hi:
             return default
         return [self.table.request(j) for j in self.children[lo:hi].tolist()]
+
+
+def requests_per_arrival(stream: Sequence[Request]) -> float:
+    """Requests per open-loop arrival (a request that is no follow-up) of a stream: what one arrival counted
+    by `workload.arrival.rate` brings (1 for synthetic and rag, turns per session for chat, steps and
+    branches per episode for agentic). 1.0 for an empty stream."""
+    if isinstance(stream, RequestTable):
+        fresh = len(stream) if stream.after is None else int((stream.after < 0).sum())
+    else:
+        fresh = sum(1 for r in stream if r.after < 0)
+    return len(stream) / fresh if fresh else 1.0

@@ -1,5 +1,7 @@
-"""kvsim/sweep/plan.py and `kvsim plan`: the searches stop where the SLO flips, within the precision; bad
-input (no SLO, a workload without a rate, an infeasible SLO) is a one-line error with nothing written."""
+"""kvsim/sweep/plan.py and `kvsim plan`: the searches bracket and bisect on the probes' verdicts (their
+monotone envelope), stop within the precision or at the rate bound with a one-line answer, convert --qps to
+the workload's own rate; bad input (no SLO, a workload without a rate, an infeasible SLO) is a one-line error
+with nothing written."""
 
 from __future__ import annotations
 
@@ -10,81 +12,125 @@ from typer.testing import CliRunner
 
 from kvsim.cli import app
 from kvsim.errors import KvsimError
+from kvsim.schema import MAX_RATE
 from kvsim.sweep import plan as plan_mod
-from kvsim.sweep.plan import Probe, _judge, run_plan
-
-SMALL = ["simulation.requests=150", "workload.kind=synthetic"]
+from kvsim.sweep.plan import run_plan
+from kvsim.sweep.probe import Probe, Prober, judge
 
 
 def test_judge_uses_the_upper_bound_over_seeds():
     slo = {"ttft_s": {"p99": 1.0}}
-    one = [{"slo": {"ttft_s": {"value_s": 0.9}}}]
-    assert _judge(one, slo)[0] is True
-    spread = [{"slo": {"ttft_s": {"value_s": v}}} for v in (0.5, 0.9, 1.1)]  # mean 0.83, upper bound > 1
-    ok, obj = _judge(spread, slo)
+    assert judge([{"ttft_s": 0.9}], slo)[0] is True
+    ok, obj = judge([{"ttft_s": v} for v in (0.5, 0.9, 1.1)], slo)  # mean 0.83, upper bound > 1
     assert ok is False and obj["ttft_s"]["mean_s"] == pytest.approx(2.5 / 3)
     assert obj["ttft_s"]["bound_s"] > 1.0 and obj["ttft_s"]["margin_s"] < 0
 
 
-def test_max_rate_brackets_then_bisects_to_the_precision():
-    plan = run_plan(None, [*SMALL, "slo.ttft_s={p99: 0.2}"], None, "max_rate", precision=0.05)
-    assert plan.at(plan.answer).holds and not plan.at(plan.failing).holds
-    assert plan.answer < plan.failing <= plan.answer * 1.05
-    assert plan.probes[0].value == 16.0  # the default scenario's rate first
+def _fake(verdict_of):
+    """A stand-in Prober.probe: the verdict at a value is verdict_of(value); the TTFT bound 0.5 or 2."""
+    def fake(self, value, knob, requests_per_s, on_attempt=None):
+        v = verdict_of(value)
+        b = 0.5 if v == "holds" else 2.0
+        return Probe(value, v, "stand-in", {"ttft_s": {"bound_s": b, "holds": v == "holds", "margin_s": 1 - b,
+                                                       "threshold_s": 1, "percentile": "p99", "mean_s": b}},
+                     requests_per_s=requests_per_s)
+    return fake
+
+
+def test_max_rate_brackets_then_bisects_to_the_precision(monkeypatch):
+    """From the default scenario's 16 req/s: 16 holds, 32 fails, then bisection to within 5% of 21."""
+    monkeypatch.setattr(Prober, "probe", _fake(lambda r: "holds" if r <= 21 else "unstable"))
+    plan = run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate", precision=0.05)
+    assert [p.value for p in plan.probes][:2] == [16.0, 32.0]
+    assert plan.answer <= 21 < plan.failing <= plan.answer * 1.05
     doc = plan.doc()
-    assert doc["answer"] == plan.answer and len(doc["probes"]) == len(plan.probes)
-    bound = plan.at(plan.answer).objectives["ttft_s"]["bound_s"]
-    assert doc["margin"]["ttft_s"] == pytest.approx(0.2 - bound)
+    assert doc["unit"] == "requests/s" and doc["answer_requests_per_s"] == plan.answer
+    assert doc["margin"]["ttft_s"] == pytest.approx(0.5)
+
+
+def test_max_rate_answer_is_the_monotone_envelope(monkeypatch):
+    """A value that holds above one that fails does not count: the answer lies below the lowest failing."""
+    monkeypatch.setattr(Prober, "probe", _fake(lambda r: "undecided" if r == 24 else
+                                               ("holds" if r <= 30 else "fails")))
+    plan = run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate", precision=0.05)
+    assert plan.failing == 24 and 16 <= plan.answer < 24  # 32 failed, 24 is undecided: below it
+
+
+def test_max_rate_at_the_rate_bound_is_an_answer(monkeypatch):
+    monkeypatch.setattr(Prober, "probe", _fake(lambda r: "holds"))
+    plan = run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate")
+    assert plan.answer == MAX_RATE and plan.failing is None
+    assert plan.note.startswith("holds up to the largest rate tried, 1e+06 requests/s")
 
 
 def test_min_replicas_is_the_first_count_that_holds(monkeypatch):
     """On a stand-in probe (the SLO holds from 5 replicas on) the search probes 1, 2, 4, 8, then 6, 5."""
-    monkeypatch.setattr(plan_mod.Planner, "probe", _fake_probe(lambda n: 4.5 / n))
+    monkeypatch.setattr(Prober, "probe", _fake(lambda n: "holds" if n >= 5 else "unstable"))
     plan = run_plan(None, ["slo.ttft_s={p99: 1}"], None, "min_replicas")
     assert plan.answer == 5 and plan.failing == 4
     assert [p.value for p in plan.probes] == [1, 2, 4, 8, 6, 5]
 
 
-def _fake_probe(bound):
-    """A stand-in Planner.probe: the TTFT bound at n replicas is bound(n), the threshold 1 s."""
-    def fake(self, value):
-        b = bound(value)
-        p = Probe(value, b <= 1, {"ttft_s": {"bound_s": b, "holds": b <= 1, "margin_s": 1 - b,
-                                             "threshold_s": 1, "percentile": "p99", "mean_s": b}})
-        self.plan.probes.append(p)
-        return p
-    return fake
-
-
 def test_min_replicas_stops_when_more_replicas_do_not_help(monkeypatch):
-    monkeypatch.setattr(plan_mod.Planner, "probe", _fake_probe(lambda n: 3.0 if n == 1 else 1.5))
-    with pytest.raises(KvsimError, match=r"more replicas do not meet the SLO \(going from 2 to 4 no longer "
-                                         r"lowers it: .*\): at 4 ttft_s p99 is 1.5 s against 1 s"):
+    monkeypatch.setattr(Prober, "probe", _fake(lambda n: "fails"))
+    with pytest.raises(KvsimError, match=r"more replicas do not meet the SLO \(going from 1 to 2 no longer "
+                                         r"lowers it: .*\): at 2 ttft_s p99 is 2 s against 1 s"):
         run_plan(None, ["slo.ttft_s={p99: 1}"], None, "min_replicas")
 
 
-def test_min_cost_picks_the_cheapest_fleet_that_holds(tmp_path):
-    plan = run_plan(None, ["simulation.requests=60", "slo.ttft_s={p99: 5}"], None, "min_cost",
-                    hardware=["h100-sxm", "a100-80gb"], tps=[1, 2])
+def test_qps_is_set_as_the_workloads_own_rate(monkeypatch):
+    """chat: --qps 35 requests/s is 35 / (requests per session) sessions per second."""
+    seen = []
+
+    def fake(self, value, knob, requests_per_s, on_attempt=None):
+        seen.append(self.overrides[-1])
+        return _fake(lambda n: "holds")(self, value, knob, requests_per_s)
+
+    monkeypatch.setattr(Prober, "probe", fake)
+    plan = run_plan("workloads/chat.yaml", ["slo.ttft_s={p99: 1}"], None, "min_replicas", qps=35.0)
+    ratio = plan.requests_per_arrival
+    assert 3.0 < ratio < 4.0  # 1..6 turns, uniform: 3.5 on average
+    assert plan.qps == 35.0 and plan.probes[0].requests_per_s == pytest.approx(35.0)
+    assert plan.doc()["answer_requests_per_s"] == pytest.approx(35.0)
+
+
+def test_min_cost_picks_the_cheapest_fleet_that_holds():
+    plan = run_plan(None, ["simulation.requests=600", "slo.ttft_s={p50: 5}", "workload.arrival.rate=2"],
+                    None, "min_cost", hardware=["h100-sxm", "a100-80gb"], tps=[1, 2], max_extension=2)
     rows = {(c.hardware, c.tp): c for c in plan.candidates}
     assert set(rows) == {("h100-sxm", 1), ("h100-sxm", 2), ("a100-80gb", 1), ("a100-80gb", 2)}
     assert rows[("a100-80gb", 1)].usd_per_hour == 1.30  # one replica holds a 5 s TTFT
     assert plan.best is rows[("a100-80gb", 1)]
     doc = plan.doc()
     assert doc["answer"]["hardware"] == "a100-80gb" and doc["answer"]["gpus"] == 1
+    per_million = doc["answer"]["usd_per_million_output_tokens"]
+    assert per_million is not None and per_million > 0
     from kvsim.sweep.plan import write_plan
 
-    assert write_plan(tmp_path / "out", plan) == ["plan.json", "plan.png"]
-    assert json.loads((tmp_path / "out" / "plan.json").read_text())["find"] == "min_cost"
+    files = write_plan_files(write_plan, plan)
+    assert files == ["plan.json", "plan.png", "report.html"]
+
+
+def write_plan_files(write_plan, plan):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        files = write_plan(Path(d) / "out", plan)
+        assert json.loads((Path(d) / "out" / "plan.json").read_text())["find"] == plan.find
+    return files
 
 
 @pytest.mark.parametrize("args, needle", [
     (["--find", "max_rate"], "kvsim plan needs an SLO"),
     (["--find", "fastest", "--slo", "ttft_s.p99=1"], "--find 'fastest': choose one of max_rate, "
      "min_replicas"),
-    (["--find", "max_rate", "--slo", "ttft_s.p99=1e-6"], "no rate meets the SLO: at 0.0156 req/s (10 "
-     "halvings from 16) ttft_s p99 is "),
+    (["--find", "max_rate", "--slo", "ttft_s.p99=1e-6", "--max-extension", "1"], "no rate meets the SLO: at "
+     "0.0156 requests/s (10 halvings from 16)"),
     (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--precision", "2"], "--precision 2.0"),
+    (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--precision", "1e-17"], "--precision 1e-17"),
+    (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--qps", "5"], "--qps is the load of --find min_replicas"),
+    (["--find", "min_replicas", "--slo", "ttft_s.p99=1", "--qps", "-1"], "--qps -1.0: give a request rate"),
     (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--set", "workload.kind=trace",
       "--set", "workload.trace.path=x.csv"], "this workload has none (kind trace)"),
 ])
@@ -100,17 +146,21 @@ def test_plan_errors_are_one_line_and_write_nothing(tmp_path, args, needle):
 
 def test_max_rate_refuses_a_trace_workload():
     with pytest.raises(KvsimError, match="has none"):
-        plan_mod._check_knob(type("S", (), {"workload": type("W", (), {"kind": "trace", "mix": []})()})(),
-                             "max_rate")
+        plan_mod._check_knob(type("S", (), {"workload": type("W", (), {
+            "kind": "trace", "mix": [], "arrival": type("A", (), {"process": "poisson"})()})(),
+            "cluster": None})(), "max_rate")
 
 
-def test_plan_command_writes_plan_json_and_plot(tmp_path):
+def test_plan_command_writes_plan_json_plot_and_page(tmp_path):
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["plan", "--find", "min_replicas", "--slo", "ttft_s.p99=5", "--set",
-                                   "simulation.requests=40", "--repeats", "2", "--out", str(out)])
+    res = CliRunner().invoke(app, ["plan", "--find", "min_replicas", "--slo", "ttft_s.p50=5", "--set",
+                                   "simulation.requests=600", "--set", "workload.arrival.rate=2", "--repeats",
+                                   "2", "--max-extension", "2", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "plan.json").read_text())
     assert doc["find"] == "min_replicas" and doc["answer"] == 1 and doc["failing"] is None
     assert doc["repeats"] == 2 and doc["probes"][0]["holds"] is True
+    assert doc["probes"][0]["verdict"] == "holds" and doc["probes"][0]["attempts"][0]["seeds"] == [0, 1]
     assert (out / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "answer: parallelism.replicas = 1" in res.stdout
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert "answer: parallelism.replicas = 1 replica at 2 requests/s" in " ".join(res.stdout.split())
