@@ -93,13 +93,16 @@ def sweep(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int
 
 
 def plan(scenario: str | Path | None, find: str, slo: dict[str, dict[str, float]],
-         overrides: dict[str, Any] | None = None, repeats: int = 1, precision: float = 0.02, jobs: int = 1,
-         hardware: list[str] | None = None, tps: list[int] | None = None) -> dict[str, Any]:
-    """`kvsim plan` without files: the search's plan.json as a dict (`answer`, `probes`, ...)."""
+         overrides: dict[str, Any] | None = None, repeats: int = 1, precision: float = 0.05, jobs: int = 1,
+         hardware: list[str] | None = None, tps: list[int] | None = None, qps: float | None = None,
+         max_extension: int = 32) -> dict[str, Any]:
+    """`kvsim plan` without files: the search's plan.json as a dict (`answer`, `answer_requests_per_s`,
+    `probes` with their steady-state verdicts, ...); `qps`: min_replicas / min_cost's load in requests/s."""
     from kvsim.sweep.plan import run_plan
 
     items = set_items([*(overrides or {}).items(), ("slo", slo)])
-    return run_plan(scenario, items, None, find, repeats, precision, jobs, None, hardware, tps).doc()
+    return run_plan(scenario, items, None, find, repeats, precision, jobs, None, hardware, tps, max_extension,
+                    qps).doc()
 
 
 __all__ = ["KvsimError", "Result", "compare", "load", "plan", "run", "sweep"]

@@ -69,5 +69,6 @@ def test_compare_sweep_and_plan_from_python():
     assert list(table["seed"]) == [0, 1, 0, 1]
     importlib.import_module("kvsim.sweep.grid")  # kvsim.sweep is then the package, and still callable
     assert kvsim.sweep({"set": {"simulation.requests": 20}}).shape[0] == 1
-    doc = kvsim.plan(None, "min_replicas", {"ttft_s": {"p99": 5.0}}, {"simulation.requests": 20})
+    doc = kvsim.plan(None, "min_replicas", {"ttft_s": {"p50": 5.0}},
+                     {"simulation.requests": 600, "workload.arrival.rate": 2}, max_extension=2)
     assert doc["answer"] == 1 and doc["find"] == "min_replicas"

@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.inputs": {E},
     "kvsim.schema": {E, IN},
     "kvsim.output_folder": {E},
+    "kvsim.aliases": {E},
     # the bottom rooms
     "kvsim.specs": {E, IN},
     "kvsim.workload": {E, IN, SC},
@@ -38,8 +39,10 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.kvcache": {E, IN, SC, "kvsim.specs", "kvsim.workload.request"},
     "kvsim.cost": {E, IN, "kvsim.specs"},
     # the scenario schema gathers the config models of the rooms below it, and its choices from the registry
-    "kvsim.scenario": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache.sparsity.config",
-                       "kvsim.registry"},
+    "kvsim.scenario": {E, IN, SC, "kvsim.aliases", "kvsim.specs", "kvsim.workload",
+                       "kvsim.kvcache.sparsity.config", "kvsim.registry"},
+    # the JSON Schema of a scenario file, from the schema models (kvsim schema)
+    "kvsim.scenario_schema": {E, IN, SC, "kvsim.aliases", "kvsim.scenario"},
     # metrics: recorder, summary, report, plots, hit-rate model; never the engine
     "kvsim.metrics": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache",
                       "kvsim.kvcache.sparsity"},
@@ -56,7 +59,7 @@ ALLOWED: dict[str, set[str]] = {
     # the root package loads it lazily
     "kvsim.api": {E, IN, SC, "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.sweep"},
     # the command line may import anything; nothing imports it
-    "kvsim.cli": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
+    "kvsim.cli": {E, IN, SC, OF, "kvsim.aliases", "kvsim.scenario_schema", "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",
                   "kvsim.sweep", "kvsim.calibrate"},
 }

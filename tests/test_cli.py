@@ -184,7 +184,7 @@ def test_run_without_plots_writes_the_same_tables_and_no_png(runs, tmp_path):
     result = invoke("run", *TINY, "--seed", "0", "--no-plots", "--out", out)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
-        ["summary.json", "requests.parquet", "timeline.parquet", "report.md", "run.json"])
+        ["summary.json", "requests.parquet", "timeline.parquet", "report.md", "report.html", "run.json"])
     for name in ("summary.json", "requests.parquet", "timeline.parquet"):
         assert (out / name).read_bytes() == (with_plots / name).read_bytes(), name
     report = (out / "report.md").read_text()

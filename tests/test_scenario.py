@@ -70,7 +70,7 @@ def test_unknown_top_level_key_names_file_and_key(tmp_path):
 def test_unknown_nested_key_names_dotted_key(tmp_path):
     path = write(tmp_path, "kv:\n  blok_size: 32\n")
     msg = error_of(path)
-    assert msg == f"{path}: kv.blok_size: unknown key"
+    assert msg == f"{path}: kv.blok_size: unknown key (did you mean 'block_size'?)"
 
 
 def test_negative_arrival_rate(tmp_path):
@@ -214,7 +214,8 @@ def test_override_beats_file_and_keeps_file_siblings(tmp_path):
 
 
 def test_override_with_unknown_key_is_reported():
-    assert error_of(None, ["kv.blok_size=32"]) == "default scenario: kv.blok_size: unknown key"
+    assert error_of(None, ["kv.blok_size=32"]) == ("default scenario: kv.blok_size: unknown key (did you mean "
+                                                   "'block_size'?)")
 
 
 def test_override_bad_syntax_through_load_scenario():

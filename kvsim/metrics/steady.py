@@ -7,11 +7,12 @@ and a load the engine cannot keep up with looks fine in a run too short for its 
 
 - **Window** [start_s, end_s]: the requests arriving in it are measured. `end_s` is the last *fresh*
   arrival (a request that starts its session, or one of no session): after it the offered load falls.
-  `start_s` (the warm-up) is the largest of WARMUP_FRACTION x end_s; the SESSION_SPAN_QUANTILE quantile of
-  the spans (last arrival - first arrival) of the sessions that start in the run's first half (until
-  then a session workload's offered request rate is still rising towards its plateau); and MSER's
-  truncation point of the backlog (below) over [0, end_s] in MSER_BATCHES batches (White's marginal
-  standard error rule: where the rest of the series has the smallest standard error of its mean).
+  `start_s` (the warm-up) is the largest of WARMUP_FRACTION x end_s; the SESSION_SPAN_QUANTILE quantile,
+  over the sessions starting in the run's first half, of a session's span less its requests' own latency
+  (`_session_ramp`: until then a session workload's offered rate still rises); RAMP_E2E x the median E2E
+  of the earliest requests (`_service_ramp`: the running set fills); and MSER's truncation point of the
+  backlog over [0, end_s] in MSER_BATCHES batches (White's marginal standard error rule: where the rest
+  of the series has the smallest standard error of its mean).
 - **Backlog** n(t): requests arrived by t and not finished by t (a refused request leaves when it
   arrives). The window is cut into BATCHES equal batches; each batch's time-mean backlog (exact, from the
   step function); a least-squares line through the batch means: `growth` = its slope x BATCHES (requests by
@@ -115,6 +116,9 @@ class SteadyState:
     backlog: Backlog
     status: str
     reason: str
+    cause: str = ""
+    """Why a run is short: "ramp" (sessions still ramping up), "requests" (too few in the window), "settle"
+    (MSER settles late); empty otherwise."""
 
     @property
     def decisive(self) -> bool:
@@ -150,9 +154,9 @@ def steady_state(requests: pd.DataFrame, need: int = MIN_WINDOW_REQUESTS) -> Ste
     if end <= 0 or ramp > MAX_WARMUP_FRACTION * end:  # sessions still ramping up: nothing to judge yet
         start = min(ramp, 0.5 * end)
         window = _window(arrival, finish, start, end)
-        reason = (f"session ramp-up {ramp:.4g} s, over {MAX_WARMUP_FRACTION:g} of the {end:.4g} s of fresh "
-                  "arrivals")
-        return SteadyState(window, series.trend(start, end, window.requests), "short", reason)
+        reason = (f"ramp-up {ramp:.4g} s (sessions and the running batch filling), over "
+                  f"{MAX_WARMUP_FRACTION:g} of the {end:.4g} s of fresh arrivals")
+        return SteadyState(window, series.trend(start, end, window.requests), "short", reason, "ramp")
     settle = series.truncation(end)  # where the backlog settles (MSER)
     judged = max(ramp, min(settle, MAX_WARMUP_FRACTION * end))  # (a growing backlog never settles)
     window = _window(arrival, finish, judged, end)
@@ -169,13 +173,14 @@ def steady_state(requests: pd.DataFrame, need: int = MIN_WINDOW_REQUESTS) -> Ste
         window = _window(arrival, finish, start, end)
         reason = (f"the backlog settles only after {settle:.4g} s (MSER), over {MAX_SETTLE_FRACTION:g} of "
                   f"the {end:.4g} s of fresh arrivals")
-        return SteadyState(window, series.trend(start, end, window.requests), "short", reason)
+        return SteadyState(window, series.trend(start, end, window.requests), "short", reason, "settle")
     if start > judged:
         window = _window(arrival, finish, start, end)
         b = series.trend(start, end, window.requests)
     if window.requests < need:
-        status, reason = "short", f"window of {window.requests:,} requests (needs {need:,})"
-    elif b.t >= AMBIGUOUS_T and (b.growth_fraction or 0.0) >= AMBIGUOUS_FRACTION:
+        reason = f"window of {window.requests:,} requests (needs {need:,})"
+        return SteadyState(window, b, "short", reason, "requests")
+    if b.t >= AMBIGUOUS_T and (b.growth_fraction or 0.0) >= AMBIGUOUS_FRACTION:
         status = "ambiguous"
         reason = f"the backlog trends up ({_moved(b)}, t = {b.t:.3g}; {_pct(b.growth_fraction)} of arrivals)"
     else:

@@ -153,6 +153,10 @@ class Planner:
             p = self.prober.probe(value, [f"{self.key}={text}"], rps, attempt)
         except KvsimError as exc:
             raise KvsimError(f"probe {self.key}={text}: {exc}") from None
+        last = p.decided
+        if p.verdict == "undecided" and last is not None and last.steady.cause in ("requests", "ramp"):
+            raise KvsimError(f"probe {self.key}={text}: runs too short to judge even at {last.requests:,} "
+                             f"requests ({last.steady.reason}): raise simulation.requests or --max-extension")
         self._seen[value] = p
         self.plan.probes.append(p)
         if self.on_probe is not None:

@@ -58,8 +58,7 @@ def previous_rows(out: Path, sweep: Sweep) -> dict[str, dict[str, Any]]:
         task = by_hash.get(rec.get("scenario_hash"))
         if task is None:
             continue
-        rec = {k: (None if isinstance(v, float) and v != v else v) for k, v in rec.items()}
-        rec = {k: v for k, v in rec.items() if v is not None}
+        rec = {k: (None if isinstance(v, float) and v != v else v) for k, v in rec.items()}  # (NaN: None)
         rec.update(point=task.point, repeat=task.repeat, seed=task.seed)
         rows[task.scenario_hash] = rec
     return rows

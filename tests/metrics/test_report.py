@@ -10,7 +10,8 @@ from kvsim.metrics.report import headline, json_text, render_report, write_outpu
 from kvsim.metrics.summary import build_summary
 
 FILES = {"summary.json", "requests.parquet", "timeline.parquet", "report.md", "run.json",
-         "kv_usage.png", "concurrency.png", "latency_cdf.png", ".kvsim-manifest.json"}
+         "kv_usage.png", "concurrency.png", "latency_cdf.png", "latency_over_time.png", "report.html",
+         ".kvsim-manifest.json"}
 DETERMINISTIC = FILES - {"run.json", ".kvsim-manifest.json"}
 
 
@@ -116,7 +117,7 @@ def test_out_path_that_is_a_file(tmp_path, run):
 
 def test_headline_and_inline_model(run):
     summary = dict(run[0])
-    assert headline(summary) == ("llama-3-8b on h100-sxm · TP=1 x 2 replica(s) · workload chat at 1.5 req/s"
+    assert headline(summary) == ("llama-3-8b on h100-sxm · TP=1 x 2 replica(s) · workload chat at 1.5 sessions/s"
                                  " · seed 7 · cost model roofline · kvsim 0.1.0")
     summary["model"] = {"name": "tiny", "num_layers": 2}
     summary["scenario"] = None

@@ -84,7 +84,8 @@ def test_a_short_run_is_short():
     s = st.steady_state(frame(a, a + 0.5), 1000)
     assert s.status == "short" and "needs 1,000" in s.reason
     chat = frame([0, 90, 1, 95], [1, 91, 2, 96], session=[0, 0, 1, 1])  # sessions span 90 of 1 s of starts
-    assert st.steady_state(chat, 1).reason.startswith("session ramp-up")
+    ramp = st.steady_state(chat, 1)
+    assert ramp.reason.startswith("ramp-up") and ramp.cause == "ramp"
 
 
 def test_refused_requests_leave_at_once():

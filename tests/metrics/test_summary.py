@@ -35,13 +35,19 @@ def test_requests_and_throughput(frames, meta):
         "output_tokens": 13,       # 11 * 1 + 1 * 2
         "cached_tokens": 16,
         "preempted": 1,            # rid 1
+        "sessions": None,          # no request belongs to a session
+        "requests_per_session": None,
     }
-    # makespan: last finish 2.0 - first arrival 0.0
+    # makespan: last finish 2.0 - first arrival 0.0; offered: 4 arrivals over 2.5 s, 3 gaps
     assert s["throughput"] == {
         "makespan_s": 2.0,
         "requests_per_s": 1.0,         # 2 / 2.0
         "output_tokens_per_s": 6.5,    # 13 / 2.0
         "total_tokens_per_s": 81.5,    # (13 + 150) / 2.0
+        "arrival_span_s": 2.5,
+        "offered_requests_per_s": 1.2,  # (4 - 1) / 2.5
+        "offered_tokens_per_s": approx(1.2 * 9373 / 4),
+        "sessions_per_s": None,
     }
     assert s["prefix_cache"]["hit_rate_tokens"] == approx(16 / 150)  # more in test_prefix.py
 
@@ -154,8 +160,8 @@ def test_makespan_none_when_nothing_finished():
 def test_summary_table_rows(frames, meta):
     rows = dict(summary_table_rows(build_summary(*frames, {**meta, "prefix_cache": "hash"})))
     assert rows["requests completed / total"] == "2 / 4"
-    assert rows["throughput (req/s)"] == "1"
-    assert rows["total tokens/s"] == "81.5"
+    assert rows["served requests/s"] == "1" and rows["offered requests/s"] == "1.2"
+    assert rows["served output / total tokens/s"] == "6.5 / 81.5"
     assert rows["TTFT mean / p50 / p90 / p99 (s)"] == "0.75 / 0.75 / 0.95 / 0.995"
     assert rows["concurrency mean / p50 / p99 / max"] == "1.375 / 1 / 3 / 3"
     assert rows["KV capacity (blocks x block size)"] == "10 x 4 = 40 tokens"
@@ -173,3 +179,27 @@ def test_rejected_with_finish_time_is_not_completed(frames, meta):
     s = build_summary(requests, timeline, meta)
     assert s["requests"]["completed"] == 2
     assert s["throughput"]["makespan_s"] == 2.0  # last completion, not the rejection at 2.5
+
+
+def test_offered_rates_and_sessions(frames, meta):
+    """Arrivals 0, 1, 2, 2.5 (4 requests over 2.5 s: 3 gaps), sessions 0 (rids 0, 1), 1 (rid 2) and a
+    request of none (rid 3): 1.2 requests/s offered, 2 sessions of 1.5 requests, started 0 and 2 s."""
+    requests, timeline = frames
+    requests = requests.assign(session=[0, 0, 1, -1])
+    s = build_summary(requests, timeline, meta)
+    thr, req = s["throughput"], s["requests"]
+    assert thr["arrival_span_s"] == 2.5 and thr["offered_requests_per_s"] == pytest.approx(1.2)
+    # tokens per request: (100 + 11) + (50 + 1 x 2) + (200 + 5) + (9000 + 5) = 9373 over 4 requests
+    assert thr["offered_tokens_per_s"] == pytest.approx(1.2 * 9373 / 4)
+    assert (req["sessions"], req["requests_per_session"]) == (2, 1.5)
+    assert thr["sessions_per_s"] == pytest.approx(0.5)
+    rows = dict(summary_table_rows(s))
+    assert rows["offered requests/s"] == "1.2 (0.5 sessions/s)"
+    assert rows["sessions / requests per session"] == "2 / 1.5"
+    assert rows["served requests/s"] == _fmt_rate(thr["requests_per_s"])
+    plain = build_summary(*frames, meta)  # no session column: no sessions
+    assert plain["requests"]["sessions"] is None and plain["throughput"]["sessions_per_s"] is None
+
+
+def _fmt_rate(x):
+    return f"{x:.4g}"

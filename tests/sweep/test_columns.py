@@ -61,13 +61,14 @@ def test_table_csv_and_json_carry_the_sparsity_figures(tmp_path):
     results = [result("none", summary(20.0, 0.5)), result("h2o", summary(25.0, 0.125, SPARSE))]
     header, rows = table_rows(results)
     assert header[0] == "kv.sparsity.policy" and len(header) == 1 + len(COLUMNS) + 7
-    assert header[-7:] == ["KV-bound conc.", "KV saved", "gain", "attn mass", "re-read lost", "recalled GiB",
-                           "stall s"]
-    assert rows[0][1:4] == ["10", "2", "1,234"]  # base columns unchanged (1234.5 -> "1,234")
+    assert header[1:5] == ["completed", "KV-bound conc.", "KV saved", "attn mass"]  # what sparsity varies
+    cells = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [cells[0][k] for k in ("completed", "served req/s", "out tok/s")] == ["10", "2", "1,234"]
+    labels = ["KV-bound conc.", "KV saved", "gain", "attn mass", "re-read lost", "recalled GiB", "stall s"]
     # none: 20 / 0.5 = 40 requests; nothing saved, gain 1, all mass, nothing lost or recalled
-    assert rows[0][-7:] == ["40", "0.0%", "1.00x", "100.0%", "0.0%", "0.0", "0"]
+    assert [cells[0][k] for k in labels] == ["40", "0.0%", "1.00x", "100.0%", "0.0%", "0.0", "0"]
     # h2o: 25 / 0.125 = 200; 3 GiB recalled; re-read lost is None in its own section -> "-"
-    assert rows[1][-7:] == ["200", "75.0%", "4.00x", "90.0%", "-", "3.0", "0.25"]
+    assert [cells[1][k] for k in labels] == ["200", "75.0%", "4.00x", "90.0%", "-", "3.0", "0.25"]
 
     frame = compare_frame(results)
     assert list(frame["kv_bound_concurrency"]) == [40.0, 200.0]
@@ -117,17 +118,23 @@ def test_goodput_group_with_an_slo():
     assert format_value(True, "bool") == "yes"
 
 
-def test_fit_drops_from_the_right_but_keeps_the_key_columns():
-    from kvsim.sweep.columns import KEEP, Picked, fit
+def test_fit_drops_from_the_right_and_the_comparison_orders_first():
+    from kvsim.sweep.columns import Picked, fit, first_for, ordered
 
     cols = [Picked("requests.completed", "completed", "int"), Picked("a", "a", "num"),
             Picked("preemptions", "preempt", "int"), Picked("b", "b", "num")]
     kept, dropped = fit(cols, [10, 10, 10, 10], limit=25, fixed=5)
-    assert [c.key for c in kept] == ["requests.completed", "preemptions"]
-    assert [c.key for c in dropped] == ["a", "b"]
+    assert [c.key for c in kept] == ["requests.completed", "a"]
+    assert [c.key for c in dropped] == ["preemptions", "b"]
     kept, dropped = fit(cols, [10, 10, 10, 10], limit=100, fixed=5)
     assert len(kept) == 4 and not dropped
-    assert {"requests.completed", "preemptions", "kv.capacity_tokens"} <= KEEP
+    layout = first_for(["kv.layout"])
+    assert layout[:5] == ["requests.completed", "kv.breakdown.token_states", "kv.breakdown.reservation",
+                          "kv.breakdown.internal_fragmentation", "kv.breakdown.external_fragmentation"]
+    assert first_for(["kv.tiers"])[1] == "prefix_cache.hit_rate_tokens"
+    assert first_for(["something.else"])[1:3] == ["throughput.requests_per_s", "latency.ttft_s.p50"]
+    assert [c.key for c in ordered(cols, ["scheduler.policy"])] == ["requests.completed", "preemptions", "a",
+                                                                    "b"]
 
 
 def test_resolve_metrics_keys_shorthands_and_aliases():

@@ -125,11 +125,14 @@ def write_plan_files(write_plan, plan):
     (["--find", "max_rate"], "kvsim plan needs an SLO"),
     (["--find", "fastest", "--slo", "ttft_s.p99=1"], "--find 'fastest': choose one of max_rate, "
      "min_replicas"),
-    (["--find", "max_rate", "--slo", "ttft_s.p99=1e-6", "--max-extension", "1"], "no rate meets the SLO: at "
-     "0.0156 requests/s (10 halvings from 16)"),
+    (["--find", "max_rate", "--slo", "ttft_s.p50=1e-6"], "no rate meets the SLO: at 0.0156 requests/s (10 "
+     "halvings from 16)"),
+    (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--max-extension", "1"], "runs too short to judge even "
+     "at 40 requests (ramp-up"),
     (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--precision", "2"], "--precision 2.0"),
     (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--precision", "1e-17"], "--precision 1e-17"),
-    (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--qps", "5"], "--qps is the load of --find min_replicas"),
+    (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--qps", "5"],
+     "--qps is the load of --find min_replicas"),
     (["--find", "min_replicas", "--slo", "ttft_s.p99=1", "--qps", "-1"], "--qps -1.0: give a request rate"),
     (["--find", "max_rate", "--slo", "ttft_s.p99=1", "--set", "workload.kind=trace",
       "--set", "workload.trace.path=x.csv"], "this workload has none (kind trace)"),
