@@ -335,9 +335,9 @@ def _format_validation_error(err: ValidationError, source: str, model: type = No
     loc = ".".join(_loc_part(p) for p in first["loc"] if not _union_tag(p)) or "<root>"
     msg = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if first["type"] == "extra_forbidden":
-        keys = [p for p in first["loc"] if not _union_tag(p)]
-        names = _key_names(model or Scenario, keys[:-1])
-        msg = "unknown key" + aliases.did_you_mean(str(keys[-1]), names)
+        *parents, key = first["loc"]  # (the last part is the user's key, whatever it looks like)
+        names = _key_names(model or Scenario, [p for p in parents if not _union_tag(p)])
+        msg = "unknown key" + aliases.did_you_mean(str(key), names)
     elif first["type"] == "literal_error":
         expected = re.findall(r"'([^']*)'", str((first.get("ctx") or {}).get("expected", "")))
         got = first.get("input")

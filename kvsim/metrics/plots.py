@@ -204,7 +204,8 @@ def plot_latency_over_time(path: Path, requests: pd.DataFrame, timeline: pd.Data
 
     fig, (top, bottom) = _figure(legend=True, nrows=2, height=6.0)
     cols = {"arrival_s", "finish_s", "ttft_s", "queue_s"}
-    a = requests["arrival_s"].to_numpy(np.float64) if len(requests) and cols <= set(requests) else np.array([])
+    usable = len(requests) and cols <= set(requests)
+    a = requests["arrival_s"].to_numpy(np.float64) if usable else np.array([])
     if a.size == 0 or not np.isfinite(a).any():
         _no_data(top)
     else:
