@@ -59,7 +59,8 @@ ALLOWED: dict[str, set[str]] = {
     # the root package loads it lazily
     "kvsim.api": {E, IN, SC, "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.sweep"},
     # the command line may import anything; nothing imports it
-    "kvsim.cli": {E, IN, SC, OF, "kvsim.aliases", "kvsim.scenario_schema", "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
+    "kvsim.cli": {E, IN, SC, OF, "kvsim.aliases", "kvsim.scenario_schema", "kvsim.specs", "kvsim.workload",
+                  "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",
                   "kvsim.sweep", "kvsim.calibrate"},
 }

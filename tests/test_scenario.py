@@ -214,8 +214,8 @@ def test_override_beats_file_and_keeps_file_siblings(tmp_path):
 
 
 def test_override_with_unknown_key_is_reported():
-    assert error_of(None, ["kv.blok_size=32"]) == ("default scenario: kv.blok_size: unknown key (did you mean "
-                                                   "'block_size'?)")
+    assert error_of(None, ["kv.blok_size=32"]) == ("default scenario: kv.blok_size: unknown key (did you "
+                                                   "mean 'block_size'?)")
 
 
 def test_override_bad_syntax_through_load_scenario():

@@ -52,7 +52,7 @@ NEEDS_SLO = "kvsim plan needs an SLO: --slo METRIC.PNN=SECONDS (e.g. ttft_s.p99=
 MAX_BISECTIONS = 60
 """Bisection steps at most (the precision is at least MIN_PRECISION, so it ends long before)."""
 MIN_PRECISION = 1e-4
-RATIO_REQUESTS = 20_000
+RATIO_REQUESTS = 100_000
 """Requests per arrival is counted over a stream of at least this many requests."""
 MAX_HALVINGS = 10
 """Halvings from the scenario's rate before max_rate says no rate meets the SLO (a factor of 1024: far

@@ -117,8 +117,8 @@ def test_out_path_that_is_a_file(tmp_path, run):
 
 def test_headline_and_inline_model(run):
     summary = dict(run[0])
-    assert headline(summary) == ("llama-3-8b on h100-sxm · TP=1 x 2 replica(s) · workload chat at 1.5 sessions/s"
-                                 " · seed 7 · cost model roofline · kvsim 0.1.0")
+    assert headline(summary) == ("llama-3-8b on h100-sxm · TP=1 x 2 replica(s) · workload chat at 1.5 "
+                                 "sessions/s · seed 7 · cost model roofline · kvsim 0.1.0")
     summary["model"] = {"name": "tiny", "num_layers": 2}
     summary["scenario"] = None
     assert headline(summary).startswith("tiny on h100-sxm · TP=? x 2 replica(s)")

@@ -119,7 +119,7 @@ def test_goodput_group_with_an_slo():
 
 
 def test_fit_drops_from_the_right_and_the_comparison_orders_first():
-    from kvsim.sweep.columns import Picked, fit, first_for, ordered
+    from kvsim.sweep.columns import Picked, first_for, fit, ordered
 
     cols = [Picked("requests.completed", "completed", "int"), Picked("a", "a", "num"),
             Picked("preemptions", "preempt", "int"), Picked("b", "b", "num")]
