@@ -23,7 +23,7 @@ def _prefix_cache(value: Any) -> Any:
         return "hash"
     if value is False:
         return "none"
-    raise KvsimError(f"enable_prefix_caching: expected true or false, got {excerpt(value)}")
+    raise ValueError(f"expected true or false, got {excerpt(value)}")
 
 
 def _same(value: Any) -> Any:
@@ -94,7 +94,7 @@ def normalize(data: dict[str, Any], source: str) -> dict[str, Any]:
             moves += [(f"{section}.{k}", n, v) for k, n, v in _section_moves(section, data[section], source)]
     for where, name, value in moves:
         key, convert = ENGINE_ALIASES[name]
-        _place(data, where, key, convert(value), source)
+        _place(data, where, key, _converted(convert, value, f"{source}: {where}"), source)
     return data
 
 
@@ -103,12 +103,19 @@ def normalize_section(section: str, part: dict[str, Any], where: str) -> dict[st
     in place; `where` names it in errors (e.g. 'scenario.yaml: cluster.pools.0.kv')."""
     for key, name, value in _section_moves(section, part, where):
         field = ENGINE_ALIASES[name][0].split(".", 1)[1]
-        converted = ENGINE_ALIASES[name][1](value)
+        converted = _converted(ENGINE_ALIASES[name][1], value, f"{where}.{key}")
         if field in part and part[field] != converted:
             raise KvsimError(f"{where}.{key} (vLLM's name for {field}) and {field} are both given, with "
                              f"different values; give one")
         part[field] = converted
     return part
+
+
+def _converted(convert: Callable[[Any], Any], value: Any, where: str) -> Any:
+    try:
+        return convert(value)
+    except ValueError as exc:
+        raise KvsimError(f"{where}: {exc}") from None
 
 
 def _section_moves(section: str, part: dict[str, Any], source: str) -> list[tuple[str, str, Any]]:

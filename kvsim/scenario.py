@@ -662,6 +662,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     """Load a scenario file (or the built-in default when path is None), apply overrides, validate."""
     data = load_yaml(path) if path is not None else {}
     source = str(path) if path is not None else "default scenario"
+    data = aliases.normalize(data, source)  # (the file's vLLM names first: an override of kvsim's key wins)
     if overrides:
         apply_overrides(data, overrides)
     if seed is not None:

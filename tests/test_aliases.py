@@ -43,7 +43,10 @@ def test_set_takes_vllm_names_too():
     ({"kv_cache_dtype": "fp8", "kv": {"dtype": "bf16"}},
      "scenario: kv_cache_dtype (vLLM's name for kv.dtype) and kv.dtype are both given, with different "
      "values"),
-    ({"enable_prefix_caching": "yes"}, "enable_prefix_caching: expected true or false"),
+    ({"enable_prefix_caching": "yes"},
+     "scenario: enable_prefix_caching: expected true or false, got 'yes'"),
+    ({"engine": {"enable_prefix_caching": 1}},
+     "scenario: engine.enable_prefix_caching: expected true or false"),
     ({"enforce_eager": True}, "scenario: enforce_eager: a vLLM engine argument kvsim does not model"),
     ({"engine": {"max_num_seq": 3}}, "engine.max_num_seq: not a vLLM engine argument kvsim takes "
      "(did you mean 'max_num_seqs'?)"),
@@ -57,6 +60,13 @@ def test_errors_name_the_key_and_suggest(data, needle):
     with pytest.raises(KvsimError) as exc:
         build_scenario(data)
     assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_override_of_kvsims_key_wins_over_the_files_vllm_name(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("engine: {data_parallel_size: 2, tensor_parallel_size: 2}\n")
+    sc = load_scenario(path, ["parallelism.replicas=4", "parallelism.tensor_parallel_size=1"])
+    assert (sc.parallelism.replicas, sc.parallelism.tensor_parallel_size) == (4, 1)
 
 
 def test_did_you_mean():

@@ -66,6 +66,8 @@ DECISIVE_FRACTION = 0.2
 """An unstable verdict this clear (t and growth_fraction at least these) needs no longer run to confirm."""
 MIN_WINDOW_REQUESTS = 500
 TAIL_REQUESTS = 10
+MAX_TAIL_QUANTILE = 0.999
+"""A p100 (or p99.99) objective asks for the window of a p99.9 one (10,000 requests), not an unbounded one."""
 """A window needs at least TAIL_REQUESTS / (1 - q) requests for a percentile q (1,000 for p99), and at
 least MIN_WINDOW_REQUESTS."""
 
@@ -135,7 +137,7 @@ class SteadyState:
 def needed_requests(slo: dict[str, dict[str, float]]) -> int:
     """Requests a window needs for the SLO's highest percentile (TAIL_REQUESTS beyond it)."""
     qs = [stat_quantile(stat) / 100 for _, stat, _ in objectives(slo)]
-    worst = max(qs, default=0.5)
+    worst = min(max(qs, default=0.5), MAX_TAIL_QUANTILE)
     tail = TAIL_REQUESTS / (1 - worst) if worst < 1 else math.inf
     return int(max(MIN_WINDOW_REQUESTS, math.ceil(round(tail, 6)))) if math.isfinite(tail) else 10**7
 

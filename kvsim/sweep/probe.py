@@ -226,7 +226,11 @@ class Prober:
                     reason = f"{att.steady.reason} at {att.requests:,} requests ({limit})"
                 break
             if att.verdict in ("holds", "fails") and len(self.seeds) == 1 and _close(att.objectives):
-                att = self._close_call(knob, runs, scale)
+                pooled = self._close_call(knob, runs, scale)
+                if pooled.verdict in ("short", "ambiguous"):  # (the extra seeds judge the objectives only)
+                    holds = all(o["holds"] for o in pooled.objectives.values())
+                    pooled.steady, pooled.verdict = att.steady, "holds" if holds else "fails"
+                att = pooled
                 self._add(attempts, att, on_attempt)
             before = by_scale[max(by_scale)] if by_scale else None
             by_scale[scale] = att
@@ -255,7 +259,7 @@ class Prober:
         summary, df = runs[0]
         probe.usd_per_hour = (summary.get("cost") or {}).get("usd_per_hour")
         probe.usd_per_million_output_tokens, probe.usd_per_million_tokens = _per_million(
-            probe.usd_per_hour, df, att.steady)
+            probe.usd_per_hour, df, steady_state(df, self.need))  # (the first seed's own window)
         return probe
 
     @staticmethod

@@ -45,6 +45,7 @@ def test_needed_requests_by_percentile():
     assert st.needed_requests({"ttft_s": {"p99": 2.0}}) == 1000
     assert st.needed_requests({"ttft_s": {"p50": 2.0}}) == st.MIN_WINDOW_REQUESTS
     assert st.needed_requests({"ttft_s": {"p99.9": 2.0}, "tpot_s": {"p90": 0.1}}) == 10_000
+    assert st.needed_requests({"ttft_s": {"p100": 2.0}}) == 10_000  # as p99.9, not unbounded
 
 
 def test_window_ends_at_the_last_fresh_arrival():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -167,3 +168,29 @@ def test_plan_command_writes_plan_json_plot_and_page(tmp_path):
     assert (out / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert "answer: parallelism.replicas = 1 replica at 2 requests/s" in " ".join(res.stdout.split())
+
+
+def test_a_close_call_keeps_the_lengths_steady_status(monkeypatch):
+    """A verdict within 5% of its threshold is judged again on 2 more seeds pooled; if an extra seed's run is
+    short or ambiguous, the pooled objectives decide and the length's own steady state stands."""
+    from kvsim.metrics.steady import Backlog, SteadyState, Window
+    from kvsim.scenario import load_scenario
+    from kvsim.sweep.probe import Attempt
+
+    def steady(status):
+        return SteadyState(Window(1.0, 9.0, 1000, 1.0, 1.0), Backlog(1, 1, 0, 0.0, 0.0), status, status)
+
+    def obj(bound):
+        return {"ttft_s": {"bound_s": bound, "holds": bound <= 1, "threshold_s": 1.0, "percentile": "p99",
+                           "mean_s": bound, "margin_s": 1 - bound}}
+
+    made = iter([Attempt(1, 100, [0], steady("stable"), "holds", obj(0.99)),
+                 Attempt(1, 100, [0, 1, 2], steady("ambiguous"), "ambiguous", obj(0.98), pooled=True)])
+    frame = pd.DataFrame({"arrival_s": [0.0], "finish_s": [1.0], "output_len": [2], "n": [1],
+                          "prompt_len": [3]})
+    monkeypatch.setattr(Prober, "_runs", lambda self, knob, scale, seeds: [({"requests": {"total": 100}},
+                                                                             frame)] * len(seeds))
+    monkeypatch.setattr(Prober, "_attempt", lambda self, runs, scale, seeds, pooled=False: next(made))
+    base = load_scenario(None, ["slo.ttft_s={p99: 1}"])
+    p = Prober(None, [], base, [0], max_extension=1).probe(16.0, ["workload.arrival.rate=16"], 16.0)
+    assert p.verdict == "holds" and p.attempts[-1].steady.status == "stable" and p.attempts[-1].pooled
