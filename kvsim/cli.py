@@ -314,10 +314,6 @@ def _int_list(text: str, flag: str) -> list[int]:
         raise KvsimError(f"{flag} {excerpt(text)}: expected whole numbers N,N,...") from None
 
 
-def _secs(x) -> str:
-    return "-" if x is None else f"{x:.4g} s"
-
-
 @app.command()
 def sweep(
     grid_file: Path = typer.Argument(..., help="Sweep YAML: scenario, set, grid and/or points, repeats."),

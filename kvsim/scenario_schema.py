@@ -10,11 +10,15 @@ GB/s; UNITS names the others. A key with no unit (a name, a choice, a count of t
 
 from __future__ import annotations
 
+import ast
 import copy
+import inspect
+import textwrap
 from typing import Any
 
 from kvsim.aliases import ENGINE_ALIASES
 from kvsim.scenario import Scenario
+from kvsim.schema import Strict
 
 UNITS: dict[str, str] = {
     "swap_space_gb": "GiB (2^30 bytes) per GPU, vLLM's unit of swap_space",
@@ -66,17 +70,44 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "kvsim scenario"
     defs = schema.get("$defs", {})
-    for part in [schema, *defs.values()]:
+    models = {c.__name__: c for c in _subclasses(Strict)}
+    for title, part in [("Scenario", schema), *defs.items()]:
+        docs = field_docs(models[title]) if title in models else {}
         for name, prop in (part.get("properties") or {}).items():
             unit = unit_of(name)
             if unit is not None:
                 prop["x-unit"] = unit
+            if name in docs and "description" not in prop:
+                prop["description"] = docs[name]
     _defaults(schema, Scenario().model_dump(mode="json"), defs, set())
     aliases: dict[str, list[str]] = {}
     for vllm, (key, _) in ENGINE_ALIASES.items():
         aliases.setdefault(key, []).append(vllm)
     schema["x-vllm-aliases"] = {k: sorted(v) for k, v in sorted(aliases.items())}
     return schema
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """A model's field docstrings (the string after a field's line), read from its source and its bases'
+    here rather than by pydantic at every import (use_attribute_docstrings): only `kvsim schema` needs
+    them."""
+    out: dict[str, str] = {}
+    for klass in reversed([k for k in cls.__mro__ if issubclass(k, Strict) and k is not Strict]):
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for stmt, nxt in zip(body, body[1:], strict=False):
+            target = stmt.target if isinstance(stmt, ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and isinstance(nxt, ast.Expr) and isinstance(
+                    getattr(nxt, "value", None), ast.Constant) and isinstance(nxt.value.value, str):
+                out[target.id] = inspect.cleandoc(nxt.value.value)
+    return out
 
 
 def _defaults(part: dict[str, Any], values: Any, defs: dict[str, Any], seen: set[str]) -> None:

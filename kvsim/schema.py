@@ -48,7 +48,7 @@ deviation; beyond it the draws are all clipped to min or max."""
 class Strict(BaseModel):
     """Base of the scenario schema models: see the module docstring."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -171,7 +171,7 @@ def _rate_text(rate: float) -> str:
 def _requests_per_arrival(sc: Scenario) -> float:
     """Requests per arrival of the scenario's workload (kvsim/workload/request.py requests_per_arrival),
     over a stream of at least RATIO_REQUESTS requests (1 for a trace or a closed loop)."""
-    if sc.workload.kind == "trace" or sc.workload.arrival.process == "closed_loop":
+    if not _rate_driven(sc):
         return 1.0
     from kvsim.engine.simulation import Simulation
 
@@ -183,9 +183,14 @@ def _requests_per_arrival(sc: Scenario) -> float:
     return requests_per_arrival(Simulation(longer).build_requests())
 
 
+def _rate_driven(sc: Scenario) -> bool:
+    """Whether workload.arrival.rate sets the load (not a trace's timestamps or a closed loop's users)."""
+    return sc.workload.kind != "trace" and sc.workload.arrival.process != "closed_loop"
+
+
 def _offered(sc: Scenario, ratio: float) -> float | None:
     """The scenario's offered request rate (rate x requests per arrival; None for a trace or closed loop)."""
-    if sc.workload.kind == "trace" or sc.workload.arrival.process == "closed_loop":
+    if not _rate_driven(sc):
         return None
     return float(sc.workload.arrival.rate) * ratio
 

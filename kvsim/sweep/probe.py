@@ -197,8 +197,7 @@ class Prober:
         else:
             values = [window_values(df, s.window, self.slo) for (_, df), s in zip(runs, states, strict=True)]
         holds, objs = judge(values, self.slo)
-        verdict = {"unstable": "unstable", "short": "short", "ambiguous": "ambiguous"}.get(
-            st.status, "holds" if holds else "fails")
+        verdict = ("holds" if holds else "fails") if st.status == "stable" else st.status
         return Attempt(scale, int(runs[0][0]["requests"]["total"]), seeds, st, verdict, objs, pooled)
 
     def probe(self, value: float, knob: list[str], requests_per_s: float | None,
