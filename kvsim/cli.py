@@ -388,7 +388,8 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML to check."
     deps = sim.deployments
 
     def pool(d, fleet: bool) -> str:
-        who = f"{d.replicas} x {d.role} {printable(d.hw.name)}" if fleet else f"on {printable(d.hw.name)}"
+        hw = printable(d.hw.name)
+        who = f"{d.replicas} x {d.role.name} {hw}" if fleet else f"on {hw}"
         return (f"{who} (tp={d.tp}), {d.num_blocks} KV blocks of {d.block_size} tokens = "
                 f"{d.num_blocks * d.block_size} tokens per replica")
 

@@ -4,11 +4,13 @@ functions in kvsim/kvcache/eviction.py, sparsity policies in kvsim/kvcache/spars
 policies in kvsim/kvcache/tiers.py). The scenario
 schema (kvsim/scenario.py) builds its choice fields from these; `kvsim policies` lists them.
 
-Imports only the kvcache registries, never the schema or the engine, so the schema can import it.
+Imports only the kvcache registries and the replica roles (kvsim/engine/fleet/roles.py, a leaf), never
+the schema or the rest of the engine, so the schema can import it.
 """
 
 from __future__ import annotations
 
+from kvsim.engine.fleet.roles import ROLES
 from kvsim.kvcache.eviction import EVICTION_POLICIES
 from kvsim.kvcache.sparsity.policies import POLICIES as SPARSITY_POLICIES
 from kvsim.kvcache.sparsity.policies import policy_names
@@ -50,11 +52,8 @@ ROUTERS = {
     "store_aware": "prefix_aware that counts the shared store's prefix (loadable by every replica) too",
 }
 """Routers (kvsim/engine/router.py implements each name): they see ReplicaViews, never mutate them."""
-REPLICA_ROLES = {
-    "mixed": "prefill and decode on the same replica (colocated)",
-    "prefill": "prefill only; the KV moves to a decode replica after (disaggregated P/D)",
-    "decode": "decode only; admits a request once its KV has arrived from a prefill replica",
-}
+REPLICA_ROLES = {name: role.summary for name, role in ROLES.items()}
+"""Replica roles (a class each in kvsim/engine/fleet/roles.py, which imports nothing of kvsim)."""
 KV_TRANSFER_MODES = {
     "after_prefill": "the decode replica pulls the KV once it has reserved blocks (vLLM NixlConnector)",
     "layerwise": "the KV streams layer by layer during the last prefill iteration (Mooncake, DistServe)",

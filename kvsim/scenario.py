@@ -30,6 +30,7 @@ from kvsim.registry import (
     PREEMPTION,
     PREFIX_CACHES,
     REPLICA_ROLES,
+    ROLES,
     ROUTERS,
     SCHEDULER_POLICIES,
     TIER_EVICTION,
@@ -605,11 +606,13 @@ def _cluster_rule(sc: Scenario) -> str | None:
             return f"cluster.pools.{i}.name: '{n}' names two pools"
     if sum(p.data_parallel_size for p in cl.pools) > 1024:
         return "cluster.pools: more than 1024 replicas in all"
-    if "prefill" in roles or "decode" in roles:
-        if "mixed" in roles:
-            return (f"cluster.pools.{roles.index('mixed')}.role: mixed replicas next to prefill / decode "
-                    "pools are not modelled (give every pool role prefill or decode)")
-        if "prefill" not in roles or "decode" not in roles:
+    kinds = [ROLES[r] for r in roles]
+    if any(k.sends_kv or k.receives_kv for k in kinds):
+        for i, k in enumerate(kinds):
+            if not (k.sends_kv or k.receives_kv):
+                return (f"cluster.pools.{i}.role: {k.name} replicas next to prefill / decode "
+                        "pools are not modelled (give every pool role prefill or decode)")
+        if not any(k.sends_kv for k in kinds) or not any(k.receives_kv for k in kinds):
             return "cluster.pools: disaggregated serving needs a prefill pool and a decode pool"
     return None
 

@@ -48,9 +48,14 @@ ALLOWED: dict[str, set[str]] = {
                       "kvsim.kvcache.sparsity"},
     # the engine wires everything below it; of metrics only the recorder and the per-request SLO test
     "kvsim.engine": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
-                     "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder", "kvsim.metrics.slo"},
+                     "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder", "kvsim.metrics.slo",
+                     "kvsim.engine.fleet.roles"},
+    # replica roles: a leaf the registry reads (the schema's role names come from it)
+    "kvsim.engine.fleet.roles": set(),
     # the lists of choices, below the schema: only the kvcache registries (eviction, sparsity policies)
-    "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity", "kvsim.kvcache.tiers"},
+    # and the replica roles
+    "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity", "kvsim.kvcache.tiers",
+                       "kvsim.engine.fleet.roles"},
     "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                     "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost
@@ -174,3 +179,82 @@ def test_doc_lists_every_module():
     unlisted = sorted(p.relative_to(ROOT).as_posix() for p in MODULES.values()
                       if p.name != "__init__.py" and p.relative_to(ROOT).as_posix() not in named)
     assert not unlisted, f"docs/architecture.md has no line for: {unlisted}"
+
+
+# ------------------------------------------------------------------ rooms inside the engine
+FLEET = "kvsim.engine.fleet"
+SCHEDULER_FILES = ("scheduler.py", "admission.py", "preemption.py", "block_growth.py", "window_sums.py",
+                   "tier_waits.py", "decode_fast_path.py")
+"""The scheduler, split by concern (docs/architecture.md, kvsim/engine/)."""
+
+
+def test_the_engine_core_sees_of_the_fleet_room_only_the_hand_off_hooks_and_roles():
+    """The fleet room (cluster, deployment, routers, views, roles, hand-off) sits above the scheduler:
+    only simulation.py (the wiring) reaches into it; the scheduler takes its HandOff hooks object."""
+    offending = []
+    for module, path in MODULES.items():
+        if not _within(module, "kvsim.engine") or _within(module, FLEET) or module == "kvsim.engine.simulation":
+            continue
+        for line, target in kvsim_imports(module, path):
+            if _within(target, FLEET) and target not in (f"{FLEET}.handoff", f"{FLEET}.roles"):
+                offending.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not offending, offending
+
+
+def test_scheduler_files_are_small_and_set_every_attribute_in_init():
+    assigned: dict[str, list[str]] = {}
+    init: set[str] = set()
+    for name in SCHEDULER_FILES:
+        path = PKG / "engine" / name
+        assert len(path.read_text(encoding="utf-8").splitlines()) <= 450, f"{name} is over 450 lines"
+        if name in ("window_sums.py", "tier_waits.py", "decode_fast_path.py"):
+            continue  # classes of their own (slotted)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for node in ast.walk(fn):
+                targets = node.targets if isinstance(node, ast.Assign) else (
+                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        (init.add(t.attr) if name == "scheduler.py" and fn.name == "__init__"
+                         else assigned.setdefault(t.attr, []).append(f"{name}:{node.lineno}"))
+    late = {a: where for a, where in assigned.items() if a not in init}
+    assert not late, f"Scheduler attributes first set outside Scheduler.__init__: {late}"
+
+
+# ------------------------------------------------------------------ private attributes of kvcache classes
+def _private_names(path: Path) -> set[str]:
+    """`_x` names a module's classes define: methods, self._x assignments and __slots__ entries."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for node in ast.walk(cls):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and not node.name.startswith("__"):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(
+                    node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                      for t in node.targets):
+                names |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                          and isinstance(c.value, str)}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def _foreign_reads(path: Path, names: set[str]) -> list[str]:
+    """obj._x for x in names, where obj is not self / cls (another object's private attribute)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [f"{path.relative_to(ROOT)}:{n.lineno} .{n.attr}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr in names
+            and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))]
+
+
+def test_no_module_outside_kvcache_reads_a_private_attribute_of_a_kvcache_class():
+    kv_paths = [p for m, p in MODULES.items() if _within(m, "kvsim.kvcache")]
+    private = set().union(*(_private_names(p) for p in kv_paths))
+    own = set().union(*(_private_names(p) for m, p in MODULES.items() if not _within(m, "kvsim.kvcache")))
+    names = private - own  # (a name an outside class also defines for itself is its own business)
+    reads = [r for m, p in MODULES.items() if not _within(m, "kvsim.kvcache") for r in _foreign_reads(p, names)]
+    assert not reads, f"private attributes of kvcache classes read outside kvsim/kvcache/: {reads}"

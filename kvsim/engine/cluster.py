@@ -1,15 +1,9 @@
-"""The fleet: replica pools behind routers, and the KV hand-off from prefill to decode replicas (P/D).
+"""The fleet: replica pools behind routers, and the prefill -> decode hand-off (P/D).
 
-A request goes to a mixed or prefill replica chosen by the router (kvsim/engine/router.py) from
-ReplicaViews. On a prefill replica its prefill runs; its KV is then held there (Scheduler.held) and the
-request is handed to a decode replica chosen by the decode router. The decode replica admits it when it has
-blocks for the whole prompt; its KV comes over a timed link (kvsim/kvcache/links.py): the prefill replica's
-NIC and the decode replica's, FCFS, at the slower one's bandwidth. after_prefill: the transfer starts when
-the decode replica has admitted it (the pull of vLLM's NixlConnector); layerwise: it streams during the last
-prefill iteration, layer by layer (Mooncake, DistServe), and the decode replica finds it in its receive
-buffer. The decode replica computes the last prompt token for the first output token once the KV has
-arrived, so TTFT = prefill + transfer + one decode-replica step, as vLLM's disaggregated serving reports
-it. The prefill replica frees the KV when it has arrived.
+A request goes to a replica of a `front` role (mixed, prefill: kvsim/engine/fleet/roles.py) chosen by
+the router (kvsim/engine/router.py) from ReplicaViews. A replica whose role hands its finished prefills
+off (prefill) keeps their KV (its scheduler's HandOff) and the request goes to a decode replica chosen by
+the decode router; the transfer is timed in kvsim/engine/fleet/handoff.py (KVTransfer).
 """
 
 from __future__ import annotations
@@ -19,18 +13,20 @@ from collections.abc import Callable
 import simpy
 
 from kvsim.engine.deployment import Deployment
-from kvsim.engine.group import PREFILL, WAITING, Group
+from kvsim.engine.fleet.handoff import KVTransfer
+from kvsim.engine.fleet.roles import role_report
+from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.replica_view import ReplicaView
 from kvsim.engine.router import build_router
-from kvsim.kvcache.links import Link, TierLinks, transfer_on
+from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
 from kvsim.metrics.recorder import Recorder
 from kvsim.workload.request import Request
 
 
 class Cluster:
-    """Every replica of every pool, the routers, and the P/D links (module docstring).
+    """Every replica of every pool, the routers, and the P/D transfer (module docstring).
 
     `on_done(g)` is called once per request, when it has finished where its output is produced (a mixed
     or decode replica). `extra_columns(sched)` gives a replica's timeline column values."""
@@ -47,23 +43,24 @@ class Cluster:
         self.shared_tiers: dict[str, Tier] = {}
         memos: dict | None = {} if sum(d.replicas for d in deployments) > 1 else None
         exact = scenario.simulation.exact_stepping
-        for d in deployments:
-            check = d.sc.kv.check_invariants
-            for _ in range(d.replicas):
-                sched, links = d.new_scheduler(self.shared_tiers, memos)
-                i = len(self.replicas)
-                self.replicas.append(Replica(i, env, sched, d.cost, recorder, self._finished, check=check,
-                                             extra_columns=extra_columns(sched), role=d.role, exact=exact))
-                self.deployment_of.append(d)
-                self.tier_links.append(links)
-        self.views = [ReplicaView(i, self.deployment_of[i].name, self.deployment_of[i].role, rep.sched)
+        self.deployment_of = [d for d in deployments for _ in range(d.replicas)]
+        self.front = [i for i, d in enumerate(self.deployment_of) if d.role.front]
+        self.decode = [i for i, d in enumerate(self.deployment_of) if not d.role.front]
+        self.disaggregated = any(d.role.receives_kv for d in deployments)
+        self.transfer = (KVTransfer(env, self.replicas, self.deployment_of, scenario.cluster.kv_transfer)
+                         if self.disaggregated else None)
+        for i, d in enumerate(self.deployment_of):
+            receive = self.transfer.receiver(i) if d.role.receives_kv else None
+            sched, links = d.new_scheduler(self.shared_tiers, memos, receive)
+            self.replicas.append(Replica(i, env, sched, d.cost, recorder, self._finished,
+                                         check=d.sc.kv.check_invariants, extra_columns=extra_columns(sched),
+                                         role=d.role.name, exact=exact))
+            self.tier_links.append(links)
+        self.views = [ReplicaView(i, self.deployment_of[i].name, self.deployment_of[i].role.name, rep.sched)
                       for i, rep in enumerate(self.replicas)]
-        self.front = [i for i, d in enumerate(self.deployment_of) if d.role != "decode"]
-        self.decode = [i for i, d in enumerate(self.deployment_of) if d.role == "decode"]
-        self.disaggregated = bool(self.decode)
         # per stage, each pool with its replicas' indices and views (candidates are chosen per pool)
-        self._front_pools = self._pools(lambda d: d.role != "decode")
-        self._decode_pools = self._pools(lambda d: d.role == "decode")
+        self._front_pools = self._pools(lambda d: d.role.front)
+        self._decode_pools = self._pools(lambda d: not d.role.front)
         rc = scenario.router
         self.router_cfg = rc
         seed = scenario.simulation.seed
@@ -73,25 +70,6 @@ class Cluster:
         self.decode_router = (build_router("least_loaded" if rc is None else rc.decode_policy,
                                            seed=seed + 1, **kw) if self.decode else None)
         self.routed = [0] * len(self.replicas)
-        self.transfer = scenario.cluster.kv_transfer if scenario.cluster is not None else None
-        self.nic: dict[int, Link] = {}
-        if self.disaggregated:
-            self._build_links()
-            for i in self.decode:
-                self.replicas[i].sched.kv_transfer = (
-                    _arrived if self.transfer.mode == "layerwise"
-                    else lambda now, grp, tokens, d=i: self._pull(now, grp, tokens, d))
-
-    # ----------------------------------------------------------------- P/D links
-    def _build_links(self) -> None:
-        """One NIC link per prefill and per decode replica: the per-GPU bandwidth x its GPUs."""
-        t = self.transfer
-        for i, d in enumerate(self.deployment_of):
-            self.nic[i] = Link(f"{t.link}:{i}", d.nic_bandwidth(t), t.latency_s)
-
-    def _kv_bytes(self, p: int, tokens: int) -> float:
-        d = self.deployment_of[p]
-        return tokens * d.capacity.kv_bytes_per_token * d.tp
 
     # ----------------------------------------------------------------- routing
     def _pools(self, keep: Callable[[Deployment], bool]) -> list[tuple[Deployment, list[int], list]]:
@@ -138,76 +116,16 @@ class Cluster:
 
     # ----------------------------------------------------------------- completion and hand-off
     def _finished(self, g: Group) -> None:
-        if self.replicas[g.replica].role == "prefill" and g.prefill_replica < 0 and g.output > 1:
+        if self.deployment_of[g.replica].role.hands_off(g.output, g.prefill_replica >= 0):
             self._hand_off(g)
         else:
             self.on_done(g)
 
     def _hand_off(self, g: Group) -> None:
-        p = g.replica
         idx, views, _ = self._candidates(g.req, self._decode_pools)
         d = idx[self.decode_router.route(g.req, views)]
         self.routed[d] += 1
-        g.output = min(g.req.output_len, self.deployment_of[d].max_model_len - g.req.prompt_len)
-        g.prefill_replica = p
-        g.remote_tokens = g.prompt
-        g.state = WAITING
-        g.phase = PREFILL
-        g.computed = 0
-        g.chunk = 0
-        g.generated = 0
-        g.epoch += 1
-        g.ready_s = 0.0
-        if self.transfer.mode == "layerwise":
-            self._stream(g, p, d)
-        self.replicas[d].submit(g)
-
-    def _stream(self, g: Group, p: int, d: int) -> None:
-        """layerwise: the KV of all but the last prompt token, less what the decode replica's cache holds
-        now, streams from the start of the prefill's last iteration; the last layer's share leaves when
-        that iteration ends."""
-        tokens = max(0, g.prompt - 1 - self.views[d].kv.hit_tokens(g.req, g.prompt))
-        nbytes = self._kv_bytes(p, tokens)
-        if nbytes == 0:
-            self._arrive(g, p, 0.0, g.prefill_done_s, g.prefill_done_s)
-            return
-        links = (self.nic[p], self.nic[d])
-        done = g.prefill_done_s
-        _, end = transfer_on(links, done, nbytes, earliest=g.last_chunk_s)
-        layers = max(1, self.deployment_of[p].model.num_layers)
-        tail = done + max(x.latency for x in links) + nbytes / layers / min(x.bandwidth for x in links)
-        if tail > end:
-            for x in links:
-                x.busy_until = max(x.busy_until, tail)
-            end = tail
-        self._arrive(g, p, nbytes, done, end)
-
-    def _pull(self, now: float, g: Group, tokens: int, d: int) -> float:
-        """after_prefill: decode replica d, having reserved blocks, pulls `tokens` tokens' KV."""
-        p = g.prefill_replica
-        nbytes = self._kv_bytes(p, tokens)
-        if nbytes == 0:  # the decode replica's own cache had it all
-            self._arrive(g, p, 0.0, now, now)
-            return now
-        _, end = transfer_on((self.nic[p], self.nic[d]), now, nbytes)
-        self._arrive(g, p, nbytes, now, end)
-        return end
-
-    def _arrive(self, g: Group, p: int, nbytes: float, asked: float, end: float) -> None:
-        g.kv_transfer_bytes = nbytes
-        g.kv_arrival_s = end
-        g.kv_transfer_s = end - max(asked, g.prefill_done_s)
-        seq = g.seqs[0]
-        env = self.env
-        if end > env.now:
-            env.timeout(end - env.now).callbacks.append(lambda _e: self._release(p, seq))
-        else:
-            self._release(p, seq)
-
-    def _release(self, p: int, seq: int) -> None:
-        rep = self.replicas[p]
-        rep.sched.release(seq)
-        rep.wake()
+        self.transfer.hand_off(g, d, lambda: self.views[d].kv.hit_tokens(g.req, g.prompt))
 
     # ----------------------------------------------------------------- reporting
     def describe(self) -> dict:
@@ -217,25 +135,11 @@ class Cluster:
             "router": "round_robin" if rc is None else rc.policy,
             "decode_router": (("least_loaded" if rc is None else rc.decode_policy) if self.decode else None),
             "pools": [d.describe() for d in self.deployments],
-            "replicas": [{"index": i, "pool": d.name, "role": d.role, "hardware": d.hw.name,
+            "replicas": [{"index": i, "pool": d.name, "role": d.role.name, "hardware": d.hw.name,
                           "tensor_parallel_size": d.tp, "capacity_blocks": d.num_blocks,
                           "routed": self.routed[i]} for i, d in enumerate(self.deployment_of)],
-            "kv_transfer": None,
+            "kv_transfer": self.transfer.describe() if self.transfer is not None else None,
+            "roles": role_report(),
         }
-        if self.disaggregated:
-            t = self.transfer
-            nics = list(self.nic.values())
-            out["kv_transfer"] = {
-                "mode": t.mode, "link": t.link, "latency_s": t.latency_s,
-                "bandwidth_bytes_per_s": {str(i): x.bandwidth for i, x in self.nic.items()},
-                # every transfer occupies two NICs: count it once
-                "transfers": sum(x.transfers for x in nics) // 2,
-                "bytes": sum(x.bytes for x in nics) / 2,
-                "busy_s": sum(x.busy_s for x in nics) / 2,
-            }
         return out
 
-
-def _arrived(now: float, g: Group, tokens: int) -> float:
-    """layerwise: the KV was streamed at hand-off; it is there at kv_arrival_s."""
-    return g.kv_arrival_s if g.kv_arrival_s > now else now

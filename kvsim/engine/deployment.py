@@ -4,6 +4,8 @@ capacity and page plan, its cost model, the checks only those reveal, and its re
 from __future__ import annotations
 
 from kvsim.cost.factory import build_cost_model
+from kvsim.engine.fleet.handoff import HandOff
+from kvsim.engine.fleet.roles import ROLES, Role
 from kvsim.engine.scheduler import Scheduler, SchedulerLimits
 from kvsim.engine.scheduler_policy import effective_chunked_prefill, scheduler_rules
 from kvsim.errors import KvsimError
@@ -28,7 +30,8 @@ class Deployment:
                  replicas: int = 1) -> None:
         self.sc = scenario
         self.name = name
-        self.role = role
+        self.role: Role = ROLES[role]
+        """What its replicas do differently (kvsim/engine/fleet/roles.py)."""
         self.replicas = replicas
         self.model = get_model(scenario.model)
         self.hw = load_hardware(scenario.hardware)
@@ -138,11 +141,12 @@ class Deployment:
         # network link carries all of them
         return TierLinks(hw.host_link_bandwidth, tiers, self.capacity.kv_bytes_per_token, self.tp)
 
-    def new_scheduler(self, shared_tiers: dict[str, Tier] | None = None, memos: dict | None = None
-                      ) -> tuple[Scheduler, TierLinks | None]:
+    def new_scheduler(self, shared_tiers: dict[str, Tier] | None = None, memos: dict | None = None,
+                      receive=None) -> tuple[Scheduler, TierLinks | None]:
         """A fresh scheduler (and KV manager) for one replica of this pool, and its tier links.
         shared_tiers: the fleet's shared store tiers by medium (built on first use, then reused); memos:
-        the fleet's block-key memos (kvsim/kvcache/factory.py)."""
+        the fleet's block-key memos (kvsim/kvcache/factory.py); receive: a decode replica's
+        `HandOff.receive` (the cluster's KV transfer, kvsim/engine/fleet/handoff.py)."""
         sc = self.sc
         swap_blocks = int(sc.kv.swap_space_gb * GIB // self.bytes_per_block) if self.bytes_per_block else 0
         kv = build_kv_manager(sc.kv, self.num_blocks, swap_blocks, self.max_model_len, self.plan,
@@ -177,7 +181,7 @@ class Deployment:
                                                       num_layers=m.num_layers)), None
         links = self.tier_links()
         return Scheduler(limits, kv, loader=None if links is None else links.load,
-                         hand_off=self.role == "prefill"), links
+                         handoff=HandOff(self.role.sends_kv, receive)), links
 
     def reject_reason(self, r: Request) -> str | None:
         """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
@@ -185,10 +189,7 @@ class Deployment:
         if r.prompt_len >= self.max_model_len:
             return "prompt longer than max_model_len"
         output = min(r.output_len, self.max_model_len - r.prompt_len)
-        # a sequence holds at most prompt + output - 1 slots: the last token's KV is never written
-        total = r.prompt_len + max(output - 1, 0)
-        if self.role == "prefill":
-            total = r.prompt_len  # it holds the prompt's KV only, until the transfer
+        total = self.role.max_held_tokens(r.prompt_len, output)
         seqs = max(r.n, r.beam_width)
         blocks = seqs * self._pages_for(total, r.prompt_len)
         if blocks > self.num_blocks:
@@ -231,6 +232,6 @@ class Deployment:
 
     def describe(self) -> dict:
         """The pool's row in meta['fleet']['pools']."""
-        return {"name": self.name, "role": self.role, "replicas": self.replicas, "hardware": self.hw.name,
-                "tensor_parallel_size": self.tp, "capacity_blocks": self.num_blocks,
+        return {"name": self.name, "role": self.role.name, "replicas": self.replicas,
+                "hardware": self.hw.name, "tensor_parallel_size": self.tp, "capacity_blocks": self.num_blocks,
                 "block_size": self.block_size}

@@ -62,8 +62,7 @@ class Replica:
         env = self.env
         sched = self.sched
         index = self.index
-        fast = self.fast = (not self.exact and sched.loader is None and sched.kv_transfer is None
-                            and not sched.hand_off)
+        fast = self.fast = not self.exact and not sched.calls_out()
         schedule = sched.schedule_decodes if fast else sched.schedule
         while True:
             if not sched.has_work():
@@ -77,7 +76,7 @@ class Replica:
             batch = schedule(now)
             if batch is None:  # only requests waiting for KV (tiers, a prefill replica) or for held blocks
                 ready = sched.next_load_s(now)
-                if ready is None and not sched.held:
+                if ready is None and not sched.handoff.held:
                     raise RuntimeError(f"replica {index} ({self.role}) has work but scheduled nothing")
                 self._wakeup = env.event()
                 if ready is None:  # a prefill replica whose blocks are held for transfers: wait for one

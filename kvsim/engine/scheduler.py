@@ -1,9 +1,12 @@
 """Continuous-batching scheduler with vLLM semantics, advancing decode in O(changes) per iteration.
 
-How a decoding sequence's KV is sized is a DecodeSizing the scheduler is given
-(kvsim/engine/decode_sizing.py): by default its context (grown at block boundaries from a heap), or what a
-token-level sparsity policy keeps (kvsim/engine/sparse_sizing.py, resized every iteration). The scheduler
-keeps its sums either way.
+The batching core is here; its other concerns have a file each: admission of waiting and swapped groups
+(kvsim/engine/admission.py, a base class), the context sums at window caps (kvsim/engine/window_sums.py),
+tier-load waits (kvsim/engine/tier_waits.py), the P/D hand-off (kvsim/engine/fleet/handoff.py, the hooks
+object `HandOff`) and the decode-only fast path (kvsim/engine/decode_fast_path.py, a strategy). How a
+decoding sequence's KV is sized is a DecodeSizing the scheduler is given (kvsim/engine/decode_sizing.py):
+by default its context (grown at block boundaries from a heap), or what a token-level sparsity policy
+keeps (kvsim/engine/sparse_sizing.py, resized every iteration). The scheduler keeps its sums either way.
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvsim.cost.batch import Batch
+from kvsim.engine.admission import Admission
 from kvsim.engine.beam import BeamSearch
+from kvsim.engine.block_growth import BlockGrowth
+from kvsim.engine.decode_fast_path import DecodeFastPath
 from kvsim.engine.decode_sizing import NO_EXTRAS, ContextSizing, DecodeSizing
-from kvsim.engine.group import DECODE, FINISHED, PREFILL, RUNNING, SWAPPED, WAITING, Group
+from kvsim.engine.fleet.handoff import HandOff
+from kvsim.engine.group import DECODE, FINISHED, RUNNING, WAITING, Group
+from kvsim.engine.preemption import Preemption
 from kvsim.engine.scheduler_policy import VLLM_V1, SchedulerRules
+from kvsim.engine.tier_waits import TierWaits, next_load_s
+from kvsim.engine.window_sums import WindowSums
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
 from kvsim.kvcache.view import ContextSums
@@ -47,7 +57,7 @@ class SchedulerLimits:
     already the one they force."""
 
 
-class Scheduler:
+class Scheduler(Admission, Preemption, BlockGrowth):
     """Decides each iteration's batch.
 
     Order inside an iteration: (1) every running decode group takes one token per sequence; groups that
@@ -72,23 +82,18 @@ class Scheduler:
     """
 
     def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None,
-                 loader: Callable[[float, tuple], float] | None = None, hand_off: bool = False) -> None:
+                 loader: Callable[[float, tuple], float] | None = None,
+                 handoff: HandOff | None = None) -> None:
         self.lim = limits
         self.kv = kv
-        self.loader = loader
-        """KV tiers: `loader(now, hit.by_tier) -> arrival time` of the KV a hit loads from below the GPU
-        (kvsim/kvcache/links.py TierLinks.load); None without tiers."""
-        self.hand_off = hand_off
-        """Prefill replica (P/D): a finished prefill leaves the batch with its KV held (`held`) until
-        `release`; it is returned by complete() like a finished group."""
-        self.held: dict[int, tuple[int, int]] = {}
-        """Prefill replica: sequence -> (tokens, blocks) of KV kept for a transfer to a decode replica."""
-        self.held_tokens = 0
-        self.held_blocks = 0
-        self.kv_transfer: Callable[[float, Group, int], float] | None = None
-        """Decode replica (P/D): `kv_transfer(now, group, tokens) -> arrival time` of the KV of `tokens`
-        prompt tokens of a group that arrives with them on a prefill replica (Group.remote_tokens); called
-        when the group is admitted here with blocks reserved for them."""
+        self.tier_waits = None if loader is None else TierWaits(loader)
+        """KV tiers: when a hit's KV loaded from below the GPU arrives (kvsim/engine/tier_waits.py); None
+        without tiers."""
+        self.handoff = HandOff() if handoff is None else handoff
+        """P/D (kvsim/engine/fleet/handoff.py): on a prefill replica (`sends`) a finished prefill leaves the
+        batch with its KV held until `release`, and complete() returns it like a finished group; on a
+        decode replica `receive` times the KV a handed-off group brings."""
+        self._sends = self.handoff.sends
         self._now = 0.0
         self._load_wait = 0.0
         self.bs = kv.block_size
@@ -103,6 +108,10 @@ class Scheduler:
                              "decodes")
         self._resize_fn = self._resize
         self._figures_fn = self._iteration_figures
+        self._budget = 0
+        """Tokens this iteration may still schedule."""
+        self._swap_out_blocks = 0
+        """Blocks swapped out this iteration."""
         self.waiting: deque[Group] = deque()
         self.swapped: deque[Group] = deque()
         self.running: dict[Group, None] = {}
@@ -137,11 +146,12 @@ class Scheduler:
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
         self.windows: tuple[int, ...] = limits.windows
-        # per window cap: decode sequences below it (count, sum of base) and past it (count)
-        self._below_n = [0] * len(self.windows)
-        self._below_base = [0] * len(self.windows)
-        self._past_n = [0] * len(self.windows)
-        self._cross_heap: list[tuple[int, int, int, Group, int]] = []
+        self.win = WindowSums(self.windows) if self.windows else None
+        """The decoding sequences' context sums at each window cap (sliding / compressed layers)."""
+        self.schedule_decodes: Callable[[float], Batch | None] = (
+            DecodeFastPath(self).schedule if self._by_context and not self.windows else self.schedule)
+        """schedule(), by a short path when this iteration can only run the decodes (the strategy of
+        kvsim/engine/decode_fast_path.py where it applies); the same result as schedule()."""
 
     # ----------------------------------------------------------------- queries
     def has_work(self) -> bool:
@@ -151,7 +161,7 @@ class Scheduler:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
         transfer included."""
         return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it + self.prefill_tokens_held
-                + self.held_tokens)
+                + self.handoff.tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
@@ -167,32 +177,31 @@ class Scheduler:
         """Sum of block-table lengths over the sequences on the GPU (what they would hold without sharing):
         the decoding sequences' running sum plus each prefilling request's one sequence (and those held for
         a transfer)."""
-        return self.dec_blocks + self.prefill_blocks() + self.held_blocks
+        return self.dec_blocks + self.prefill_blocks() + self.handoff.blocks
 
     def _iteration_figures(self) -> tuple[int, int, int]:
         """(KV tokens the sequences' contexts hold, blocks of the decoding sequences, blocks of the
         prefilling ones) for the decode sizing's accounting (decode_sizing.Figures)."""
-        return (self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held + self.held_tokens,
-                self.dec_blocks, self.prefill_blocks() + self.held_blocks)
+        handoff = self.handoff
+        return (self.dec_base_sum + self.dec_seqs * self.it + self.prefill_tokens_held + handoff.tokens,
+                self.dec_blocks, self.prefill_blocks() + handoff.blocks)
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
-        if not self.windows:
-            return ContextSums(self.token_slots(), (), self.running_seqs + len(self.held))
-        it = self.it
-        windowed = [b + n * it + p * cap for b, n, p, cap in
-                    zip(self._below_base, self._below_n, self._past_n, self.windows, strict=True)]
-        for g in self.prefilling:
-            held = g.computed + g.chunk
-            for i, cap in enumerate(self.windows):
-                windowed[i] += min(held, cap)
-        return ContextSums(self.token_slots(), tuple(windowed), self.running_seqs + len(self.held))
+        seqs = self.running_seqs + len(self.handoff.held)
+        if self.win is None:
+            return ContextSums(self.token_slots(), (), seqs)
+        return ContextSums(self.token_slots(), self.win.context(self.it, self.prefilling), seqs)
 
     def next_load_s(self, now: float) -> float | None:
-        """When the first blocking load still in flight arrives (None if none): a replica with nothing
-        else to run waits until then."""
-        times = [g.ready_s for g in self.prefilling if g.ready_s > now]
-        return min(times) if times else None
+        """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica
+        with nothing else to run waits until then."""
+        return next_load_s(self.prefilling, now)
+
+    def calls_out(self) -> bool:
+        """Whether scheduling calls back into the cluster (tier loads, P/D transfers and hand-offs): such a
+        replica steps its iterations one by one."""
+        return self.tier_waits is not None or self.handoff.active
 
     def token_states(self) -> int:
         return self.kv.token_states(self.context_sums())
@@ -203,35 +212,13 @@ class Scheduler:
 
     def release(self, seq: int) -> None:
         """Prefill replica: the KV held for seq's transfer has gone; free its blocks."""
-        tokens, blocks = self.held.pop(seq)
-        self.held_tokens -= tokens
-        self.held_blocks -= blocks
+        self.handoff.release(seq)
         self.kv.free(seq)
 
     # ----------------------------------------------------------------- heaps
     def _push(self, heap: list, it: int, g: Group) -> None:
         self._push_no += 1
         heapq.heappush(heap, (it, self._push_no, g.epoch, g))
-
-    def _push_alloc(self, it: int, g: Group) -> None:
-        self._due_list(it).append((g.epoch, g))
-
-    def _due_list(self, it: int) -> list[tuple[int, Group]]:
-        """The (epoch, group) list of the groups that need a block at iteration it (made, and the
-        iteration put on the heap, when it has none yet)."""
-        due = self._alloc_due.get(it)
-        if due is None:
-            due = self._alloc_due[it] = []
-            heapq.heappush(self._alloc_its, it)
-        return due
-
-    def _schedule_next_alloc(self, g: Group) -> None:
-        """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
-        seq = g.seqs[0]
-        if g.n > 1 and (g.req.beam_width > 1 or self.kv.last_block_shared(seq)):
-            self._push_alloc(self.it + 1, g)
-            return
-        self._push_alloc(self.kv.capacity_tokens(seq) - g.base + 1, g)
 
     # ----------------------------------------------------------------- decode bookkeeping
     def _join_decode(self, g: Group, it_done: int) -> None:
@@ -252,8 +239,8 @@ class Scheduler:
         self._push(self._finish_heap, g.output - g.gen_base, g)
         if self._by_context:
             self._schedule_next_alloc(g)
-        if self.windows:
-            self._join_windows(g, it_done + 1)
+        if self.win is not None:
+            self.win.join(g, it_done + 1)
         delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
         self.dec_held_offset += delta
 
@@ -263,153 +250,8 @@ class Scheduler:
         self.dec_base_sum -= g.n * g.base
         self.dec_blocks -= g.seq_blocks
         g.epoch += 1
-        if self.windows:
-            self._leave_windows(g)
-
-    # ----------------------------------------------------------------- window caps (sliding layers)
-    def _join_windows(self, g: Group, it_next: int) -> None:
-        """g decodes from iteration it_next with context base + it: below or past each window cap."""
-        g.past_windows = 0
-        for i, cap in enumerate(self.windows):
-            if g.base + it_next >= cap:
-                g.past_windows |= 1 << i
-                self._past_n[i] += g.n
-            else:
-                self._below_n[i] += g.n
-                self._below_base[i] += g.n * g.base
-                self._push_no += 1
-                heapq.heappush(self._cross_heap, (cap - g.base, self._push_no, g.epoch, g, i))
-
-    def _leave_windows(self, g: Group) -> None:
-        for i in range(len(self.windows)):
-            if g.past_windows >> i & 1:
-                self._past_n[i] -= g.n
-            else:
-                self._below_n[i] -= g.n
-                self._below_base[i] -= g.n * g.base
-        g.past_windows = 0
-
-    def _cross_windows(self, it: int) -> None:
-        """Move the decode sequences whose context reaches a window cap at iteration it past it."""
-        heap = self._cross_heap
-        while heap and heap[0][0] <= it:
-            _, _, epoch, g, i = heapq.heappop(heap)
-            if epoch != g.epoch or g.state != RUNNING or g.past_windows >> i & 1:
-                continue
-            g.past_windows |= 1 << i
-            self._below_n[i] -= g.n
-            self._below_base[i] -= g.n * g.base
-            self._past_n[i] += g.n
-
-    def _window_figures(self, prefills: list[Group]) -> tuple[tuple[int, ...], tuple[float, ...]]:
-        """Batch.decode_window_tokens and prefill_window_pairs for this iteration."""
-        it = self.it
-        decode = tuple(b + n * it + p * cap for b, n, p, cap in
-                       zip(self._below_base, self._below_n, self._past_n, self.windows, strict=True))
-        pairs = []
-        for cap in self.windows:
-            w = cap + 1
-            total = 0.0
-            for g in prefills:
-                c, p = g.chunk, g.computed
-                inside = max(0, min(c, w - p))  # queries that still see every earlier key
-                total += inside * p + inside * (inside + 1) / 2 + (c - inside) * w
-            pairs.append(total)
-        return decode, tuple(pairs)
-
-    # ----------------------------------------------------------------- preemption
-    def _preempt_last(self) -> Group:
-        """Preempt the most recently admitted running group, passing over those still waiting for their
-        KV to arrive (a blocking tier load, a P/D transfer: as vLLM keeps them out of its running queue)
-        unless only such groups run."""
-        now = self._now
-        victim = None
-        for g in reversed(self.running):
-            if not (g.phase == PREFILL and g.chunk == 0 and g.ready_s > now):
-                victim = g
-                break
-        if victim is None:
-            victim = next(reversed(self.running))
-        del self.running[victim]
-        self.running_seqs -= victim.n
-        victim.preemptions += 1
-        self.preempted_now += victim.n
-        self.total_preemptions += 1
-        kv = self.kv
-        if victim.phase == DECODE:
-            done = self.it - 1
-            length = victim.base + done
-            generated = victim.gen_base + done
-            self._leave_decode(victim)
-            # vLLM swaps multi-sequence groups whatever the mode: they cannot be recomputed as one prompt
-            swap = self.lim.preemption_mode == "swap" or victim.n > 1
-            if swap and kv.can_swap_out(victim.seqs):
-                moved = kv.swap_out(victim.seqs)
-                self._swap_out_blocks += moved
-                victim.state = SWAPPED
-                victim.base = length
-                victim.generated = generated
-                self.swapped.appendleft(victim)
-                return victim
-            for s in victim.seqs:
-                kv.free(s)
-            if victim.n > 1:
-                # a multi-sample group cannot be recomputed as one prompt: it restarts
-                victim.generated = 0
-                victim.prompt = victim.req.prompt_len
-                victim.forked = False
-            else:
-                victim.generated = generated
-                victim.prompt = victim.req.prompt_len + generated
-        else:
-            self.prefilling.pop(victim, None)
-            self.prefill_tokens_held -= victim.computed
-            if kv.has(victim.seqs[0]):
-                kv.free(victim.seqs[0])
-            if victim in self._scheduled_prefills:
-                self._scheduled_prefills.remove(victim)
-                self.prefill_tokens_held -= victim.chunk
-                self._budget += victim.chunk
-        victim.computed = 0
-        victim.chunk = 0
-        victim.phase = PREFILL
-        victim.state = WAITING
-        self.waiting.appendleft(victim)
-        return victim
-
-    def _alloc_or_preempt(self, g: Group, seqs: list[int], tokens: int) -> bool:
-        """Give each seq of g room for `tokens` slots, preempting from the tail; False if g itself went."""
-        kv = self.kv
-        need = kv.group_blocks_needed(seqs, tokens)
-        while need > kv.num_free_blocks:
-            if self._preempt_last() is g:
-                return False
-        for s in seqs:
-            kv.allocate(s, tokens)
-        return True
-
-    def _resize(self, g: Group, blocks: int, may_preempt: bool = True) -> bool:
-        """Give each of decoding group g's sequences `blocks` blocks (decode_sizing.Resize): growing
-        through allocate-or-preempt, shrinking by re-mapping each table onto `blocks` fresh blocks (the
-        sizing accounts any copy). Blocks shared with other holders (a prefix cache) stay with them, so the
-        pool may be short of the fresh blocks: then the most recently admitted groups are preempted, as for
-        a decode allocation (may_preempt), or nothing changes. False when nothing changed for want of a
-        preemption, or when g itself was preempted."""
-        kv = self.kv
-        n = g.n
-        if blocks > g.seq_blocks // n:
-            if not self._alloc_or_preempt(g, g.seqs, blocks * self.bs):
-                return False
-        else:
-            while kv.num_free_blocks + sum(kv.private_blocks(s) for s in g.seqs) < blocks * n:
-                if not may_preempt or self._preempt_last() is g:
-                    return False
-            for s in g.seqs:
-                kv.free(s)
-                kv.allocate(s, blocks * self.bs)
-        self.dec_blocks += blocks * n - g.seq_blocks
-        g.seq_blocks = blocks * n
-        return True
+        if self.win is not None:
+            self.win.leave(g)
 
     # ----------------------------------------------------------------- one iteration
     def _begin(self, now: float) -> int:
@@ -423,28 +265,6 @@ class Scheduler:
         self._paused = False
         return self.kv.cow_copies
 
-    def schedule_decodes(self, now: float) -> Batch | None:
-        """schedule(), by a short path when this iteration can only run the decodes: nothing prefilling or
-        swapped out, the KV sized by context, no window caps, and nothing waiting that admission could
-        take (the queue is empty, or its head is over the sequence or token budget, which nothing but a
-        finish or a preemption changes). Block-boundary allocations run as in schedule(); one that
-        preempts hands the rest of the iteration to the general path. The same result as schedule()."""
-        if self.prefilling or self.swapped or self.windows or not self._by_context or not self.dec_seqs:
-            return self.schedule(now)
-        waiting = self.waiting
-        lim = self.lim
-        if waiting and self.running_seqs + waiting[0].n <= lim.max_num_seqs and (
-                self._prefill_first or lim.max_num_batched_tokens > self.dec_seqs * self._charge):
-            return self.schedule(now)
-        copies_before = self._begin(now)
-        its = self._alloc_its
-        if its and its[0] <= self.it:
-            self._grow(self.it)
-            if self.preempted_now:
-                return self._schedule_rest(now, copies_before)
-        self._budget -= self.dec_seqs * self._charge
-        return self._batch([], 0, copies_before, True)
-
     def completes_quietly(self) -> bool:
         """True when complete() after this iteration finishes no group (and hands none off): it only
         moves prefill chunks and the decode clock on."""
@@ -452,15 +272,15 @@ class Scheduler:
         if heap and heap[0][0] <= self.it:
             return False
         for g in self._scheduled_prefills:
-            if g.computed + g.chunk >= g.prompt and (self.hand_off or g.generated + 1 >= g.output):
+            if g.computed + g.chunk >= g.prompt and (self._sends or g.generated + 1 >= g.output):
                 return False
         return True
 
     def schedule(self, now: float) -> Batch | None:
         """Pick this iteration's work; None when there is nothing to run."""
         copies_before = self._begin(now)
-        if self.windows:
-            self._cross_windows(self.it)
+        if self.win is not None:
+            self.win.cross(self.it)
         if self._prefill_first:
             batch = self._prefill_only(now, copies_before)
             if batch is not None:
@@ -502,84 +322,11 @@ class Scheduler:
 
         prefills = self._scheduled_prefills
         if not prefills and not self.dec_seqs:
-            if self.has_work() and not self.running and not self.held:
+            if self.has_work() and not self.running and not self.handoff.held:
                 raise KvsimError("internal error: the scheduler stalled with waiting work it cannot "
                                  "schedule (please report the scenario)")
             return None
         return self._batch(prefills, swap_in_blocks, copies_before, True)
-
-    def _grow(self, it: int) -> None:
-        """Give the decoding groups whose next token at iteration it crosses a block boundary (or must copy
-        a shared last block) their blocks, preempting when the pool is short, in (iteration, push) order."""
-        kv = self.kv
-        its = self._alloc_its
-        due = self._alloc_due
-        grow = kv.grow_one_block
-        nxt = it + self.bs
-        later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
-        grown = 0  # blocks the fast path added, not yet in dec_blocks
-        grow_each = kv.grow_each
-        while its and its[0] <= it:
-            entries = due.pop(heapq.heappop(its))
-            if len(entries) > 1:  # every live one a single sequence: their blocks in one call
-                live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
-                seqs = [e[1].seqs[0] for e in live if e[1].n == 1]
-                if seqs and len(seqs) == len(live) and grow_each(seqs, [e[1].base + it for e in live]):
-                    for e in live:
-                        e[1].seq_blocks += 1
-                    grown += len(live)
-                    if later is None:
-                        later = self._due_list(nxt)
-                    later += live
-                    continue
-            for entry in entries:
-                epoch, g = entry
-                if epoch != g.epoch or g.state != RUNNING:
-                    continue
-                if g.n == 1 and grow(g.seqs[0], g.base + it):
-                    # fast path: a single sequence crossing a block boundary took its block(s)
-                    delta = kv.last_grow_delta
-                    g.seq_blocks += delta
-                    grown += delta
-                    if later is None:
-                        later = self._due_list(nxt)
-                    later.append(entry)
-                    continue
-                self.dec_blocks += grown
-                grown = 0
-                if g.req.beam_width > 1:
-                    self.beam.step(g.seqs)  # beams pruned and forked before this step's token
-                if not self._alloc_or_preempt(g, g.seqs, g.base + it):
-                    continue
-                blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
-                self.dec_blocks += blocks - g.seq_blocks
-                g.seq_blocks = blocks
-                self._schedule_next_alloc(g)
-                if later is None:
-                    later = due.get(nxt)
-        self.dec_blocks += grown
-
-    def _prefill_only(self, now: float, copies_before: int) -> Batch | None:
-        """vLLM V0 without chunked prefill (`_schedule_default`): while no group is swapped out, whole
-        prompts first, FCFS, with the whole token budget; an iteration that schedules any runs them alone
-        (decodes wait). None when none was scheduled: the iteration runs the decodes (and swap-ins)."""
-        if self.swapped and not self._admit_while_swapped:
-            return None
-        for g in list(self.prefilling):  # admitted before, waiting for a tier load that has arrived since
-            if self._budget <= 0:
-                break
-            if g.state != RUNNING or g.ready_s > now or g.prompt - g.computed > self._budget:
-                continue
-            if not self._alloc_or_preempt(g, g.seqs[:1], g.prompt):
-                continue
-            self._start_chunk(g, g.prompt - g.computed)
-        if not self.preempted_now or not self.running:
-            self._admit(now)
-        prefills = self._scheduled_prefills
-        if not prefills:
-            return None
-        self._paused = True
-        return self._batch(prefills, 0, copies_before, False)
 
     def _batch(self, prefills: list[Group], swap_in_blocks: int, copies_before: int, decodes: bool) -> Batch:
         """The iteration's Batch: the scheduled prefill chunks and, with `decodes`, every decoding group."""
@@ -593,7 +340,8 @@ class Scheduler:
             p_tokens += c
             pairs += c * g.computed + c * (c + 1) / 2
         bpb = lim.bytes_per_block
-        windows = self._window_figures(prefills) if self.windows else ((), ())
+        win = self.win
+        windows = (tuple(win.decode_tokens(it)), win.prefill_pairs(prefills)) if win is not None else ((), ())
         extras = NO_EXTRAS if self._by_context else self.sizing.batch_extras(self._figures_fn)
         recall, offload, kv_copy, prefetch, read_extra = extras
         if decodes:
@@ -629,106 +377,6 @@ class Scheduler:
         self.prefill_tokens_held += chunk
         self._scheduled_prefills.append(g)
 
-    def _swap_in(self, now: float) -> int:
-        """Swapped groups come back FCFS while the sequence and token budgets allow and the blocks they
-        need (the sizing's figure, plus one per sequence for the next token) leave the watermark free.
-        Returns the blocks moved from host memory."""
-        kv = self.kv
-        it = self.it
-        sizing = self.sizing
-        moved = 0
-        while self.swapped:
-            g = self.swapped[0]
-            if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n * self._charge:
-                break
-            length = g.base + 1
-            need = sizing.swap_in_blocks(g, length, kv.swap_blocks_needed(g.seqs))
-            if need + g.n > kv.num_free_blocks - self.lim.watermark_blocks:
-                break
-            self.swapped.popleft()
-            moved += kv.swap_in(g.seqs)
-            if self._by_context:  # room for the next token; other sizings resize it in on_swap_in
-                for s in g.seqs:
-                    kv.allocate(s, length)
-            g.state = RUNNING
-            g.phase = DECODE
-            self.running[g] = None
-            self.running_seqs += g.n
-            g.base = length - it
-            g.gen_base = g.generated + 1 - it
-            self.dec_seqs += g.n
-            self.dec_base_sum += g.n * g.base
-            g.seq_blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
-            self.dec_blocks += g.seq_blocks
-            self._budget -= g.n * self._charge
-            self._push(self._finish_heap, g.output - g.gen_base, g)
-            if self._by_context:
-                self._schedule_next_alloc(g)
-            if self.windows:
-                self._join_windows(g, it)
-            delta = sizing.on_swap_in(g, it, self._resize_fn)  # may preempt: _leave_decode moves the sum
-            self.dec_held_offset += delta
-        return moved
-
-    def _admit(self, now: float) -> None:
-        kv = self.kv
-        lim = self.lim
-        while self.waiting and self._budget > 0:
-            g = self.waiting[0]
-            if self.running_seqs + g.n > lim.max_num_seqs:
-                break
-            seq = g.seqs[0]
-            hit = kv.admit(seq, g.req, g.prompt, g.output)
-            cached = hit.tokens
-            # P/D: the prompt's KV beyond the local hit comes from the prefill replica, all but the last
-            # token, which the decode replica computes for the first output token (as vLLM's connectors)
-            remote = max(0, min(g.remote_tokens, g.prompt - 1) - cached)
-            cached += remote
-            remaining = g.prompt - cached
-            chunk = min(remaining, self._budget)
-            need = kv.blocks_needed(seq, cached + chunk)
-            free = kv.num_free_blocks
-            if ((not lim.chunked_prefill and remaining > self._budget) or need > free
-                    or (self.running and free - need < lim.watermark_blocks)):
-                if kv.has(seq):
-                    kv.free(seq)  # undo what admit mapped from the cache
-                break
-            self.waiting.popleft()
-            ready = now
-            by_tier = hit.by_tier
-            if self.loader is not None and by_tier and (len(by_tier) > 1 or by_tier[0][0] != "gpu"):
-                ready = self.loader(now, by_tier)
-                g.load_wait_s += ready - now
-            handed = g.remote_tokens > 0
-            if handed:  # (with nothing to move, the prefill replica's copy is freed at once)
-                g.decode_admit_s = now
-                ready = max(ready, self.kv_transfer(now, g, remote))
-                g.remote_tokens = 0  # a later preemption recomputes here
-            g.ready_s = ready
-            blocked = ready > now and (lim.tier_load == "blocking" or remote > 0)
-            if blocked:  # its blocks are held, but hit by nobody until the KV is there
-                kv.reserve(seq, cached)
-            else:
-                kv.allocate(seq, cached + chunk)
-            # hit of the first admission (on the prefill replica, for P/D): later ones find its own KV
-            if not g.preemptions and not handed and g.prefill_replica < 0:
-                g.cached_tokens = hit.tokens
-                g.hit_by_tier = hit.by_tier
-            g.computed = cached
-            g.state = RUNNING
-            g.phase = PREFILL
-            self.running[g] = None
-            self.running_seqs += g.n
-            self.prefilling[g] = None
-            self.prefill_tokens_held += cached
-            if g.first_scheduled_s != g.first_scheduled_s:
-                g.first_scheduled_s = now
-            if blocked:  # holds its blocks; the prefill loop starts it once the KV has arrived
-                continue
-            if ready - now > self._load_wait:
-                self._load_wait = ready - now
-            self._start_chunk(g, chunk)
-
     def complete(self, t_end: float) -> list[Group]:
         """Apply the iteration that just ran (ending at t_end); return the groups that finished."""
         it = self.it
@@ -742,7 +390,7 @@ class Scheduler:
                 continue
             del self.prefilling[g]
             g.generated += 1
-            if self.hand_off and g.output > 1:
+            if self._sends and g.output > 1:
                 self._hand_off(g, t_end)
                 finished.append(g)
                 continue
@@ -775,10 +423,7 @@ class Scheduler:
         """Prefill replica: g's prefill is done; it leaves the batch, its KV held until `release`."""
         seq = g.seqs[0]
         self.prefill_tokens_held -= g.prompt
-        blocks = self.kv.num_blocks_of(seq)
-        self.held[seq] = (g.prompt, blocks)
-        self.held_tokens += g.prompt
-        self.held_blocks += blocks
+        self.handoff.hold(seq, g.prompt, self.kv.num_blocks_of(seq))
         del self.running[g]
         self.running_seqs -= g.n
         g.state = FINISHED

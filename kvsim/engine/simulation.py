@@ -69,7 +69,7 @@ class Simulation:
         self.tier_media = first.tier_media
         if self.tier_media:
             tier_columns.register_columns(self.recorder, self.tier_media)
-        self.disaggregated = any(d.role == "decode" for d in self.deployments)
+        self.disaggregated = any(d.role.receives_kv for d in self.deployments)
         if self.disaggregated:
             pd_columns.register_columns(self.recorder)
         self.fleet = scenario.cluster is not None or sum(d.replicas for d in self.deployments) > 1
@@ -104,7 +104,7 @@ class Simulation:
                 raise KvsimError(f"cluster.pools: pool '{d.name}' shares the {t.medium} store of pool "
                                  f"'{d0.name}' with another capacity, eviction, block size or KV bytes per "
                                  "block; one store holds one kind of block")
-        if self.sc.cluster is not None and any(d.role != "mixed" for d in deps):
+        if self.sc.cluster is not None and any(d.role.sends_kv or d.role.receives_kv for d in deps):
             for i, d in enumerate(deps):
                 if d.sc.kv.layout != "paged":
                     raise KvsimError(f"cluster.pools.{i}.kv.layout: disaggregated prefill / decode moves "

@@ -181,7 +181,7 @@ def test_a_prompt_the_decode_replica_holds_moves_nothing_and_frees_the_prefill_c
     assert q["finish_s"].notna().all()
     # 160 tokens: all ten full blocks cached there, nothing to move, the prefill replica holds nothing
     assert list(q["kv_transfer_bytes"]) == [160 * 131_072] + [0.0] * 4
-    assert not s.replicas[0].sched.held and s.replicas[0].sched.kv.used_blocks == 0
+    assert not s.replicas[0].sched.handoff.held and s.replicas[0].sched.kv.used_blocks == 0
 
 
 def test_blocks_on_their_way_are_hit_by_nobody():

@@ -1,0 +1,84 @@
+"""Block growth of decoding groups: each group's next block-boundary crossing (or copy of a shared last
+block) sits in a table keyed by iteration, and the groups due get their blocks in push order."""
+
+from __future__ import annotations
+
+import heapq
+
+from kvsim.engine.group import RUNNING, Group
+
+
+class BlockGrowth:
+    """The block-growth half of `Scheduler` (kvsim/engine/scheduler.py), a base class of it: its methods
+    read and move the scheduler's state, set in `Scheduler.__init__`."""
+
+    def _push_alloc(self, it: int, g: Group) -> None:
+        self._due_list(it).append((g.epoch, g))
+
+    def _due_list(self, it: int) -> list[tuple[int, Group]]:
+        """The (epoch, group) list of the groups that need a block at iteration it (made, and the
+        iteration put on the heap, when it has none yet)."""
+        due = self._alloc_due.get(it)
+        if due is None:
+            due = self._alloc_due[it] = []
+            heapq.heappush(self._alloc_its, it)
+        return due
+
+    def _schedule_next_alloc(self, g: Group) -> None:
+        """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
+        seq = g.seqs[0]
+        if g.n > 1 and (g.req.beam_width > 1 or self.kv.last_block_shared(seq)):
+            self._push_alloc(self.it + 1, g)
+            return
+        self._push_alloc(self.kv.capacity_tokens(seq) - g.base + 1, g)
+
+    def _grow(self, it: int) -> None:
+        """Give the decoding groups whose next token at iteration it crosses a block boundary (or must copy
+        a shared last block) their blocks, preempting when the pool is short, in (iteration, push) order."""
+        kv = self.kv
+        its = self._alloc_its
+        due = self._alloc_due
+        grow = kv.grow_one_block
+        nxt = it + self.bs
+        later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
+        grown = 0  # blocks the fast path added, not yet in dec_blocks
+        grow_each = kv.grow_each
+        while its and its[0] <= it:
+            entries = due.pop(heapq.heappop(its))
+            if len(entries) > 1:  # every live one a single sequence: their blocks in one call
+                live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
+                seqs = [e[1].seqs[0] for e in live if e[1].n == 1]
+                if seqs and len(seqs) == len(live) and grow_each(seqs, [e[1].base + it for e in live]):
+                    for e in live:
+                        e[1].seq_blocks += 1
+                    grown += len(live)
+                    if later is None:
+                        later = self._due_list(nxt)
+                    later += live
+                    continue
+            for entry in entries:
+                epoch, g = entry
+                if epoch != g.epoch or g.state != RUNNING:
+                    continue
+                if g.n == 1 and grow(g.seqs[0], g.base + it):
+                    # fast path: a single sequence crossing a block boundary took its block(s)
+                    delta = kv.last_grow_delta
+                    g.seq_blocks += delta
+                    grown += delta
+                    if later is None:
+                        later = self._due_list(nxt)
+                    later.append(entry)
+                    continue
+                self.dec_blocks += grown
+                grown = 0
+                if g.req.beam_width > 1:
+                    self.beam.step(g.seqs)  # beams pruned and forked before this step's token
+                if not self._alloc_or_preempt(g, g.seqs, g.base + it):
+                    continue
+                blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
+                self.dec_blocks += blocks - g.seq_blocks
+                g.seq_blocks = blocks
+                self._schedule_next_alloc(g)
+                if later is None:
+                    later = due.get(nxt)
+        self.dec_blocks += grown

@@ -1,0 +1,42 @@
+"""The decode fast path: a scheduler iteration that can only run the decodes, by a short path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvsim.cost.batch import Batch
+    from kvsim.engine.scheduler import Scheduler
+
+
+class DecodeFastPath:
+    """`Scheduler.schedule_decodes` when the scheduler sizes KV by context and has no window caps (else it
+    is `Scheduler.schedule` itself): the same batch as schedule(), by a short path when this iteration can
+    only run the decodes: nothing prefilling or swapped out and nothing waiting that admission could take
+    (the queue is empty, or its head is over the sequence or token budget, which nothing but a finish or a
+    preemption changes). Block-boundary allocations run as in schedule(); one that preempts hands the rest
+    of the iteration to the general path. A part of the scheduler: it reads and moves the scheduler's own
+    state."""
+
+    __slots__ = ("sched",)
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+
+    def schedule(self, now: float) -> Batch | None:
+        s = self.sched
+        if s.prefilling or s.swapped or not s.dec_seqs:
+            return s.schedule(now)
+        waiting = s.waiting
+        lim = s.lim
+        if waiting and s.running_seqs + waiting[0].n <= lim.max_num_seqs and (
+                s._prefill_first or lim.max_num_batched_tokens > s.dec_seqs * s._charge):
+            return s.schedule(now)
+        copies_before = s._begin(now)
+        its = s._alloc_its
+        if its and its[0] <= s.it:
+            s._grow(s.it)
+            if s.preempted_now:
+                return s._schedule_rest(now, copies_before)
+        s._budget -= s.dec_seqs * s._charge
+        return s._batch([], 0, copies_before, True)

@@ -1,0 +1,104 @@
+"""Preemption: when the block pool runs short, the most recently admitted running group gives its KV up
+(recomputed later, or swapped to host memory), as vLLM's scheduler does."""
+
+from __future__ import annotations
+
+from kvsim.engine.group import DECODE, PREFILL, SWAPPED, WAITING, Group
+
+
+class Preemption:
+    """The preemption half of `Scheduler` (kvsim/engine/scheduler.py), a base class of it: its methods read
+    and move the scheduler's state, set in `Scheduler.__init__`."""
+
+    def _preempt_last(self) -> Group:
+        """Preempt the most recently admitted running group, passing over those still waiting for their
+        KV to arrive (a blocking tier load, a P/D transfer: as vLLM keeps them out of its running queue)
+        unless only such groups run."""
+        now = self._now
+        victim = None
+        for g in reversed(self.running):
+            if not (g.phase == PREFILL and g.chunk == 0 and g.ready_s > now):
+                victim = g
+                break
+        if victim is None:
+            victim = next(reversed(self.running))
+        del self.running[victim]
+        self.running_seqs -= victim.n
+        victim.preemptions += 1
+        self.preempted_now += victim.n
+        self.total_preemptions += 1
+        kv = self.kv
+        if victim.phase == DECODE:
+            done = self.it - 1
+            length = victim.base + done
+            generated = victim.gen_base + done
+            self._leave_decode(victim)
+            # vLLM swaps multi-sequence groups whatever the mode: they cannot be recomputed as one prompt
+            swap = self.lim.preemption_mode == "swap" or victim.n > 1
+            if swap and kv.can_swap_out(victim.seqs):
+                moved = kv.swap_out(victim.seqs)
+                self._swap_out_blocks += moved
+                victim.state = SWAPPED
+                victim.base = length
+                victim.generated = generated
+                self.swapped.appendleft(victim)
+                return victim
+            for s in victim.seqs:
+                kv.free(s)
+            if victim.n > 1:
+                # a multi-sample group cannot be recomputed as one prompt: it restarts
+                victim.generated = 0
+                victim.prompt = victim.req.prompt_len
+                victim.forked = False
+            else:
+                victim.generated = generated
+                victim.prompt = victim.req.prompt_len + generated
+        else:
+            self.prefilling.pop(victim, None)
+            self.prefill_tokens_held -= victim.computed
+            if kv.has(victim.seqs[0]):
+                kv.free(victim.seqs[0])
+            if victim in self._scheduled_prefills:
+                self._scheduled_prefills.remove(victim)
+                self.prefill_tokens_held -= victim.chunk
+                self._budget += victim.chunk
+        victim.computed = 0
+        victim.chunk = 0
+        victim.phase = PREFILL
+        victim.state = WAITING
+        self.waiting.appendleft(victim)
+        return victim
+
+    def _alloc_or_preempt(self, g: Group, seqs: list[int], tokens: int) -> bool:
+        """Give each seq of g room for `tokens` slots, preempting from the tail; False if g itself went."""
+        kv = self.kv
+        need = kv.group_blocks_needed(seqs, tokens)
+        while need > kv.num_free_blocks:
+            if self._preempt_last() is g:
+                return False
+        for s in seqs:
+            kv.allocate(s, tokens)
+        return True
+
+    def _resize(self, g: Group, blocks: int, may_preempt: bool = True) -> bool:
+        """Give each of decoding group g's sequences `blocks` blocks (decode_sizing.Resize): growing
+        through allocate-or-preempt, shrinking by re-mapping each table onto `blocks` fresh blocks (the
+        sizing accounts any copy). Blocks shared with other holders (a prefix cache) stay with them, so the
+        pool may be short of the fresh blocks: then the most recently admitted groups are preempted, as for
+        a decode allocation (may_preempt), or nothing changes. False when nothing changed for want of a
+        preemption, or when g itself was preempted."""
+        kv = self.kv
+        n = g.n
+        if blocks > g.seq_blocks // n:
+            if not self._alloc_or_preempt(g, g.seqs, blocks * self.bs):
+                return False
+        else:
+            while kv.num_free_blocks + sum(kv.private_blocks(s) for s in g.seqs) < blocks * n:
+                if not may_preempt or self._preempt_last() is g:
+                    return False
+            for s in g.seqs:
+                kv.free(s)
+                kv.allocate(s, blocks * self.bs)
+        self.dec_blocks += blocks * n - g.seq_blocks
+        g.seq_blocks = blocks * n
+        return True

@@ -1,0 +1,86 @@
+"""The scheduler's context sums at each window cap (sliding and compressed layers): how many decoding
+sequences are below each cap and what their contexts add up to, kept in O(changes) per iteration."""
+
+from __future__ import annotations
+
+import heapq
+
+from kvsim.engine.group import RUNNING, Group
+
+
+class WindowSums:
+    """Per window cap: the decoding sequences below it (count, sum of base) and past it (count), and a heap
+    of when each sequence below reaches it. A decoding group's context at decode iteration `it` is
+    `base + it`; one past cap `c` holds `c` tokens of that group's layers, one below it its context."""
+
+    __slots__ = ("windows", "below_n", "below_base", "past_n", "_heap", "_push_no")
+
+    def __init__(self, windows: tuple[int, ...]) -> None:
+        self.windows = windows
+        self.below_n = [0] * len(windows)
+        self.below_base = [0] * len(windows)
+        self.past_n = [0] * len(windows)
+        self._heap: list[tuple[int, int, int, Group, int]] = []
+        self._push_no = 0
+
+    def join(self, g: Group, it_next: int) -> None:
+        """g decodes from iteration it_next with context base + it: below or past each window cap."""
+        g.past_windows = 0
+        for i, cap in enumerate(self.windows):
+            if g.base + it_next >= cap:
+                g.past_windows |= 1 << i
+                self.past_n[i] += g.n
+            else:
+                self.below_n[i] += g.n
+                self.below_base[i] += g.n * g.base
+                self._push_no += 1
+                heapq.heappush(self._heap, (cap - g.base, self._push_no, g.epoch, g, i))
+
+    def leave(self, g: Group) -> None:
+        for i in range(len(self.windows)):
+            if g.past_windows >> i & 1:
+                self.past_n[i] -= g.n
+            else:
+                self.below_n[i] -= g.n
+                self.below_base[i] -= g.n * g.base
+        g.past_windows = 0
+
+    def cross(self, it: int) -> None:
+        """Move the decode sequences whose context reaches a window cap at iteration it past it."""
+        heap = self._heap
+        while heap and heap[0][0] <= it:
+            _, _, epoch, g, i = heapq.heappop(heap)
+            if epoch != g.epoch or g.state != RUNNING or g.past_windows >> i & 1:
+                continue
+            g.past_windows |= 1 << i
+            self.below_n[i] -= g.n
+            self.below_base[i] -= g.n * g.base
+            self.past_n[i] += g.n
+
+    def decode_tokens(self, it: int) -> list[int]:
+        """Per cap, the KV tokens the decoding sequences hold in that cap's layers at iteration it."""
+        return [b + n * it + p * cap for b, n, p, cap in
+                zip(self.below_base, self.below_n, self.past_n, self.windows, strict=True)]
+
+    def context(self, it: int, prefilling) -> tuple[int, ...]:
+        """Per cap, what every sequence on the GPU holds: the decoding ones plus each prefilling group's
+        computed and scheduled tokens, up to the cap."""
+        windowed = self.decode_tokens(it)
+        for g in prefilling:
+            held = g.computed + g.chunk
+            for i, cap in enumerate(self.windows):
+                windowed[i] += min(held, cap)
+        return tuple(windowed)
+
+    def prefill_pairs(self, prefills: list[Group]) -> tuple[float, ...]:
+        """Per cap, the (query, key) pairs of this iteration's prefill chunks inside the window."""
+        pairs = []
+        for cap in self.windows:
+            w = cap + 1
+            total = 0.0
+            for g in prefills:
+                c, p = g.chunk, g.computed
+                inside = max(0, min(c, w - p))  # queries that still see every earlier key
+                total += inside * p + inside * (inside + 1) / 2 + (c - inside) * w
+            pairs.append(total)
+        return tuple(pairs)

@@ -1,0 +1,56 @@
+"""WindowSums (kvsim/engine/window_sums.py): per-cap decode sums by hand."""
+
+from __future__ import annotations
+
+from kvsim.engine.group import RUNNING, Group
+from kvsim.engine.window_sums import WindowSums
+from kvsim.workload.request import Request
+
+
+def _group(base: int, n: int = 1) -> Group:
+    g = Group(req=Request(0, 0.0, 10, 10, n=n), order=0, seqs=list(range(n)), output=10, prompt=10, n=n)
+    g.base, g.state = base, RUNNING
+    return g
+
+
+def test_join_cross_and_leave_by_hand():
+    w = WindowSums((4, 8))
+    g = _group(base=2, n=2)  # context at iteration it: 2 + it
+    w.join(g, 1)  # context 3: below both caps
+    assert (w.below_n, w.below_base, w.past_n) == ([2, 2], [4, 4], [0, 0])
+    assert w.decode_tokens(1) == [2 * 3, 2 * 3]
+    w.cross(2)  # context 4 reaches cap 4
+    assert g.past_windows == 0b01 and w.decode_tokens(2) == [2 * 4, 2 * 4]
+    assert w.decode_tokens(5) == [2 * 4, 2 * 7]  # capped at 4 in the first group of layers
+    w.cross(6)  # context 8 reaches cap 8
+    assert w.decode_tokens(9) == [8, 16] and g.past_windows == 0b11
+    w.leave(g)
+    assert (w.below_n, w.below_base, w.past_n) == ([0, 0], [0, 0], [0, 0])
+
+
+def test_a_group_past_a_cap_at_join_and_a_stale_heap_entry():
+    w = WindowSums((4,))
+    g = _group(base=5)
+    w.join(g, 0)  # context 5 >= 4: past at once, nothing pushed
+    assert w.past_n == [1] and w.decode_tokens(0) == [4]
+    h = _group(base=0)
+    w.join(h, 1)
+    h.epoch += 1  # it left (preempted) before crossing: the heap entry is stale
+    w.leave(h)
+    w.cross(10)
+    assert (w.below_n, w.past_n) == ([0], [1])
+
+
+def test_context_adds_prefilling_groups_up_to_each_cap():
+    w = WindowSums((4, 8))
+    p = _group(base=0)
+    p.computed, p.chunk = 3, 3  # holds 6 tokens after this iteration's chunk
+    assert w.context(0, [p]) == (4, 6)
+
+
+def test_prefill_pairs_by_hand():
+    w = WindowSums((2,))
+    p = _group(base=0)
+    p.computed, p.chunk = 1, 3  # queries at positions 1, 2, 3; window of 3 keys (cap + 1)
+    # position 1 sees keys 0-1 (2 pairs), position 2 sees 0-2 (3), position 3 sees 1-3 (3): 8
+    assert w.prefill_pairs([p]) == (8.0,)
