@@ -51,7 +51,7 @@ ROUTERS = {
     "prefix_aware": "longest cached prefix on the replica, traded against load: max overlap - weight x load",
     "store_aware": "prefix_aware that counts the shared store's prefix (loadable by every replica) too",
 }
-"""Routers (kvsim/engine/router.py implements each name): they see ReplicaViews, never mutate them."""
+"""Routers (kvsim/engine/fleet/router.py implements each name): they see ReplicaViews, never mutate them."""
 REPLICA_ROLES = {name: role.summary for name, role in ROLES.items()}
 """Replica roles (a class each in kvsim/engine/fleet/roles.py, which imports nothing of kvsim)."""
 KV_TRANSFER_MODES = {

@@ -30,7 +30,7 @@ class Replica:
                  exact: bool = False) -> None:
         self.index = index
         self.role = role
-        """mixed, prefill or decode (kvsim/engine/cluster.py moves the KV between the last two)."""
+        """mixed, prefill or decode (kvsim/engine/fleet/cluster.py moves the KV between the last two)."""
         self.env = env
         self.sched = scheduler
         self.cost = cost

@@ -341,7 +341,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
             pairs += c * g.computed + c * (c + 1) / 2
         bpb = lim.bytes_per_block
         win = self.win
-        windows = (tuple(win.decode_tokens(it)), win.prefill_pairs(prefills)) if win is not None else ((), ())
+        windows = win.batch_figures(it, prefills) if win is not None else ((), ())
         extras = NO_EXTRAS if self._by_context else self.sizing.batch_extras(self._figures_fn)
         recall, offload, kv_copy, prefetch, read_extra = extras
         if decodes:

@@ -11,10 +11,11 @@ import pandas as pd
 import simpy
 
 from kvsim import __version__
-from kvsim.engine import pd_columns, sparse_columns, tier_columns
+from kvsim.engine import sparse_columns, tier_columns
 from kvsim.engine.clock import Clock
-from kvsim.engine.cluster import Cluster
-from kvsim.engine.deployment import Deployment
+from kvsim.engine.fleet import pd_columns
+from kvsim.engine.fleet.cluster import Cluster
+from kvsim.engine.fleet.deployment import Deployment
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
@@ -39,7 +40,7 @@ class Simulation:
     """One simulated serving deployment for one scenario. `run()` executes it once.
 
     A fleet of pools (kvsim.scenario.pool_scenarios, one Deployment each) behind routers
-    (kvsim/engine/cluster.py). The attributes of one replica configuration (capacity, num_blocks, ...)
+    (kvsim/engine/fleet/cluster.py). The attributes of one replica configuration (capacity, num_blocks, ...)
     are the first pool's."""
 
     def __init__(self, scenario: Scenario, progress: Callable[[int, int], None] | None = None) -> None:

@@ -57,23 +57,23 @@ class WindowSums:
             self.below_base[i] -= g.n * g.base
             self.past_n[i] += g.n
 
-    def decode_tokens(self, it: int) -> list[int]:
-        """Per cap, the KV tokens the decoding sequences hold in that cap's layers at iteration it."""
-        return [b + n * it + p * cap for b, n, p, cap in
-                zip(self.below_base, self.below_n, self.past_n, self.windows, strict=True)]
-
     def context(self, it: int, prefilling) -> tuple[int, ...]:
-        """Per cap, what every sequence on the GPU holds: the decoding ones plus each prefilling group's
-        computed and scheduled tokens, up to the cap."""
-        windowed = self.decode_tokens(it)
+        """Per cap, what every sequence on the GPU holds at decode iteration it: the decoding ones plus
+        each prefilling group's computed and scheduled tokens, up to the cap."""
+        windowed = [b + n * it + p * cap for b, n, p, cap in
+                    zip(self.below_base, self.below_n, self.past_n, self.windows, strict=True)]
         for g in prefilling:
             held = g.computed + g.chunk
             for i, cap in enumerate(self.windows):
                 windowed[i] += min(held, cap)
         return tuple(windowed)
 
-    def prefill_pairs(self, prefills: list[Group]) -> tuple[float, ...]:
-        """Per cap, the (query, key) pairs of this iteration's prefill chunks inside the window."""
+    def batch_figures(self, it: int, prefills: list[Group]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Batch.decode_window_tokens (per cap, the KV tokens the decoding sequences hold in that cap's
+        layers at iteration it) and Batch.prefill_window_pairs (per cap, the (query, key) pairs of this
+        iteration's prefill chunks inside the window)."""
+        decode = tuple(b + n * it + p * cap for b, n, p, cap in
+                       zip(self.below_base, self.below_n, self.past_n, self.windows, strict=True))
         pairs = []
         for cap in self.windows:
             w = cap + 1
@@ -83,4 +83,4 @@ class WindowSums:
                 inside = max(0, min(c, w - p))  # queries that still see every earlier key
                 total += inside * p + inside * (inside + 1) / 2 + (c - inside) * w
             pairs.append(total)
-        return tuple(pairs)
+        return decode, tuple(pairs)

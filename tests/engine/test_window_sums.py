@@ -18,12 +18,12 @@ def test_join_cross_and_leave_by_hand():
     g = _group(base=2, n=2)  # context at iteration it: 2 + it
     w.join(g, 1)  # context 3: below both caps
     assert (w.below_n, w.below_base, w.past_n) == ([2, 2], [4, 4], [0, 0])
-    assert w.decode_tokens(1) == [2 * 3, 2 * 3]
+    assert list(w.context(1, [])) == [2 * 3, 2 * 3]
     w.cross(2)  # context 4 reaches cap 4
-    assert g.past_windows == 0b01 and w.decode_tokens(2) == [2 * 4, 2 * 4]
-    assert w.decode_tokens(5) == [2 * 4, 2 * 7]  # capped at 4 in the first group of layers
+    assert g.past_windows == 0b01 and list(w.context(2, [])) == [2 * 4, 2 * 4]
+    assert list(w.context(5, [])) == [2 * 4, 2 * 7]  # capped at 4 in the first group of layers
     w.cross(6)  # context 8 reaches cap 8
-    assert w.decode_tokens(9) == [8, 16] and g.past_windows == 0b11
+    assert list(w.context(9, [])) == [8, 16] and g.past_windows == 0b11
     w.leave(g)
     assert (w.below_n, w.below_base, w.past_n) == ([0, 0], [0, 0], [0, 0])
 
@@ -32,7 +32,7 @@ def test_a_group_past_a_cap_at_join_and_a_stale_heap_entry():
     w = WindowSums((4,))
     g = _group(base=5)
     w.join(g, 0)  # context 5 >= 4: past at once, nothing pushed
-    assert w.past_n == [1] and w.decode_tokens(0) == [4]
+    assert w.past_n == [1] and list(w.context(0, [])) == [4]
     h = _group(base=0)
     w.join(h, 1)
     h.epoch += 1  # it left (preempted) before crossing: the heap entry is stale
@@ -53,4 +53,4 @@ def test_prefill_pairs_by_hand():
     p = _group(base=0)
     p.computed, p.chunk = 1, 3  # queries at positions 1, 2, 3; window of 3 keys (cap + 1)
     # position 1 sees keys 0-1 (2 pairs), position 2 sees 0-2 (3), position 3 sees 1-3 (3): 8
-    assert w.prefill_pairs([p]) == (8.0,)
+    assert w.batch_figures(0, [p]) == ((0,), (8.0,))

@@ -144,7 +144,7 @@ def test_mixed_rows(mixed):
 
 # ---------------------------------------------------------------- prefill / decode
 
-# as the engine registers them (kvsim/engine/pd_columns.py): a refused request takes the NaN default
+# as the engine registers them (kvsim/engine/fleet/pd_columns.py): a refused request takes the NaN default
 PD_COLUMNS = ColumnGroup({"prefill_replica": "q", "prefill_done_s": "d", "decode_admit_s": "d",
                           "kv_arrival_s": "d", "kv_transfer_bytes": "d", "kv_transfer_s": "d"}, default=NAN)
 # rid, replica (decode), arrival, prompt, output, n, first_scheduled (prefill), first_token, finish,

@@ -18,6 +18,8 @@ class Role:
     - `front`: the fleet's first router sends it requests (else the decode router, after a prefill);
     - `sends_kv`: a finished prefill leaves the batch with its KV held until a decode replica has it;
     - `receives_kv`: it admits requests whose prompt KV comes from a prefill replica;
+    - `holds_output_kv`: a sequence's output KV stays here (a prefill replica holds the prompt's only,
+      until the transfer): admission's refusal test counts prompt + output - 1 tokens, else the prompt;
     - `report`: what the fleet section shows of its replicas: `hit_rate` (whether its prefix-cache hits
       are its own), and `queue` (None, or the request columns (start, end) of the wait its role's
       queue figure measures, with `queue_of`: `served` (every request it served) or `handed` (the
@@ -28,17 +30,13 @@ class Role:
     front: ClassVar[bool] = True
     sends_kv: ClassVar[bool] = False
     receives_kv: ClassVar[bool] = False
+    holds_output_kv: ClassVar[bool] = True
     report: ClassVar[dict] = {"hit_rate": True, "queue": None, "queue_of": None}
-
-    def hands_off(self, output: int, handed_before: bool) -> bool:
-        """Whether a request that finished its prefill here goes on to a decode replica (one with more
-        than one output token that has not been handed off before)."""
-        return self.sends_kv and output > 1 and not handed_before
 
     def max_held_tokens(self, prompt: int, output: int) -> int:
         """The most KV tokens one sequence of a request holds here (its last token's KV is never
         written)."""
-        return prompt + max(output - 1, 0)
+        return prompt + max(output - 1, 0) if self.holds_output_kv else prompt
 
 
 class Mixed(Role):
@@ -50,10 +48,8 @@ class Prefill(Role):
     name = "prefill"
     summary = "prefill only; the KV moves to a decode replica after (disaggregated P/D)"
     sends_kv = True
+    holds_output_kv = False
     report = {"hit_rate": True, "queue": ("arrival_s", "first_scheduled_s"), "queue_of": "served"}
-
-    def max_held_tokens(self, prompt: int, output: int) -> int:
-        return prompt  # the prompt's KV only, until the transfer
 
 
 class Decode(Role):

@@ -31,14 +31,6 @@ def test_most_kv_a_sequence_holds(name, prompt, output, held):
     assert ROLES[name].max_held_tokens(prompt, output) == held
 
 
-def test_only_a_prefill_replica_hands_off_and_only_once():
-    p = ROLES["prefill"]
-    assert p.hands_off(5, handed_before=False)
-    assert not p.hands_off(1, handed_before=False)  # its one token is made where it was prefilled
-    assert not p.hands_off(5, handed_before=True)
-    assert not ROLES["mixed"].hands_off(5, False) and not ROLES["decode"].hands_off(5, False)
-
-
 def test_role_report_is_what_the_fleet_section_reads():
     rep = role_report()
     assert rep["mixed"] == {"front": True, "hit_rate": True, "queue": None, "queue_of": None}

@@ -1,7 +1,7 @@
 """The fleet: replica pools behind routers, and the prefill -> decode hand-off (P/D).
 
 A request goes to a replica of a `front` role (mixed, prefill: kvsim/engine/fleet/roles.py) chosen by
-the router (kvsim/engine/router.py) from ReplicaViews. A replica whose role hands its finished prefills
+the router (kvsim/engine/fleet/router.py) from ReplicaViews. A replica whose role hands its finished prefills
 off (prefill) keeps their KV (its scheduler's HandOff) and the request goes to a decode replica chosen by
 the decode router; the transfer is timed in kvsim/engine/fleet/handoff.py (KVTransfer).
 """
@@ -12,13 +12,13 @@ from collections.abc import Callable
 
 import simpy
 
-from kvsim.engine.deployment import Deployment
+from kvsim.engine.fleet.deployment import Deployment
 from kvsim.engine.fleet.handoff import KVTransfer
+from kvsim.engine.fleet.replica_view import ReplicaView
 from kvsim.engine.fleet.roles import role_report
+from kvsim.engine.fleet.router import build_router
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
-from kvsim.engine.replica_view import ReplicaView
-from kvsim.engine.router import build_router
 from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
 from kvsim.metrics.recorder import Recorder
@@ -116,7 +116,8 @@ class Cluster:
 
     # ----------------------------------------------------------------- completion and hand-off
     def _finished(self, g: Group) -> None:
-        if self.deployment_of[g.replica].role.hands_off(g.output, g.prefill_replica >= 0):
+        # a prefill replica's request goes on to a decode replica unless its one token is made (or it came back)
+        if self.deployment_of[g.replica].role.sends_kv and g.output > 1 and g.prefill_replica < 0:
             self._hand_off(g)
         else:
             self.on_done(g)

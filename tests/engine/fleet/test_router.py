@@ -1,12 +1,12 @@
-"""kvsim/engine/router.py: each router's rule on hand-built replica views (fake queues, fake caches)."""
+"""kvsim/engine/fleet/router.py: each router's rule on hand-built replica views (fake queues, fake caches)."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvsim import registry
-from kvsim.engine.replica_view import ReplicaView
-from kvsim.engine.router import ROUTER_CLASSES, build_router
+from kvsim.engine.fleet.replica_view import ReplicaView
+from kvsim.engine.fleet.router import ROUTER_CLASSES, build_router
 from kvsim.kvcache.view import Hit
 from kvsim.workload.request import Request
 

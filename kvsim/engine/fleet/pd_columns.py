@@ -1,4 +1,4 @@
-"""The per-request columns of disaggregated prefill / decode (kvsim/engine/cluster.py), registered only
+"""The per-request columns of disaggregated prefill / decode (kvsim/engine/fleet/cluster.py), registered only
 when the fleet has prefill and decode replicas. docs/fleet.md defines them."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Routers: which replica of a fleet serves a request (the names and one-line rules: kvsim/registry.py
 ROUTERS; the exact rules: docs/fleet.md).
 
-A router sees the candidates, ReplicaViews (kvsim/engine/replica_view.py) of the replicas of the role the
-request needs, and returns a position in that list. It only reads the views: a KV lookup is a peek
-(KVView.hit), so routing changes no cache, queue or request. One router serves one routing stage (the
-fleet builds one for mixed / prefill replicas and one for decode replicas, kvsim/engine/cluster.py): its
-rotation and affinity state assumes the same candidates call after call.
+A router sees the candidates, ReplicaViews (kvsim/engine/fleet/replica_view.py) of the replicas of the
+role the request needs, and returns a position in that list. It only reads the views: a KV lookup is a
+peek (KVView.hit), so routing changes no cache, queue or request. One router serves one routing stage (the
+fleet builds one for mixed / prefill replicas and one for decode replicas, kvsim/engine/fleet/cluster.py):
+its rotation and affinity state assumes the same candidates call after call.
 
 Ties rotate: among tied positions a router takes the first one after the position it chose last,
 cyclically (the first call starts at position 0), so an idle fleet is filled evenly.
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kvsim.engine.replica_view import ReplicaView
+from kvsim.engine.fleet.replica_view import ReplicaView
 from kvsim.workload.request import Request
 
 LOAD_METRICS = {

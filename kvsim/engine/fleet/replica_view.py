@@ -6,7 +6,7 @@ from kvsim.kvcache.view import KVView
 
 
 class ReplicaView:
-    """Read-only state of one replica for a router (kvsim/engine/router.py): `index` in the fleet, its
+    """Read-only state of one replica for a router (kvsim/engine/fleet/router.py): `index` in the fleet, its
     `pool` name and `role` (mixed, prefill, decode), its queue lengths (requests, not sequences) and `kv`,
     a KVView of its caches. Nothing here changes the replica."""
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvsim import registry
-from kvsim.engine.replica_view import ReplicaView
-from kvsim.engine.router import LOAD_METRICS, build_router
+from kvsim.engine.fleet.replica_view import ReplicaView
+from kvsim.engine.fleet.router import LOAD_METRICS, build_router
 from kvsim.kvcache.factory import build_kv_manager
 from kvsim.scenario import KVConfig, TierConfig
 from kvsim.workload.request import Request

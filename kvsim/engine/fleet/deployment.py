@@ -54,6 +54,8 @@ class Deployment:
         self.rules = scheduler_rules(sched.policy, sched.chunked_prefill)
         self.sparse = kvc.sparsity.enabled
         self.tier_media = [t.medium for t in kvc.tiers]
+        """The media of kv.tiers, top down (empty without tiers: the one test of whether the pool has
+        tiers)."""
         self.check_settings()
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
         self.first_kv = None  # the first replica's KV manager (refuse_reason), set by new_scheduler
@@ -111,7 +113,7 @@ class Deployment:
         """KV tiers against the hardware (a cpu tier within the host DRAM per GPU, an ssd tier within the
         local NVMe) and the model (one cache group): one-line errors naming the key."""
         sc, hw = self.sc, self.hw
-        if not sc.kv.tiers:
+        if not self.tier_media:
             return
         if self.plan is not None and not self.plan.single:
             raise KvsimError(f"kv.tiers: {self.model.name} keeps KV in several layer groups; tiers are "
@@ -130,7 +132,7 @@ class Deployment:
     def tier_links(self) -> TierLinks | None:
         """A replica's own links to its tiers (None without tiers)."""
         sc, hw = self.sc, self.hw
-        if not sc.kv.tiers:
+        if not self.tier_media:
             return None
         tiers = []
         for t in sc.kv.tiers:
@@ -189,7 +191,8 @@ class Deployment:
         if r.prompt_len >= self.max_model_len:
             return "prompt longer than max_model_len"
         output = min(r.output_len, self.max_model_len - r.prompt_len)
-        total = self.role.max_held_tokens(r.prompt_len, output)
+        # (Role.max_held_tokens, inline: this runs for every request)
+        total = r.prompt_len + max(output - 1, 0) if self.role.holds_output_kv else r.prompt_len
         seqs = max(r.n, r.beam_width)
         blocks = seqs * self._pages_for(total, r.prompt_len)
         if blocks > self.num_blocks:
