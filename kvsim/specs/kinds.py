@@ -58,12 +58,13 @@ class AttentionTerms:
 class GroupKind:
     """The rules of one layer-group kind (the base: no per-token KV, no window, no attention).
 
-    Flags: attends (attention layers: pair FLOPs, ModelSpec.attention_flops_per_pair), token_paged (its pages follow the context: CacheGroup.grows), full_context (decode reads every
-    context token: a lone unpadded group of it is the classic paged layout), per_token_kv (a per-layer KV
-    size per token sizes the pages), entry_paged (compressed entries: blocks span whole entries),
-    fixed_state (a page holds one layer slot's state), needs_window / windowed (a window is required /
-    allowed), has_parts (CompressedParts, exactly for this kind), folds_into_full (allocated as full
-    attention without the hybrid manager)."""
+    Flags: attends (attention layers: pair FLOPs, ModelSpec.attention_flops_per_pair), token_paged (its
+    pages follow the context: CacheGroup.grows), full_context (decode reads every context token: a lone
+    unpadded group of it is the classic paged layout), per_token_kv (a per-layer KV size per token sizes
+    the pages), entry_paged (compressed entries: blocks span whole entries), fixed_state (a page holds one
+    layer slot's state), needs_window / windowed (a window is required / allowed), has_parts
+    (CompressedParts, exactly for this kind), folds_into_full (allocated as full attention without the
+    hybrid manager)."""
 
     name: ClassVar[str] = ""
     attends: ClassVar[bool] = False
@@ -296,7 +297,8 @@ class CompressedKind(GroupKind):
         return window + tuple(p.topk * p.tokens_per_entry for p in g.parts if p.topk)
 
     def cache_group(self, g, layers, per_group, block_size, page):
-        used = sum((block_size // p.tokens_per_entry) * p.bytes_per_entry for p in g.parts) * layers / g.num_layers
+        per_block = sum((block_size // p.tokens_per_entry) * p.bytes_per_entry for p in g.parts)
+        used = per_block * layers / g.num_layers
         state = math.ceil(g.layer_state_bytes * per_group / page) if g.state_bytes else 0
         return g.window, g.sink_tokens, state, used / page
 
