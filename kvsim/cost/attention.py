@@ -13,13 +13,15 @@ FLOPs prefill attention does.
   tokens_per_entry, capped the same way) plus the window's pairs.
 
 A model with a single full or MLA group takes the classic formulas (context tokens x KV bytes per token;
-pairs x FLOPs per pair), so its iteration times are exactly what they were before layer groups.
+pairs x FLOPs per pair), so its iteration times are exactly what they were before layer groups. Each
+kind's terms are its GroupKind.add_attention (kvsim/specs/kinds.py).
 """
 
 from __future__ import annotations
 
 from kvsim.cost.batch import Batch
-from kvsim.specs import compute, groups
+from kvsim.specs import compute
+from kvsim.specs.kinds import AttentionTerms
 from kvsim.specs.layers import window_caps
 from kvsim.specs.model import ModelSpec
 
@@ -38,56 +40,18 @@ class AttentionWork:
         caps = window_caps(groups)
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype, tp)
         self.flops_per_pair = model.attention_flops_per_pair(tp)
-        self.grouped = not (len(groups) == 1 and groups[0].kind in ("full", "mla"))
+        self.grouped = not (len(groups) == 1 and groups[0].kind_spec.full_context)
+        terms = AttentionTerms(len(caps))
         pair = compute.layer_pair_flops(model, tp)
-        self.ctx_bytes = 0.0
-        self.window_bytes = [0.0] * len(caps)
-        self.seq_bytes = 0.0
-        self.ctx_flops = 0.0
-        self.window_flops = [0.0] * len(caps)
-        self.token_flops = 0.0
-        self.attention_layers = 0
         for g in groups:
-            if g.kind in ("full", "mla"):
-                self.ctx_bytes += g.bytes_per_token
-                self.ctx_flops += pair * g.num_layers
-                self.attention_layers += g.num_layers
-            elif g.kind == "sliding":
-                i = caps.index(max(g.window - 1, 0))
-                self.window_bytes[i] += g.bytes_per_token
-                self.window_flops[i] += pair * g.num_layers
-                self.attention_layers += g.num_layers
-            elif g.kind == "state":
-                self.seq_bytes += 2 * g.state_bytes  # read and written back each step
-                self.token_flops += compute.state_flops_per_token(model, tp) * g.num_layers
-            else:
-                self._compressed(model, g, caps, pair)
-
-    def _compressed(self, model: ModelSpec, g, caps: tuple[int, ...], pair: float) -> None:
-        """A DeepSeek-V4 group: decode reads each part's entries (a top-k part at most topk of them) and the
-        state cache; prefill attends the window's pairs over every layer of the group, each part's entry
-        pairs over the layers keeping it (kvsim/specs/compute.py), and the CSA indexer scores every entry."""
-        self.seq_bytes += g.state_bytes
-        self.attention_layers += g.num_layers
-        if g.window:
-            self.window_flops[caps.index(max(g.window - 1, 0))] += pair * g.num_layers
-        names = groups.part_names(model)
-        layers_of = {names[r]: n for r, n in groups.compressed_layer_counts(model).items()}
-        for p in g.parts:
-            per_token = p.bytes_per_entry / p.tokens_per_entry
-            if p.name == "csa-indexer":  # keys scored by the indexer's heads, every entry, no top-k cap
-                score = 2.0 * model.index_num_heads * model.index_head_dim * layers_of["csa"]
-                self.ctx_bytes += per_token
-                self.ctx_flops += score / p.tokens_per_entry
-                continue
-            flops = pair * layers_of[p.name] / p.tokens_per_entry
-            if p.topk:
-                i = caps.index(p.topk * p.tokens_per_entry)
-                self.window_bytes[i] += per_token
-                self.window_flops[i] += flops
-            else:
-                self.ctx_bytes += per_token
-                self.ctx_flops += flops
+            g.kind_spec.add_attention(terms, model, g, caps, pair, tp)
+        self.ctx_bytes = terms.ctx_bytes
+        self.window_bytes = terms.window_bytes
+        self.seq_bytes = terms.seq_bytes
+        self.ctx_flops = terms.ctx_flops
+        self.window_flops = terms.window_flops
+        self.token_flops = terms.token_flops
+        self.attention_layers = terms.attention_layers
 
     def decode_bytes(self, b: Batch) -> float:
         """KV bytes the iteration's decode attention reads."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.hashing import ContentMemo
-from kvsim.kvcache.managers.cached import CachedSlidingTables, CachedTables
+from kvsim.kvcache.managers.kinds import KIND_MANAGERS
 from kvsim.kvcache.managers.sliding import SlidingTables
 from kvsim.kvcache.managers.state_slots import StateSlots
 from kvsim.kvcache.managers.token_tables import TokenTables
@@ -57,13 +57,15 @@ class KVCoordinator:
         self.states: list[StateSlots] = []
         self._weights: list[tuple[object, float, int]] = []  # (manager, real fraction, windowed index)
         for gi, g in enumerate(plan.groups):
+            managers = KIND_MANAGERS[g.kind]
             if g.grows:
-                m = _token_manager(self.pool, plan.block_size, g.kind, g.window, gi if cache else None)
+                tables = managers.cached if cache else managers.tables
+                m = tables.for_group(self.pool, plan.block_size, g, gi if cache else None)
                 self.tokens.append(m)
-                index = self.windows.index(max(g.window - 1, 0)) if g.kind == "sliding" else -1
-                self._weights.append((m, g.real_fraction, index))
+                cap = g.source.kind_spec.held_cap(g)
+                self._weights.append((m, g.real_fraction, -1 if cap is None else self.windows.index(cap)))
             if g.state_pages:
-                s = StateSlots(self.pool, g.state_pages)
+                s = managers.state.for_group(self.pool, plan.block_size, g, None)
                 self.states.append(s)
                 self._weights.append((s, g.real_fraction, -2))
         self.groups: list[TokenTables | StateSlots] = [*self.tokens, *self.states]
@@ -271,11 +273,3 @@ class KVCoordinator:
         assert all(s == members[0] for s in members), "groups disagree on which sequences hold KV"
         assert self._host_pages() <= self.swap_capacity_blocks, "swap space over capacity"
 
-
-def _token_manager(pool, block_size: int, kind: str, window: int | None, cache_index: int | None):
-    """The tables of one token-paged cache group: sliding or not, keyed in the cache or not."""
-    if cache_index is None:
-        return SlidingTables(pool, block_size, window) if kind == "sliding" else TokenTables(pool, block_size)
-    if kind == "sliding":
-        return CachedSlidingTables(pool, block_size, cache_index, window)
-    return CachedTables(pool, block_size, cache_index)

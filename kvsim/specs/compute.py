@@ -24,11 +24,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvsim.specs import groups
+from kvsim.specs.kinds import KINDS
 
 if TYPE_CHECKING:
     from kvsim.specs.model import ModelSpec
-
-ATTENTION_GROUP_KINDS = ("full", "mla", "sliding", "compressed")
 
 
 def layer_pair_flops(m: ModelSpec, tp: int) -> float:
@@ -44,21 +43,14 @@ def layer_pair_flops(m: ModelSpec, tp: int) -> float:
 
 def attention_layers(m: ModelSpec, kind: str | None = None) -> int:
     """Layers of group kind `kind` ('full' and 'mla' alike; the compressed group counts its sliding
-    layers too), or every attention layer for None."""
-    by_kind = m.layers_by_kind()
-    counts = {"full": len(by_kind.get("full", ())), "state": len(by_kind.get("state", ()))}
-    sliding = len(by_kind.get("sliding", ()))
-    if "compressed" in by_kind:
-        counts["compressed"] = len(by_kind["compressed"]) + sliding
-    else:
-        counts["sliding"] = sliding
+    layers too), or every attention layer for None (state layers have none)."""
+    gs = m.layer_groups()
     if kind is None:
-        return sum(v for k, v in counts.items() if k != "state")
-    if kind in ("full", "mla"):
-        return counts["full"]
-    if kind == "state":
+        return sum(g.num_layers for g in gs if g.kind_spec.attends)
+    want = KINDS.get(kind)
+    if want is None or not want.attends:
         return 0
-    return counts.get(kind, 0)
+    return sum(g.num_layers for g in gs if g.kind == kind or want.full_context and g.kind_spec.full_context)
 
 
 def causal_pairs(start: int, chunk: int) -> float:
@@ -99,32 +91,9 @@ def state_flops_per_token(m: ModelSpec, tp: int) -> float:
     return 4.0 * temporal + 2.0 * kernel * conv_dim
 
 
-def prefill_attention_flops(m: ModelSpec, start: int, chunk: int, tp: int) -> dict[str, float]:
-    """Group kind -> FLOPs of a prefill chunk (module docstring)."""
+def prefill_attention_flops(m: ModelSpec, start: int, chunk: int, tp: int = 1) -> dict[str, float]:
+    """Group kind -> FLOPs of a prefill chunk (module docstring; each kind's GroupKind.prefill_flops)."""
     if start < 0 or chunk < 0:
         raise ValueError("start and chunk must be >= 0")
     f = layer_pair_flops(m, tp)
-    by_kind = m.layers_by_kind()
-    out: dict[str, float] = {}
-    if "full" in by_kind:
-        out["mla" if m.attention == "mla" else "full"] = f * len(by_kind["full"]) * causal_pairs(start, chunk)
-    sliding = len(by_kind.get("sliding", ()))
-    if sliding and "compressed" not in by_kind:
-        out["sliding"] = f * sliding * window_pairs(start, chunk, m.sliding_window)
-    if "state" in by_kind:
-        out["state"] = state_flops_per_token(m, tp) * len(by_kind["state"]) * chunk
-    if "compressed" in by_kind:
-        out["compressed"] = _compressed_flops(m, f, start, chunk, len(by_kind["compressed"]) + sliding)
-    return out
-
-
-def _compressed_flops(m: ModelSpec, f: float, start: int, chunk: int, layers: int) -> float:
-    total = f * layers * window_pairs(start, chunk, m.sliding_window)
-    names = groups.part_names(m)
-    for ratio, n in groups.compressed_layer_counts(m).items():
-        if names[ratio] == "csa":
-            total += f * n * entry_pairs(start, chunk, ratio, m.index_topk)
-            total += 2.0 * m.index_num_heads * m.index_head_dim * n * entry_pairs(start, chunk, ratio)
-        else:
-            total += f * n * entry_pairs(start, chunk, ratio)
-    return total
+    return {g.kind: g.kind_spec.prefill_flops(m, g, f, start, chunk, tp) for g in m.layer_groups(tp=tp)}

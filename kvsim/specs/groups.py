@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvsim.specs.dtypes import DTYPE_BYTES
+from kvsim.specs.kinds import KINDS
 from kvsim.specs.kv_precision import KVPrecision
 from kvsim.specs.layers import CompressedPart, LayerGroup
 
@@ -69,23 +70,13 @@ def state_bytes_per_layer(m: ModelSpec, tp: int) -> float:
 
 
 def layer_groups(m: ModelSpec, p: KVPrecision, tp: int) -> tuple[LayerGroup, ...]:
-    """The groups of ModelSpec.layer_groups(), in GROUP_KINDS order (see the module docstring)."""
+    """The groups of ModelSpec.layer_groups(), in GROUP_KINDS order: each kind's `build`
+    (kvsim/specs/kinds.py) over the formulas of this module (see the module docstring)."""
     m.kv_heads_per_gpu(tp)  # checks tp
     by_kind = m.layers_by_kind()
     per_token = token_bytes_per_layer(m, p, tp)
-    out = []
-    full = by_kind.get("full")
-    if full:
-        out.append(LayerGroup("mla" if m.attention == "mla" else "full", full, per_token * len(full)))
-    sliding = by_kind.get("sliding")
-    if sliding and "compressed" not in by_kind:
-        out.append(LayerGroup("sliding", sliding, per_token * len(sliding), window=m.sliding_window))
-    state = by_kind.get("state")
-    if state:
-        out.append(LayerGroup("state", state, state_bytes=state_bytes_per_layer(m, tp) * len(state)))
-    if "compressed" in by_kind:
-        out.append(_compressed_group(m, p, by_kind["compressed"], sliding or ()))
-    return tuple(out)
+    built = (kind.build(m, p, tp, by_kind, per_token) for kind in KINDS.values())
+    return tuple(g for g in built if g is not None)
 
 
 def compressed_layer_counts(m: ModelSpec) -> dict[int, int]:
@@ -109,7 +100,8 @@ def part_names(m: ModelSpec) -> dict[int, str]:
     return names
 
 
-def _compressed_group(m: ModelSpec, p: KVPrecision, compressed, sliding) -> LayerGroup:
+def compressed_group(m: ModelSpec, p: KVPrecision, compressed, sliding, kind: str) -> LayerGroup:
+    """The `kind` (compressed) group of m's compressed and sliding layers (see the module docstring)."""
     entry = m.kv_lora_rank * p.bytes_per_element("rest") + m.qk_rope_head_dim * p.bytes_per_element("rope")
     index_entry = m.index_head_dim * p.bytes_per_element("rest")
     names = part_names(m)
@@ -123,4 +115,4 @@ def _compressed_group(m: ModelSpec, p: KVPrecision, compressed, sliding) -> Laye
     layers = tuple(sorted((*compressed, *sliding)))
     window = m.sliding_window
     state = window * entry * len(layers) + sum((q.tokens_per_entry - 1) * q.bytes_per_entry for q in parts)
-    return LayerGroup("compressed", layers, state_bytes=state, window=window, parts=tuple(parts))
+    return LayerGroup(kind, layers, state_bytes=state, window=window, parts=tuple(parts))

@@ -13,16 +13,19 @@ One `LayerGroup` per kind of KV rule (and per per-layer size):
   `tokens_per_entry` tokens (one `CompressedPart` per kind of entry), plus a fixed per-sequence state
   (`state_bytes`: the uncompressed sliding window and the tail not yet compressible).
 
-Byte figures are for one GPU under tensor parallelism and for all the group's layers together.
+Byte figures are for one GPU under tensor parallelism and for all the group's layers together. Each
+kind's rules are its class in kvsim/specs/kinds.py (`LayerGroup.kind_spec`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-GROUP_KINDS = ("full", "mla", "sliding", "state", "compressed")
+from kvsim.specs.kinds import KINDS, GroupKind
+
+GROUP_KINDS = tuple(KINDS)
 """The layer-group kinds, in the order `ModelSpec.layer_groups()` lists them."""
 
 
@@ -57,7 +60,8 @@ class LayerGroup:
     sliding; 0 for state and compressed). state_bytes: fixed bytes per sequence over all the layers (state:
     the recurrent + conv state; compressed: its state cache, the uncompressed window and the tail not yet
     compressible). window: sliding (the tokens attended), or compressed (the uncompressed window its state
-    cache holds, informational); sink_tokens: sliding only. parts: compressed only.
+    cache holds, informational); sink_tokens: sliding only. parts: compressed only. kind_spec: the kind's
+    object (KINDS[kind]), set at construction.
     """
 
     kind: str
@@ -67,18 +71,16 @@ class LayerGroup:
     window: int | None = None
     sink_tokens: int = 0
     parts: tuple[CompressedPart, ...] = ()
+    kind_spec: GroupKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in GROUP_KINDS:
+        spec = KINDS.get(self.kind)
+        if spec is None:
             raise ValueError(f"layer group kind must be one of {', '.join(GROUP_KINDS)}, got {self.kind!r}")
         if not self.layers:
             raise ValueError("a layer group holds at least one layer")
-        if self.kind == "sliding" and self.window is None:
-            raise ValueError("a sliding group needs a window")
-        if self.window is not None and self.kind not in ("sliding", "compressed"):
-            raise ValueError("a window is given only for sliding (and compressed) groups")
-        if (self.kind == "compressed") != bool(self.parts):
-            raise ValueError("compressed parts are given exactly for compressed groups")
+        spec.check(self)
+        object.__setattr__(self, "kind_spec", spec)
 
     @property
     def num_layers(self) -> int:
@@ -102,26 +104,17 @@ class LayerGroup:
     def resident_tokens(self, context: int) -> int:
         """Tokens of a `context`-token sequence whose KV this group must hold (full, mla: all; sliding:
         the last `window` plus the sinks; state and compressed hold no per-token KV beyond their state)."""
-        if self.kind in ("full", "mla"):
-            return context
-        if self.kind == "sliding":
-            return min(context, self.window + self.sink_tokens)
-        return 0
+        return self.kind_spec.resident_tokens(self, context)
 
     def kv_bytes(self, context: int) -> float:
         """Exact bytes this group holds for one sequence of `context` tokens."""
-        if self.kind == "compressed":
-            entries = sum(p.entries(context) * p.bytes_per_entry for p in self.parts)
-            return entries + self.state_bytes
-        return self.resident_tokens(context) * self.bytes_per_token + self.state_bytes
+        return self.kind_spec.kv_bytes(self, context)
 
     def read_bytes(self, context: int) -> float:
         """KV bytes one decode step of a `context`-token sequence reads in this group: every resident token
         once (full attention: the context; sliding: the window), the whole state, and of a compressed group
         every entry of each part, or its topk entries per layer, plus the state cache."""
-        if self.kind == "compressed":
-            return sum(p.read_entries(context) * p.bytes_per_entry for p in self.parts) + self.state_bytes
-        return self.kv_bytes(context)
+        return self.kind_spec.read_bytes(self, context)
 
 
 def window_caps(groups) -> tuple[int, ...]:
@@ -130,6 +123,4 @@ def window_caps(groups) -> tuple[int, ...]:
     read through a top-k selection, topk x tokens_per_entry (beyond it a step reads topk entries,
     whatever the context). The order of the scheduler's windowed sums (ContextSums.windowed) and of
     Batch.decode_window_tokens / prefill_window_pairs."""
-    caps = {max(g.window - 1, 0) for g in groups if g.kind in ("sliding", "compressed") and g.window}
-    caps |= {p.topk * p.tokens_per_entry for g in groups if g.kind == "compressed" for p in g.parts if p.topk}
-    return tuple(sorted(caps))
+    return tuple(sorted({cap for g in groups for cap in g.kind_spec.caps(g)}))

@@ -29,8 +29,6 @@ from kvsim.specs.layers import LayerGroup
 
 MAX_CACHE_GROUPS = 65536
 """Most cache groups a plan may have (a spec of 10**9 full layers and one sliding layer would need 10**9)."""
-TOKEN_KINDS = ("full", "mla", "sliding", "compressed")
-"""Layer-group kinds whose KV grows with the context (paged by tokens)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +51,7 @@ class CacheGroup:
     @property
     def grows(self) -> bool:
         """Whether the group's pages follow the context (token-paged) rather than a fixed state."""
-        return self.kind in TOKEN_KINDS
+        return self.source.kind_spec.token_paged
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +67,13 @@ class PagePlan:
     @property
     def single(self) -> bool:
         """One full-attention (or MLA) group without padding: the classic paged layout."""
-        return (len(self.groups) == 1 and self.groups[0].kind in ("full", "mla")
+        return (len(self.groups) == 1 and self.groups[0].source.kind_spec.full_context
                 and self.groups[0].real_fraction == 1.0)
 
     def pages(self, context: int) -> int:
         """Pages one sequence of `context` tokens holds (its last token's KV written)."""
-        return sum(group_pages(g, self.block_size, context) for g in self.groups)
+        bs = self.block_size
+        return sum(g.source.kind_spec.pages(g, bs, context) for g in self.groups)
 
     def pages_during_prefill(self, prompt: int, chunk: int) -> int:
         """Most pages one sequence holds while its prompt is computed in chunks of at most `chunk` tokens:
@@ -85,12 +84,7 @@ class PagePlan:
         blocks = -(-prompt // bs)
         total = 0
         for g in self.groups:
-            if g.kind == "sliding":
-                total += min(blocks, -(-(min(chunk, prompt) + g.window - 1) // bs) + 1)
-            elif g.grows:
-                total += blocks + g.state_pages
-            else:
-                total += g.state_pages
+            total += g.source.kind_spec.prefill_pages(g, bs, blocks, prompt, chunk)
         return total
 
     def real_bytes(self, context: int) -> float:
@@ -103,14 +97,7 @@ def group_pages(g: CacheGroup, block_size: int, context: int) -> int:
     touched; sliding the blocks from the one holding token context - window + 1 on (the last W - 1 tokens
     the next token attends to, as vLLM keeps them) plus the sinks' blocks; a state its state_pages
     (compressed groups add theirs to their blocks)."""
-    if g.kind == "state":
-        return g.state_pages
-    blocks = -(-context // block_size)
-    if g.kind == "sliding":
-        first = max(0, context - g.window + 1) // block_size  # vLLM frees blocks before the last W - 1
-        sinks = -(-g.sink_tokens // block_size)
-        blocks = min(blocks, blocks - first + min(sinks, first))
-    return blocks + g.state_pages
+    return g.source.kind_spec.pages(g, block_size, context)
 
 
 def as_full_attention(groups: tuple[LayerGroup, ...]) -> tuple[LayerGroup, ...]:
@@ -118,25 +105,24 @@ def as_full_attention(groups: tuple[LayerGroup, ...]) -> tuple[LayerGroup, ...]:
     sliding-window layers allocated as full attention (every token kept; they still attend only their
     window, so reads are unchanged), merged with the full layers into one group. State and compressed
     groups are left as they are (vLLM needs the hybrid manager for them)."""
-    full = [g for g in groups if g.kind in ("full", "sliding")]
+    full = [g for g in groups if g.kind_spec.folds_into_full]
     if not full or len({g.layer_bytes_per_token for g in full}) > 1:
         return groups  # layers of different sizes stay apart
     layers = tuple(sorted(i for g in full for i in g.layers))
     merged = LayerGroup("full", layers, sum(g.bytes_per_token for g in full))
-    return (merged, *(g for g in groups if g.kind not in ("full", "sliding")))
+    return (merged, *(g for g in groups if not g.kind_spec.folds_into_full))
 
 
 def plan_pages(groups: tuple[LayerGroup, ...], block_size: int) -> PagePlan:
     """The page plan for a model's layer groups (ModelSpec.layer_groups()) at `block_size` tokens."""
     if not groups:
         raise ValueError("a model has at least one layer group")
-    per_layer = max((g.layer_bytes_per_token for g in groups if g.kind in ("full", "mla", "sliding")),
-                    default=0.0)
-    compressed = [g for g in groups if g.kind == "compressed"]
+    per_layer = max((g.layer_bytes_per_token for g in groups if g.kind_spec.per_token_kv), default=0.0)
+    compressed = [g for g in groups if g.kind_spec.entry_paged]
     if compressed:
         unit = math.lcm(*(g.tokens_per_block_unit for g in compressed))
         block_size = unit * -(-block_size // unit)
-    state_layer = max((g.layer_state_bytes for g in groups if g.kind == "state"), default=0.0)
+    state_layer = max((g.layer_state_bytes for g in groups if g.kind_spec.fixed_state), default=0.0)
     if state_layer and per_layer:  # raise the block size until one attention page holds one state
         step = block_size
         block_size = step * max(1, math.ceil(state_layer / (step * per_layer)))
@@ -167,15 +153,5 @@ def _compressed_page_layer(groups: list[LayerGroup], block_size: int) -> float:
 
 def _cache_group(g: LayerGroup, layers: tuple[int, ...], per_group: int, block_size: int,
                  page: float) -> CacheGroup:
-    n = len(layers)
-    if g.kind == "state":
-        used = g.layer_state_bytes * n
-        pages = max(1, math.ceil(g.layer_state_bytes * per_group / page)) if page else 1
-        fraction = used / (pages * page) if page else 1.0
-        return CacheGroup(g.kind, layers, per_group, None, 0, pages, fraction, g)
-    if g.kind == "compressed":
-        used = sum((block_size // p.tokens_per_entry) * p.bytes_per_entry for p in g.parts) * n / g.num_layers
-        state = math.ceil(g.layer_state_bytes * per_group / page) if g.state_bytes else 0
-        return CacheGroup(g.kind, layers, per_group, g.window, g.sink_tokens, state, used / page, g)
-    used = block_size * g.layer_bytes_per_token * n
-    return CacheGroup(g.kind, layers, per_group, g.window, g.sink_tokens, 0, used / page, g)
+    rule = g.kind_spec.cache_group(g, len(layers), per_group, block_size, page)
+    return CacheGroup(g.kind, layers, per_group, *rule, g)

@@ -86,7 +86,8 @@ class Deployment:
         with: one-line errors naming the key."""
         plan, sc = self.plan, self.sc
         model_kinds = sorted({g.kind for g in self.layer_groups})
-        if sc.kv.sparsity.enabled and model_kinds not in (["full"], ["mla"]):
+        full_context = self.layer_groups and all(g.kind_spec.full_context for g in self.layer_groups)
+        if sc.kv.sparsity.enabled and not full_context:
             raise KvsimError(f"kv.sparsity.policy: {self.model.name} has {'/'.join(model_kinds)} layer "
                              "groups; token-level policies are modelled for full or MLA attention only "
                              "(set kv.sparsity.policy: none)")

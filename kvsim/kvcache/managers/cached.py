@@ -41,6 +41,10 @@ class CachedTables(TokenTables):
         self.gi = gi
         self.keys: dict[int, SeqKeys] = {}
 
+    @classmethod
+    def for_group(cls, pool, block_size: int, group, cache_index: int | None) -> CachedTables:
+        return cls(pool, block_size, cache_index)
+
     # ---- lookups (no side effects) -------------------------------------------------------
     def cached(self, key) -> int | None:
         return self.pool.by_key.get((key, self.gi))
@@ -147,6 +151,10 @@ class CachedSlidingTables(CachedTables, SlidingTables):
         SlidingTables.__init__(self, pool, block_size, window)
         self.gi = gi
         self.keys = {}
+
+    @classmethod
+    def for_group(cls, pool, block_size: int, group, cache_index: int | None) -> CachedSlidingTables:
+        return cls(pool, block_size, cache_index, group.window)
 
     def needed_from(self, blocks: int) -> int:
         """The block holding token blocks*bs - window + 1: the earliest the next token attends to."""

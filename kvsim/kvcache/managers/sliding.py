@@ -22,6 +22,10 @@ class SlidingTables(TokenTables):
         super().__init__(pool, block_size)
         self.window = window
 
+    @classmethod
+    def for_group(cls, pool: BlockPool, block_size: int, group, cache_index: int | None) -> SlidingTables:
+        return cls(pool, block_size, group.window)
+
     def _keep_from(self, computed: int) -> int:
         """First logical block still needed once `computed` tokens are computed."""
         return max(0, computed - self.window + 1) // self.bs

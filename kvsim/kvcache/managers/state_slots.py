@@ -24,6 +24,11 @@ class StateSlots:
         self.cow_copies = 0
         self.swapped: set[int] = set()
 
+    @classmethod
+    def for_group(cls, pool: BlockPool, block_size: int, group, cache_index: int | None) -> StateSlots:
+        """The state slots of cache group `group` (its state_pages per sequence)."""
+        return cls(pool, group.state_pages)
+
     def blocks_needed(self, seq: int, num_tokens: int) -> int:
         return 0 if seq in self.slots else self.pages
 

@@ -28,6 +28,12 @@ class TokenTables:
         self.swapped: dict[int, tuple[list[int], int, int]] = {}
         self.host = HostBlocks()
 
+    @classmethod
+    def for_group(cls, pool: BlockPool, block_size: int, group, cache_index: int | None) -> TokenTables:
+        """The tables of cache group `group` (a kvsim.specs.pages.CacheGroup); cache_index: the group's
+        index for the prefix cache's keys (the cached classes only)."""
+        return cls(pool, block_size)
+
     # ---- sizing --------------------------------------------------------------------------
     def _needs_cow(self, seq: int) -> bool:
         table = self.tables[seq]
