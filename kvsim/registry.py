@@ -1,7 +1,7 @@
 """Every pluggable choice a scenario can name, each list written once: here (name -> one-line
 description) or, where the names key the implementations, in the room that holds them (eviction key
-functions in kvsim/kvcache/eviction.py, sparsity policies in kvsim/kvcache/sparsity/, tier media in
-kvsim/kvcache/tiers.py, tier eviction policies in kvsim/kvcache/tier_policies.py). The scenario
+functions in kvsim/kvcache/eviction.py, sparsity policies in kvsim/kvcache/sparsity/, tier media and
+policies in kvsim/kvcache/tiers.py). The scenario
 schema (kvsim/scenario.py) builds its choice fields from these; `kvsim policies` lists them.
 
 Imports only the kvcache registries, never the schema or the engine, so the schema can import it.
@@ -12,8 +12,7 @@ from __future__ import annotations
 from kvsim.kvcache.eviction import EVICTION_POLICIES
 from kvsim.kvcache.sparsity.policies import POLICIES as SPARSITY_POLICIES
 from kvsim.kvcache.sparsity.policies import policy_names
-from kvsim.kvcache.tier_policies import TIER_EVICTION
-from kvsim.kvcache.tiers import TIER_LOAD, TIER_MEDIA, TIER_STORE
+from kvsim.kvcache.tiers import TIER_EVICTION, TIER_LOAD, TIER_MEDIA, TIER_STORE
 
 LAYOUTS = {
     "paged": "PagedAttention blocks; a block is allocated when the last one fills",

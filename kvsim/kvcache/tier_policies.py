@@ -320,6 +320,5 @@ class S3FifoPolicy(TierPolicy):
 TIER_POLICIES: dict[str, type[TierPolicy]] = {
     cls.name: cls for cls in (LruPolicy, LfuPolicy, FifoPolicy, ArcPolicy, S3FifoPolicy)
 }
-"""Tier eviction policies by YAML name, in the order `kvsim policies` and the schema list them."""
-TIER_EVICTION: dict[str, str] = {name: cls.description for name, cls in TIER_POLICIES.items()}
-"""Name -> one-line description (kvsim/registry.py)."""
+"""Tier eviction policies by YAML name, in the order `kvsim policies` and the schema list them
+(`TIER_EVICTION` in kvsim/kvcache/tiers.py)."""

@@ -28,6 +28,8 @@ TIER_MEDIA: dict[str, str] = {
     "remote": "a remote KV store over the network (Mooncake Store, LMCache remote backend)",
 }
 """Tier media, in the only order a chain may have them (each at most once)."""
+TIER_EVICTION: dict[str, str] = {name: cls.description for name, cls in TIER_POLICIES.items()}
+"""Tier eviction policies: name -> one line (the classes: kvsim/kvcache/tier_policies.py)."""
 TIER_STORE: dict[str, str] = {
     "write_back": "a block goes down when the GPU cache evicts it (vLLM's offloading connector)",
     "write_through": "every full prompt block computed is stored at once (LMCache)",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kvsim import registry
-from kvsim.kvcache.tier_policies import TIER_EVICTION, TIER_POLICIES, TierPolicy
-from kvsim.kvcache.tiers import Tier, TierChain
+from kvsim.kvcache.tier_policies import TIER_POLICIES, TierPolicy
+from kvsim.kvcache.tiers import TIER_EVICTION, Tier, TierChain
 
 
 def test_registry_maps_every_name_to_its_class_in_the_schema_order():
