@@ -21,7 +21,7 @@ def test_lru_fifo_lfu_victims():
 
 
 def _arc_state(t):
-    q = t._q
+    q = t.strategy
     return list(q.t1), list(q.t2), list(q.b1), list(q.b2), q.p
 
 
@@ -108,7 +108,7 @@ def test_s3fifo_hand_traced_c4():
     t.hit("a", take=False)
     t.hit("b", take=False)
     assert t.put("e") == ["b"]
-    q = t._q
+    q = t.strategy
     assert (dict(q.s), dict(q.m), list(q.g)) == ({"c": 0, "d": 0, "e": 0}, {"a": 2}, ["b"])
     assert t.put("f") == ["c"] and t.put("b") == ["d"]
     assert (list(q.s), dict(q.m), list(q.g)) == (["e", "f"], {"a": 2, "b": 0}, ["c", "d"])
@@ -139,8 +139,8 @@ def test_s3fifo_one_hit_wonders_leave_through_s_without_touching_m():
     for k in range(100, 200):
         victims += t.put(k)
     assert victims == [5, 6, 7, 8, 9, 10] + list(range(100, 195))
-    assert dict(t._q.m) == dict.fromkeys(range(5), 2) and list(t._q.s) == list(range(195, 200))
-    assert list(t._q.g) == list(range(186, 195))  # G keeps M's share (9) of the latest
+    assert dict(t.strategy.m) == dict.fromkeys(range(5), 2) and list(t.strategy.s) == list(range(195, 200))
+    assert list(t.strategy.g) == list(range(186, 195))  # G keeps M's share (9) of the latest
 
 
 def test_s3fifo_takes_leave_no_ghost_and_a_ghost_hit_enters_m():
@@ -150,10 +150,10 @@ def test_s3fifo_takes_leave_no_ghost_and_a_ghost_hit_enters_m():
     for k in "abcd":
         t.put(k)
     t.hit("b", take=True)  # promoted: no ghost
-    assert t.put("e") == [] and list(t._q.g) == []
-    assert t.put("f") == ["a"] and list(t._q.g) == ["a"]
+    assert t.put("e") == [] and list(t.strategy.g) == []
+    assert t.put("f") == ["a"] and list(t.strategy.g) == ["a"]
     assert t.put("a") == ["c"]
-    assert list(t._q.m) == ["a"] and "c" not in t and list(t._q.g) == ["c"]
+    assert list(t.strategy.m) == ["a"] and "c" not in t and list(t.strategy.g) == ["c"]
 
 
 def test_exclusive_chain_moves_victims_down_and_hits_leave():
@@ -191,7 +191,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["offer", "load"]), KEYS), max_size=40)
 
 
 def _ghost_bounds(t):
-    q, c = t._q, t.capacity_blocks
+    q, c = t.strategy, t.capacity_blocks
     if t.policy == "arc" and c > 0:
         assert len(q.t1) + len(q.b1) <= c and len(q.t1) + len(q.t2) + len(q.b1) + len(q.b2) <= 2 * c
         assert 0 <= q.p <= c and not (set(q.t1) | set(q.t2)) & (set(q.b1) | set(q.b2))
