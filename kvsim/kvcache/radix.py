@@ -49,7 +49,7 @@ class RadixPool(BlockPool):
         return self.num_blocks - self.free_count - self.num_cached_free
 
     def _evict(self, k: int) -> list[int]:
-        """The blocks of whole unlocked leaves (eviction order), at least k of them; [] if fewer are cached."""
+        """The blocks of whole unlocked leaves (eviction order), at least k; [] if fewer are cached."""
         if k > self.num_cached_free:
             return []
         ids: list[int] = []

@@ -275,8 +275,8 @@ def test_a_caching_pool_of_a_billion_blocks_takes_no_memory_up_front(cls):
     assert all(len(f) == pool.known for f in fields)
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["one", "many", "take", "take_free", "release"]), st.integers(0, 40)),
-               max_size=60)
+OPS = st.lists(st.tuples(st.sampled_from(["one", "many", "take", "take_free", "release"]),
+                         st.integers(0, 40)), max_size=60)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
