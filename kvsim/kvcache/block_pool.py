@@ -13,20 +13,26 @@ class NoFreeBlocks(RuntimeError):
 
 
 class BlockPool:
-    """`num_blocks` physical blocks of `block_size` token slots.
+    """`num_blocks` physical blocks of `block_size` token slots: the one owner of the free list, the base of
+    the caching pools (prefix_hash.HashCachePool, radix.RadixPool).
 
     Free block ids live on a stack (list), so allocate and free are O(1); freeing pushes the id back, so the
     most recently freed block is reused first, and never-used blocks come out in ascending order, 0 first.
-    `refcount[b]` counts block tables holding block b.
+    `refcount[b]` counts block tables holding block b; `free_count` counts the truly free blocks.
 
     Memory follows the blocks handed out, not num_blocks: only blocks 0 .. known - 1 have state (a
     refcount, a place on the stack, a subclass's per-block fields); the ids from `known` on are free and
     implicit, below the bottom of the stack, and come onto it CHUNK at a time as the stack runs empty.
-    The stack is never empty while a free block exists, so `if not pool._free` still means "no truly free
-    block", and the ids come out in exactly the order a stack holding all of them would give.
+    The stack is never empty while a free block exists, and the ids come out in exactly the order a stack
+    holding all of them would give.
+
+    Managers take blocks with one call per allocation (`take`, `take_evicting`, `take_free`, `allocate`,
+    `allocate_many`), never per block. A caching pool overrides the hooks only: `_extend` (its per-block
+    state), `_evict` (which cached blocks to give up), `release` (where blocks reaching refcount 0 go:
+    `_put_free` for the truly free ones) and `num_free` / `num_used` (its cached blocks counted free).
     """
 
-    __slots__ = ("num_blocks", "block_size", "refcount", "_free", "known")
+    __slots__ = ("num_blocks", "block_size", "refcount", "_free", "known", "free_count")
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 0 or block_size < 1:
@@ -37,6 +43,9 @@ class BlockPool:
         self._free: list[int] = []
         self.known = 0
         """Blocks with state: ids below it (len(refcount)); the rest were never handed out."""
+        self.free_count = num_blocks
+        """Truly free blocks (not referenced, not cached): the stack plus the never-used ids. Read-only
+        outside this class."""
         self._more(CHUNK)
 
     def _more(self, k: int) -> None:
@@ -49,36 +58,106 @@ class BlockPool:
             self._extend(hi - lo)
             self.known = hi
 
+    # ---- hooks of the caching pools ------------------------------------------------------------
     def _extend(self, k: int) -> None:
         """Per-block state for k more blocks (subclasses add theirs)."""
         self.refcount += [0] * k
 
+    def _evict(self, k: int) -> list[int]:
+        """Give up at least k cached, unreferenced blocks (forgetting what they cached) and return them, in
+        the order they go onto the free list; [] (changing nothing) when fewer than k are cached. The plain
+        pool caches nothing."""
+        return []
+
+    def _put_free(self, ids: list[int]) -> None:
+        """Push ids (unreferenced, uncached blocks with state) onto the free list, in order."""
+        self._free += ids
+        self.free_count += len(ids)
+
+    # ---- counts --------------------------------------------------------------------------------
     @property
     def num_free(self) -> int:
-        return len(self._free) + self.num_blocks - self.known
+        """Blocks an allocation can have: truly free (caching pools: plus evictable)."""
+        return self.free_count
 
     @property
     def num_used(self) -> int:
-        return self.known - len(self._free)
+        """Blocks referenced by block tables."""
+        return self.num_blocks - self.free_count
 
+    # ---- taking blocks ---------------------------------------------------------------------------
     def evict(self, k: int) -> None:
-        """Make at least k more blocks free. The plain pool keeps no cache, so it has none to give;
-        caching pools evict cached, unreferenced blocks here."""
-        raise NoFreeBlocks("block pool exhausted")
+        """Make at least k more blocks truly free (caching pools evict cached, unreferenced blocks)."""
+        got = self._evict(k)
+        if not got:
+            raise NoFreeBlocks("block pool exhausted")
+        self._put_free(got)
 
-    def allocate(self) -> int:
-        """Take a free block (evicting a cached one if there is none); its refcount becomes 1."""
+    def take(self) -> int:
+        """A truly free block, its refcount now 1; -1 (nothing changed) when none is: the caller may then
+        `take_evicting`. A grow step's one call."""
         free = self._free
         if not free:
-            self.evict(1)
+            return -1
         bid = free.pop()
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
+        self.free_count -= 1
+        self.refcount[bid] = 1
+        return bid
+
+    def take_evicting(self) -> int:
+        """take() when no block is truly free (it returned -1): evict cached blocks (the policy's first
+        victim comes out) and take one; -1 (nothing changed) when none is cached."""
+        got = self._evict(1)
+        if not got:
+            return -1
+        free = self._free
+        free += got
+        bid = free.pop()  # the stack was empty: every id is known, no chunk to add
+        self.free_count += len(got) - 1
+        self.refcount[bid] = 1
+        return bid
+
+    def take_free(self, k: int) -> list[int] | None:
+        """k truly free blocks (the same ids, in the same order, as k calls of take), or None (nothing
+        changed) when fewer than k are: never evicts."""
+        if k > self.free_count:
+            return None
+        free = self._free
+        n = len(free)
+        if k > n:
+            self._more(k - n)
+            n = len(free)
+        ids = free[: -k - 1 : -1]
+        del free[n - k:]
+        if not free and self.known < self.num_blocks:
+            self._more(CHUNK)
+        self.free_count -= k
+        rc = self.refcount
+        for b in ids:
+            rc[b] = 1
+        return ids
+
+    def allocate(self) -> int:
+        """Take a free block (evicting a cached one if there is none); its refcount becomes 1. Raises
+        NoFreeBlocks when there is none to evict either."""
+        free = self._free
+        if not free:
+            bid = self.take_evicting()
+            if bid < 0:
+                raise NoFreeBlocks("block pool exhausted")
+            return bid
+        bid = free.pop()
+        if not free and self.known < self.num_blocks:
+            self._more(CHUNK)
+        self.free_count -= 1
         self.refcount[bid] = 1
         return bid
 
     def allocate_many(self, k: int) -> list[int]:
-        """Take k free blocks (the same ids, in the same order, as k calls of allocate)."""
+        """Take k free blocks, evicting what is short (the same ids, in the same order, as k calls of
+        allocate)."""
         if k <= 0:
             return []
         free = self._free
@@ -88,11 +167,16 @@ class BlockPool:
                 self._more(short)
                 short = k - len(free)
             if short > 0:
-                self.evict(short)
+                got = self._evict(short)
+                if not got:
+                    raise NoFreeBlocks("block pool exhausted")
+                free += got
+                self.free_count += len(got)
         ids = free[: -k - 1 : -1]
         del free[-k:]
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
+        self.free_count -= k
         rc = self.refcount
         for b in ids:
             rc[b] = 1
@@ -139,7 +223,8 @@ class BlockPool:
         """Drop one reference from each block in ids (as decref would); blocks reaching zero go back to
         the free list. Return the blocks that stayed referenced, in order."""
         kept, zeroed = self.drop_refs(ids)
-        self._free.extend(zeroed)
+        self._free += zeroed
+        self.free_count += len(zeroed)
         return kept
 
     def incref(self, bid: int) -> None:
@@ -157,6 +242,8 @@ class BlockPool:
         return [*range(self.num_blocks - 1, self.known - 1, -1), *self._free]
 
     def known_free_ids(self) -> list[int]:
-        """The free blocks among those with state (ids below `known`): the stack, bottom first."""
+        """The free blocks among those with state (ids below `known`): the stack, bottom first. For
+        invariant checks: asserts free_count agrees with the stack."""
+        assert self.free_count == len(self._free) + self.num_blocks - self.known, "free block count drifted"
         return list(self._free)
 

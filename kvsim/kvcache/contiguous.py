@@ -127,6 +127,8 @@ class ContiguousKVManager:
     """Window caps for ContextSums.windowed: none."""
     last_grow_delta: int = 1
     """grow_one_block never grows a region (it is reserved whole); the protocol's figure."""
+    tiers = None
+    """KV tiers below the cache: none (tiers sit below a paged prefix cache)."""
 
     @property
     def evictions(self) -> int:

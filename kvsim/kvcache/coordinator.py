@@ -70,6 +70,7 @@ class KVCoordinator:
                 self._weights.append((s, g.real_fraction, -2))
         self.groups: list[TokenTables | StateSlots] = [*self.tokens, *self.states]
         self.shared_dup_tokens = 0  # unused: token_states counts sharing per group
+        self.tiers = None  # KV tiers are modelled below one group's cache only (deployment.py)
         self.last_grow_delta = 0
         """Pages the sequence of the last successful grow_one_block gained, net of what its sliding groups
         gave back (what the scheduler adds to the blocks it counts for the sequence)."""

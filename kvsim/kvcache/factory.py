@@ -35,13 +35,13 @@ def build_kv_manager(kv_cfg, num_blocks: int, swap_capacity_blocks: int, max_mod
                      shared_tiers: dict[str, Tier] | None = None,
                      memos: dict[tuple[int, bool], ContentMemo] | None = None) -> KVManager:
     """kv_cfg is the scenario's KVConfig, its rules across keys already checked (a prefix cache or
-    sparsity needs kv.layout: paged: kvsim/scenario.py cross_check; what layer groups do not combine
-    with: kvsim/engine/simulation.py). A page plan of one full or MLA group (or none) gets the classic
-    managers; any other plan the KVCoordinator over its cache groups. `kv.tiers` (hash prefix cache, one
-group) put a TierChain below the GPU cache; its shared tiers come from `shared_tiers` (one store for the
-fleet); `memos` holds one ContentMemo per (block size, chained) for every replica of a fleet (a router
-peeks at each replica's cache for the same request: its keys are computed once). One manager per
-replica."""
+    sparsity needs kv.layout: paged: kvsim/scenario.py cross_check; what layer groups and KV tiers do not
+    combine with: kvsim/engine/deployment.py Deployment._check_layer_groups / _check_tiers). A page plan of
+    one full or MLA group (or none) gets the classic managers; any other plan the KVCoordinator over its
+    cache groups. `kv.tiers` (hash prefix cache, one group) put a TierChain below the GPU cache; its shared
+    tiers come from `shared_tiers` (one store for the fleet); `memos` holds one ContentMemo per (block size,
+    chained) for every replica of a fleet (a router peeks at each replica's cache for the same request: its
+    keys are computed once). One manager per replica."""
     prefix = kv_cfg.prefix_cache
     if plan is not None and not plan.single:
         return KVCoordinator(plan, num_blocks, swap_capacity_blocks, prefix, kv_cfg.eviction)

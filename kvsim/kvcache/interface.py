@@ -4,9 +4,12 @@ getattr / hasattr; a manager without a feature answers its neutral value (no evi
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kvsim.kvcache.view import ContextSums, Hit
+
+if TYPE_CHECKING:
+    from kvsim.kvcache.tiers import TierChain
 
 
 class KVManager(Protocol):
@@ -25,6 +28,9 @@ class KVManager(Protocol):
     at; () if none. When not (), equal to the model's (SchedulerLimits.windows)."""
     last_grow_delta: int
     """Blocks the last successful grow_one_block added (1 for a one-group manager)."""
+    tiers: TierChain | None
+    """The KV tiers below the GPU cache (kvsim/kvcache/tiers.py), or None where there are none (every
+    manager but a hash prefix cache built with kv.tiers)."""
 
     @property
     def num_blocks(self) -> int: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvsim.kvcache.block_pool import CHUNK, BlockPool
+from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.host_blocks import HostBlocks
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
@@ -21,7 +21,7 @@ class PagedKVManager:
     """
 
     __slots__ = ("pool", "block_size", "tables", "ntok", "shared_dup_tokens", "cow_copies",
-                 "swapped", "swap_capacity_blocks", "swap_used_blocks", "host")
+                 "swapped", "swap_capacity_blocks", "swap_used_blocks", "host", "tiers")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0) -> None:
         self.pool = BlockPool(num_blocks, block_size)
@@ -34,6 +34,8 @@ class PagedKVManager:
         self.swap_capacity_blocks = swap_capacity_blocks
         self.swap_used_blocks = 0
         self.host = HostBlocks()
+        self.tiers = None
+        """KV tiers below the GPU cache (kvsim/kvcache/tiers.py TierChain): none without a prefix cache."""
 
     windows: tuple[int, ...] = ()
     """Window caps for ContextSums.windowed: none (every layer keeps every token)."""
@@ -117,39 +119,34 @@ class PagedKVManager:
 
     def grow_one_block(self, seq: int, num_tokens: int) -> bool:
         """Fast path of allocate for an unshared sequence whose next token starts a new block: take one
-        block if the pool has one (True), else change nothing (False; the caller falls back)."""
-        pool = self.pool
-        free = pool._free
-        if not free:
-            return False
-        bid = free.pop()  # BlockPool.allocate, inlined
-        if not free and pool.known < pool.num_blocks:
-            pool._more(CHUNK)
-        pool.refcount[bid] = 1
+        block (evicting a cached one if none is free) if the pool has one (True), else change nothing
+        (False; the caller falls back)."""
+        bid = self.pool.take()
+        if bid < 0:
+            bid = self._take_evicting()
+            if bid < 0:
+                return False
         self.tables[seq].append(bid)
         self.ntok[seq] = num_tokens
         return True
 
+    def _take_evicting(self) -> int:
+        """Hook of grow_one_block when no block is truly free: a block from evicting a cached one, or -1
+        (nothing changed). A prefix cache overrides it to act on the eviction (hash: write-back)."""
+        return self.pool.take_evicting()
+
     def grow_each(self, seqs: list[int], num_tokens: list[int]) -> bool:
-        """grow_one_block for each of seqs in turn (seqs[i] then holds num_tokens[i] slots) when the free
-        list has a block for each, the same blocks in the same order (True); else change nothing (False:
-        the caller grows them one by one, evicting or preempting as need be)."""
-        pool = self.pool
-        free = pool._free
-        k = len(seqs)
-        if k > len(free):
-            return False
-        if not k:
+        """grow_one_block for each of seqs in turn (seqs[i] then holds num_tokens[i] slots) when the pool
+        has a truly free block for each, the same blocks in the same order (True); else change nothing
+        (False: the caller grows them one by one, evicting or preempting as need be)."""
+        if not seqs:
             return True
-        ids = free[: -k - 1 : -1]  # the order k pops would give
-        del free[-k:]
-        if not free and pool.known < pool.num_blocks:
-            pool._more(CHUNK)
-        rc = pool.refcount
+        ids = self.pool.take_free(len(seqs))
+        if ids is None:
+            return False
         tables = self.tables
         ntok = self.ntok
         for seq, bid, n in zip(seqs, ids, num_tokens, strict=True):
-            rc[bid] = 1
             tables[seq].append(bid)
             ntok[seq] = n
         return True

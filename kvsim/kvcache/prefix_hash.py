@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvsim.kvcache.block_pool import CHUNK, BlockPool, NoFreeBlocks
+from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.eviction import EvictionQueue
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
@@ -25,8 +25,9 @@ from kvsim.kvcache.view import Hit
 
 class HashCachePool(BlockPool):
     """A BlockPool whose released blocks with a content key stay cached (refcount 0, evictable) instead of
-    returning to the free list. `num_free` counts truly free plus evictable blocks; `allocate` evicts when
-    the free list is empty. Per-block bookkeeping (last use, uses, birth, depth) feeds the eviction key."""
+    returning to the free list. `num_free` counts truly free plus evictable blocks; an allocation evicts
+    (`_evict`, in the policy's order) when none is truly free. Per-block bookkeeping (last use, uses, birth,
+    depth) feeds the eviction key."""
 
     __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "clock", "evictions", "spill")
 
@@ -55,30 +56,31 @@ class HashCachePool(BlockPool):
 
     @property
     def num_free(self) -> int:
-        return len(self._free) + self.num_blocks - self.known + len(self.queue.live)
+        return self.free_count + len(self.queue.live)
 
     @property
     def num_used(self) -> int:
-        return self.known - len(self._free) - len(self.queue.live)
+        return self.num_blocks - self.free_count - len(self.queue.live)
 
     @property
     def num_cached_free(self) -> int:
         return len(self.queue)
 
-    def evict(self, k: int) -> None:
-        """Move k evictable blocks (policy order) to the free list, forgetting their keys."""
+    def _evict(self, k: int) -> list[int]:
+        """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
         if k > len(self.queue):
-            raise NoFreeBlocks("block pool exhausted")
+            return []
         by_key = self.by_key
         key_of = self.key_of
         spill = self.spill
-        for b in self.queue.pop_many(k) if k > 1 else (self.queue.pop_one(),):
+        ids = self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()]
+        for b in ids:
             if spill is not None:
                 spill.append(key_of[b])
             del by_key[key_of[b]]
             key_of[b] = None
-            self._free.append(b)
         self.evictions += k
+        return ids
 
     def release(self, ids: list[int], touch: bool = True) -> list[int]:
         """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
@@ -86,13 +88,15 @@ class HashCachePool(BlockPool):
         self.clock += 1
         kept, zeroed = self.drop_refs(ids)
         key_of = self.key_of
-        free = self._free
+        free = []
         cached = []
         for b in zeroed:
             if key_of[b] is None:
                 free.append(b)
             else:
                 cached.append(b)
+        if free:
+            self._put_free(free)
         if cached:
             last = self.last
             if touch:
@@ -128,7 +132,7 @@ class PrefixHashKVManager(PagedKVManager):
     0 (evictable); `num_free_blocks` = truly free + evictable; `evictions` counts blocks evicted.
     """
 
-    __slots__ = ("seqcache", "namespace", "_memo", "tiers", "_through", "_cpu_blocks")
+    __slots__ = ("seqcache", "namespace", "_memo", "_through", "_cpu_blocks")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", namespace: str | int = "", tiers: TierChain | None = None,
@@ -139,7 +143,6 @@ class PrefixHashKVManager(PagedKVManager):
         self.namespace = namespace
         self._memo = memo or ContentMemo(block_size, chained=True, namespace=namespace)
         self.tiers = tiers
-        """KV tiers below this cache (kvsim/kvcache/tiers.py), or None."""
         self._through = tiers is not None and write_through
         if tiers is not None and not write_through:
             self.pool.spill = []  # write-back: evicted blocks go down the chain
@@ -290,22 +293,14 @@ class PrefixHashKVManager(PagedKVManager):
                 self.tiers.offer(keys[lo:hi])
         st.done = max(st.done, upto)
 
-    def grow_one_block(self, seq: int, num_tokens: int) -> bool:
+    def _take_evicting(self) -> int:
+        """The grow step's eviction (PagedKVManager hook); write-back: the evicted block goes down the chain
+        at once."""
         pool = self.pool
-        free = pool._free
-        if not free:
-            if not pool.queue:
-                return False
-            pool.evict(1)
-            if pool.spill:
-                self._spill()
-        bid = free.pop()  # BlockPool.allocate, inlined
-        if not free and pool.known < pool.num_blocks:
-            pool._more(CHUNK)
-        pool.refcount[bid] = 1
-        self.tables[seq].append(bid)
-        self.ntok[seq] = num_tokens
-        return True
+        bid = pool.take_evicting()
+        if bid >= 0 and pool.spill:
+            self._spill()
+        return bid
 
     def free(self, seq: int) -> int:
         """Register the full blocks seq's generated tokens filled, then release its table (cached blocks

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvsim.kvcache.block_pool import CHUNK, BlockPool, NoFreeBlocks
+from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.hashing import BlockContent, ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
@@ -24,7 +24,8 @@ from kvsim.kvcache.view import Hit
 
 class RadixPool(BlockPool):
     """A BlockPool whose blocks held by the radix tree stay cached at refcount 0; `num_free` counts free
-    plus cached-unreferenced blocks, and `allocate` evicts tree leaves when the free list is empty."""
+    plus cached-unreferenced blocks, and an allocation evicts tree leaves (`_evict`) when none is truly
+    free."""
 
     __slots__ = ("in_tree", "num_cached_free", "tree", "evictions")
 
@@ -41,34 +42,40 @@ class RadixPool(BlockPool):
 
     @property
     def num_free(self) -> int:
-        return len(self._free) + self.num_blocks - self.known + self.num_cached_free
+        return self.free_count + self.num_cached_free
 
     @property
     def num_used(self) -> int:
-        return self.known - len(self._free) - self.num_cached_free
+        return self.num_blocks - self.free_count - self.num_cached_free
 
-    def evict(self, k: int) -> None:
-        """Evict whole unlocked leaves until at least k blocks are free."""
+    def _evict(self, k: int) -> list[int]:
+        """The blocks of whole unlocked leaves (eviction order), at least k; [] if fewer are cached."""
         if k > self.num_cached_free:
-            raise NoFreeBlocks("block pool exhausted")
+            return []
+        ids: list[int] = []
         freed = 0
+        in_tree = self.in_tree
         while freed < k:
-            leaf = self.tree.pop_leaf()
-            for b in leaf.blocks:
-                self.in_tree[b] = 0
-                self._free.append(b)
-            freed += len(leaf.blocks)
+            blocks = self.tree.pop_leaf().blocks
+            for b in blocks:
+                in_tree[b] = 0
+            ids += blocks
+            freed += len(blocks)
         self.num_cached_free -= freed
         self.evictions += freed
+        return ids
 
     def release(self, ids: list[int]) -> list[int]:
         kept, zeroed = self.drop_refs(ids)
         in_tree = self.in_tree
+        free = []
         for b in zeroed:
             if in_tree[b]:
                 self.num_cached_free += 1
             else:
-                self._free.append(b)
+                free.append(b)
+        if free:
+            self._put_free(free)
         return kept
 
     def reuse(self, bid: int) -> int:
@@ -207,21 +214,6 @@ class RadixKVManager(PagedKVManager):
         if pool.refcount[own] > 1:
             self.shared_dup_tokens -= bs
         pool.release([own])
-
-    def grow_one_block(self, seq: int, num_tokens: int) -> bool:
-        pool = self.pool
-        free = pool._free
-        if not free:
-            if not pool.num_cached_free:
-                return False
-            pool.evict(1)
-        bid = free.pop()  # BlockPool.allocate, inlined
-        if not free and pool.known < pool.num_blocks:
-            pool._more(CHUNK)
-        pool.refcount[bid] = 1
-        self.tables[seq].append(bid)
-        self.ntok[seq] = num_tokens
-        return True
 
     def fork(self, parent: int, child: int) -> None:
         PagedKVManager.fork(self, parent, child)

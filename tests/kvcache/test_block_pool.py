@@ -133,6 +133,85 @@ def test_release_of_a_free_block_raises():
     assert pool.refcount == [0, 0]
 
 
+# ---- the one-call allocation paths managers use (take, take_evicting, take_free) ------------------
+
+
+def test_take_hands_out_ascending_ids_then_minus_one_changing_nothing():
+    pool = BlockPool(3, 4)
+    assert [pool.take(), pool.take(), pool.take()] == [0, 1, 2]
+    assert pool.refcount == [1, 1, 1] and (pool.free_count, pool.num_free, pool.num_used) == (0, 0, 3)
+    assert pool.take() == -1 and pool.take_evicting() == -1  # the plain pool caches nothing to evict
+    assert pool.refcount == [1, 1, 1] and pool.free_ids() == []
+    pool.release([1])
+    assert pool.take() == 1 and pool.free_count == 0
+
+
+def test_take_free_is_k_takes_in_one_call_or_none():
+    a, b = BlockPool(6, 4), BlockPool(6, 4)
+    for pool in (a, b):
+        pool.release([pool.take(), pool.take(), pool.take()])  # free stack ends ..., 0, 1, 2
+    assert a.take_free(4) == [b.take() for _ in range(4)] == [2, 1, 0, 3]
+    assert a.refcount == b.refcount and a.free_ids() == b.free_ids() == [5, 4]
+    assert a.take_free(3) is None and a.free_ids() == [5, 4] and a.free_count == 2
+    assert a.take_free(0) == [] and a.take_free(2) == [4, 5] and a.free_count == 0
+
+
+def test_take_free_reaches_never_used_ids_in_stack_order():
+    with mock.patch.object(block_pool, "CHUNK", 2):
+        pool, ref = BlockPool(7, 4), EagerPool(7)
+        assert pool.take_free(5) == ref.allocate_many(5) == [0, 1, 2, 3, 4]
+        assert pool.free_ids() == ref.free and pool.known_free_ids() == ref.free[-len(pool.known_free_ids()):]
+
+
+def test_take_free_never_evicts_and_take_evicting_takes_the_victim():
+    pool = HashCachePool(4, 4)
+    ids = pool.allocate_many(4)
+    for j, b in enumerate(ids[:2]):  # blocks 0 and 1 cache keys 100, 101
+        pool.key_of[b] = 100 + j
+        pool.by_key[100 + j] = b
+    pool.release(ids)
+    assert (pool.free_count, pool.num_free, pool.num_cached_free) == (2, 4, 2)
+    assert pool.take_free(3) is None and pool.num_cached_free == 2  # cached blocks stay cached
+    assert pool.take_free(2) == [3, 2]
+    assert pool.take() == -1
+    victim = pool.take_evicting()
+    assert victim in (0, 1) and pool.key_of[victim] is None and victim not in pool.by_key.values()
+    assert pool.refcount[victim] == 1 and pool.evictions == 1 and pool.free_count == 0
+    other = pool.take_evicting()
+    assert {victim, other} == {0, 1} and pool.by_key == {} and pool.num_free == 0
+    assert pool.take_evicting() == -1 and pool.evictions == 2
+
+
+def test_radix_take_evicting_frees_a_whole_leaf_and_takes_its_last_block():
+    tree = RadixTree("lru")
+    pool = RadixPool(6, 4, tree)
+    ids = pool.allocate_many(4)
+    node = tree.add_child(tree.root, ["a", "b", "c"], ids[:3])
+    for b in ids[:3]:
+        pool.in_tree[b] = 1
+    pool.release(ids)
+    tree.unlock(node)
+    assert (pool.free_count, pool.num_cached_free, pool.num_free) == (3, 3, 6)
+    assert pool.take_free(3) == [3, 4, 5] and pool.take() == -1
+    assert pool.take_evicting() == 2  # the leaf's blocks 0, 1, 2 go free; the last comes out
+    assert (pool.evictions, pool.num_cached_free, pool.free_count) == (3, 0, 2)
+    assert [pool.take(), pool.take(), pool.take(), pool.take_evicting()] == [1, 0, -1, -1]
+
+
+def test_evict_and_put_free_keep_the_free_count():
+    pool = HashCachePool(3, 4)
+    ids = pool.allocate_many(3)
+    pool.key_of[0] = 7
+    pool.by_key[7] = 0
+    pool.release(ids)
+    with pytest.raises(NoFreeBlocks):
+        pool.evict(2)  # one block cached
+    pool.evict(1)
+    assert pool.free_count == 3 and pool.num_cached_free == 0 and pool.known_free_ids() == [1, 2, 0]
+    with pytest.raises(NoFreeBlocks):
+        BlockPool(2, 4).evict(1)
+
+
 @pytest.mark.parametrize(("num_blocks", "block_size"), [(-1, 16), (4, 0), (4, -3)])
 def test_bad_sizes_raise(num_blocks, block_size):
     with pytest.raises(ValueError):
@@ -196,7 +275,8 @@ def test_a_caching_pool_of_a_billion_blocks_takes_no_memory_up_front(cls):
     assert all(len(f) == pool.known for f in fields)
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["one", "many", "release"]), st.integers(0, 40)), max_size=60)
+OPS = st.lists(st.tuples(st.sampled_from(["one", "many", "take", "take_free", "release"]),
+                         st.integers(0, 40)), max_size=60)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -210,6 +290,14 @@ def test_lazy_pool_hands_out_ids_exactly_as_a_stack_of_every_id(ops, chunk, num_
                 gone, held = held[n % 7:: 3], [b for i, b in enumerate(held) if i < n % 7 or (i - n % 7) % 3]
                 pool.release(gone)
                 ref.release(gone)
+            elif op in ("take", "take_free"):
+                k = 1 if op == "take" else n
+                got = ([pool.take()] if op == "take" else pool.take_free(k))
+                if k > len(ref.free):  # -1 / None, nothing changed
+                    assert got == ([-1] if op == "take" else None)
+                else:
+                    assert got == ref.allocate_many(k)
+                    held += got
             else:
                 k = 1 if op == "one" else n
                 if k > len(ref.free):
@@ -221,8 +309,9 @@ def test_lazy_pool_hands_out_ids_exactly_as_a_stack_of_every_id(ops, chunk, num_
                 held += got
             assert pool.free_ids() == ref.free
             assert pool.refcount + [0] * (num_blocks - pool.known) == ref.refcount
-            assert (pool.num_free, pool.num_used) == (len(ref.free), num_blocks - len(ref.free))
-            assert bool(pool._free) == bool(ref.free)  # managers read "no free block" off the stack
+            assert (pool.num_free, pool.num_used, pool.free_count) == (
+                len(ref.free), num_blocks - len(ref.free), len(ref.free))
+            pool.known_free_ids()  # asserts the free count agrees with the stack
 
 
 def _request(rid: int, prompt: int, content: int) -> Request:

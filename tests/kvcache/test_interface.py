@@ -4,6 +4,7 @@ protocol (capabilities are members, never probed), and the neutral answers of ma
 from __future__ import annotations
 
 import inspect
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,7 +30,7 @@ def protocol_members() -> set[str]:
 
 def test_the_protocol_lists_the_capabilities():
     assert {"evictions", "refuse_reason", "reparent", "breakdown", "peek_hit", "token_states",
-            "private_blocks", "windows", "last_grow_delta"} <= protocol_members()
+            "private_blocks", "windows", "last_grow_delta", "tiers"} <= protocol_members()
 
 
 @pytest.mark.parametrize("cls", MANAGERS, ids=lambda c: c.__name__)
@@ -75,3 +76,13 @@ def test_coordinator_answers_the_same_members():
     kv.check_invariants()
     reservation, internal, external, free, unshared = kv.breakdown(0, 7)
     assert (reservation, external, unshared) == (0, 0, 7) and free == (64 - kv.used_blocks) * kv.block_size
+
+
+def test_managers_without_tiers_answer_none():
+    model = get_model("gpt-oss-20b")
+    built = [PagedKVManager(10, 4), PrefixHashKVManager(10, 4), RadixKVManager(10, 4),
+             KVCoordinator(plan_pages(model.layer_groups("bf16", 1), 16), 64)]
+    assert [kv.tiers for kv in built] == [None] * 4
+    assert ContiguousKVManager.tiers is None
+    chain = SimpleNamespace(tiers=[])  # a TierChain's stand-in: the manager only keeps it
+    assert PrefixHashKVManager(10, 4, tiers=chain).tiers is chain
