@@ -193,7 +193,8 @@ def test_the_engine_core_sees_of_the_fleet_room_only_the_hand_off_hooks_and_role
     only simulation.py (the wiring) reaches into it; the scheduler takes its HandOff hooks object."""
     offending = []
     for module, path in MODULES.items():
-        if not _within(module, "kvsim.engine") or _within(module, FLEET) or module == "kvsim.engine.simulation":
+        core = _within(module, "kvsim.engine") and not _within(module, FLEET)
+        if not core or module == "kvsim.engine.simulation":
             continue
         for line, target in kvsim_imports(module, path):
             if _within(target, FLEET) and target not in (f"{FLEET}.handoff", f"{FLEET}.roles"):
@@ -217,9 +218,13 @@ def test_scheduler_files_are_small_and_set_every_attribute_in_init():
                 targets = node.targets if isinstance(node, ast.Assign) else (
                     [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
                 for t in targets:
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        (init.add(t.attr) if name == "scheduler.py" and fn.name == "__init__"
-                         else assigned.setdefault(t.attr, []).append(f"{name}:{node.lineno}"))
+                    if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"):
+                        continue
+                    if name == "scheduler.py" and fn.name == "__init__":
+                        init.add(t.attr)
+                    else:
+                        assigned.setdefault(t.attr, []).append(f"{name}:{node.lineno}")
     late = {a: where for a, where in assigned.items() if a not in init}
     assert not late, f"Scheduler attributes first set outside Scheduler.__init__: {late}"
 
@@ -231,7 +236,8 @@ def _private_names(path: Path) -> set[str]:
     names: set[str] = set()
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         for node in ast.walk(cls):
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and not node.name.startswith("__"):
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("_")
+                    and not node.name.startswith("__")):
                 names.add(node.name)
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(
                     node.value, ast.Name) and node.value.id == "self":
@@ -256,5 +262,18 @@ def test_no_module_outside_kvcache_reads_a_private_attribute_of_a_kvcache_class(
     private = set().union(*(_private_names(p) for p in kv_paths))
     own = set().union(*(_private_names(p) for m, p in MODULES.items() if not _within(m, "kvsim.kvcache")))
     names = private - own  # (a name an outside class also defines for itself is its own business)
-    reads = [r for m, p in MODULES.items() if not _within(m, "kvsim.kvcache") for r in _foreign_reads(p, names)]
+    reads = [r for m, p in MODULES.items() if not _within(m, "kvsim.kvcache")
+             for r in _foreign_reads(p, names)]
     assert not reads, f"private attributes of kvcache classes read outside kvsim/kvcache/: {reads}"
+
+
+def test_no_kvcache_module_reads_another_kvcache_modules_private_attribute():
+    """Inside kvcache too, a class's `_` attributes are read through `self` only outside its module (a
+    subclass's hooks), never on another object: BlockPool's free list is reached through its methods."""
+    kv_paths = [p for m, p in MODULES.items() if _within(m, "kvsim.kvcache")]
+    names = {p: _private_names(p) for p in kv_paths}
+    reads = []
+    for p in kv_paths:
+        others = set().union(*(n for q, n in names.items() if q != p)) - names[p]
+        reads += _foreign_reads(p, others)
+    assert not reads, f"private attributes of another kvcache module's classes read: {reads}"

@@ -116,7 +116,8 @@ class Cluster:
 
     # ----------------------------------------------------------------- completion and hand-off
     def _finished(self, g: Group) -> None:
-        # a prefill replica's request goes on to a decode replica unless its one token is made (or it came back)
+        # a prefill replica's request goes on to a decode replica, unless its one token is made there (or
+        # it came back from one)
         if self.deployment_of[g.replica].role.sends_kv and g.output > 1 and g.prefill_replica < 0:
             self._hand_off(g)
         else:
