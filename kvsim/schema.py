@@ -102,7 +102,8 @@ class Objective:
 
     @classmethod
     def parse(cls, metric: Any, target: Any) -> Objective:
-        """The objective of one `slo` entry (metric -> {pNN: threshold_s}); ValueError naming what is wrong."""
+        """The objective of one `slo` entry (metric -> {pNN: threshold_s}); ValueError naming what is
+        wrong."""
         if metric not in SLO_METRICS:
             raise ValueError(f"unknown metric {metric!r}; known: {', '.join(SLO_METRICS)}")
         if not isinstance(target, dict) or len(target) != 1:
