@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvsim.metrics.frames import completed_mask, makespan_s, replica_capacities, with_hold
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, whole
-from kvsim.metrics.summary import completed_mask, makespan_s, replica_capacities, with_hold
 
 FIRST_STAGE: tuple[str, ...] = ("mixed", "prefill")
 """Roles the first router chooses among (the replicas `load_imbalance` compares)."""
