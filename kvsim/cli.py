@@ -557,82 +557,22 @@ def hitrate(
 ) -> None:
     """LRU prefix-cache hit rate against cache capacity, in one pass (stack distances); with --tiers, the
     hit rate each tier of a GPU / CPU / SSD chain serves."""
-    from kvsim.sweep import hitrate_report as hr
+    from kvsim.sweep import hitrate_run as hr
 
-    tiered = tiers is not None or sweep_tier is not None
-    if placement is not None and not tiered:
+    if placement is not None and tiers is None and sweep_tier is None:
         _fail("--placement: only with --tiers or --sweep-tier")
     folder = _guard(lambda: _output_folder(out, "hitrate", source))
-
-    def compute():
-        stream = hr.load_stream(source, set_, requests, block_size, model, kv_dtype)
-        data = hr.analyse(stream, sample_rate)
-        rows = hr.curve_rows(data, hr.parse_capacities(capacities, unit, stream, data), stream)
-        if not tiered:
-            return stream, data, rows, None
-        place = hr.parse_placement(placement)
-        chain = hr.parse_tiers(tiers, unit, stream, place)
-        name, points = hr.parse_sweep(sweep_tier, chain, unit, stream, place, data)
-        tier = (place, chain, name, hr.tier_rows(data, chain, place, stream),
-                hr.sweep_rows(data, chain, name, points, place, stream))
-        return stream, data, rows, tier
-
-    stream, data, rows, tier = _guard(compute)
+    result = _guard(lambda: hr.compute(source, set_, requests, block_size, model, kv_dtype, sample_rate,
+                                       capacities, unit, tiers, placement, sweep_tier))
 
     def write() -> None:
         with folder as tmp:
-            hr.write_csv(tmp / "hitrate.csv", rows)
-            hr.plot_curve(tmp / "hitrate.png", rows, stream, data)
-            if tier is not None:
-                place, chain, name, trows, srows = tier
-                hr.write_csv(tmp / "tiers.csv", trows, hr.TIER_COLUMNS)
-                hr.write_csv(tmp / "tiers_sweep.csv", srows, hr.sweep_columns(chain, name))
-                hr.plot_tiers(tmp / "tiers.png", srows, chain, name, place, stream, data)
+            hr.write_files(tmp, result)
 
     _guard(write)
-    written = ["hitrate.csv", "hitrate.png"] + (["tiers.csv", "tiers_sweep.csv", "tiers.png"] if tier else [])
-    gib = "-" if stream.bytes_per_block is None else None
-
-    def gib_cell(v) -> str:
-        return gib or (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}")
-
-    if tier is None:
-        table = Table(title=f"LRU prefix hit rate: {printable(stream.label)} "
-                      f"(block size {stream.block_size})")
-        for col in ("capacity (blocks)", "tokens", "GiB", "hit rate (blocks)", "hit rate (tokens)"):
-            table.add_column(col, justify="right")
-        for r in rows:
-            mark = " *" if r["capacity_blocks"] == stream.pool_blocks else ""
-            pct = [f"{100 * (r[k] or 0):.1f}%" for k in ("hit_rate_blocks", "hit_rate_tokens")]
-            table.add_row(f"{r['capacity_blocks']:,}{mark}", f"{r['capacity_tokens']:,}",
-                          "-" if r["capacity_gib"] is None else f"{r['capacity_gib']:.3g}", *pct)
+    for table in hr.tables(result):
         console.print(table)
-    else:
-        place, chain, name, trows, srows = tier
-        table = Table(title=f"{place.capitalize()} KV tiers: {printable(stream.label)} "
-                      f"(block size {stream.block_size})")
-        for col in ("tier", "capacity (blocks)", "GiB", "hit rate (blocks)", "hit rate (tokens)",
-                    "cumul. (blocks)", "cumul. (tokens)"):
-            table.add_column(col, justify="right")
-        for r in trows:
-            table.add_row(r["tier"], f"{r['capacity_blocks']:,}", gib_cell(r["capacity_gib"]),
-                          *[f"{100 * (r[k] or 0):.1f}%" for k in hr.TIER_COLUMNS[6:]])
-        console.print(table)
-        names = [t.name for t in hr.with_tier(chain, name, 0)]
-        sweep = Table(title=f"Token hit rate against the {name} tier's capacity (others as --tiers)")
-        for col in (f"{name} (blocks)", "GiB", *names, "total"):
-            sweep.add_column(col, justify="right")
-        for r in srows:
-            sweep.add_row(f"{r['capacity_blocks']:,}", gib_cell(r["capacity_gib"]),
-                          *[f"{100 * (r[f'{n}_hit_rate_tokens'] or 0):.1f}%" for n in names],
-                          f"{100 * (r['total_hit_rate_tokens'] or 0):.1f}%")
-        console.print(sweep)
-    inf = data.hit_rate_tokens(2**62)
-    pool = "; * = one replica's KV pool" if stream.pool_blocks and tier is None else ""
-    console.print(f"{len(stream.requests):,} requests, {data.prompt_tokens:,} prompt tokens, "
-                  f"{data.distinct_blocks:,} distinct blocks; infinite-cache hit rate "
-                  f"{100 * (inf or 0):.1f}%{pool}; written "
-                  + ", ".join(f"{printable(out)}/{f}" for f in written))
+    console.print(hr.footer(result, out))
 
 
 @app.command()

@@ -225,6 +225,10 @@ class RouterConfig(Strict):
     store_weight: float = Field(default=0.5, ge=0, le=1)
 
 
+DEFAULT_ROUTER = RouterConfig()
+"""The routers of a scenario without `router` (kvsim/engine/cluster.py), and build_router's defaults."""
+
+
 class PoolConfig(Strict):
     """One pool of identical replicas: `data_parallel_size` replicas (vLLM's name) of `role`, each on
     `tensor_parallel_size` GPUs of `hardware` (defaults: the scenario's), with `kv` and `scheduler` keys

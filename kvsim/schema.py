@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
@@ -91,12 +92,18 @@ def stat_quantile(stat: str) -> float:
     return q
 
 
-def check_slo(slo: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """The validated `slo` mapping (metric -> {pNN: threshold_s}); ValueError naming what is wrong."""
-    if not isinstance(slo, dict) or not slo:
-        raise ValueError("must map a metric to a percentile and a threshold, e.g. {ttft_s: {p99: 2.0}}")
-    out: dict[str, dict[str, float]] = {}
-    for metric, target in slo.items():
+@dataclass(frozen=True, slots=True)
+class Objective:
+    """One service-level objective: the metric's percentile `stat` (pNN) within `threshold_s` seconds."""
+
+    metric: str
+    stat: str
+    threshold_s: float
+
+    @classmethod
+    def parse(cls, metric: Any, target: Any) -> Objective:
+        """The objective of one `slo` entry (metric -> {pNN: threshold_s}); ValueError naming what is
+        wrong."""
         if metric not in SLO_METRICS:
             raise ValueError(f"unknown metric {metric!r}; known: {', '.join(SLO_METRICS)}")
         if not isinstance(target, dict) or len(target) != 1:
@@ -115,10 +122,28 @@ def check_slo(slo: dict[str, Any]) -> dict[str, dict[str, float]]:
         if not ok or not math.isfinite(threshold) or not 0 < threshold <= MAX_SECONDS:
             raise ValueError(f"{metric}.{stat}: the threshold must be a number of seconds in (0, "
                              f"{MAX_SECONDS:g}], got {threshold!r}")
-        out[metric] = {str(stat): float(threshold)}
-    return out
+        return cls(metric, str(stat), float(threshold))
+
+    @property
+    def quantile(self) -> float:
+        """The percentile as a number in (0, 100]."""
+        return stat_quantile(self.stat)
+
+    def holds(self, value: float | None) -> bool:
+        """Whether a measured value (None: none measured) is within the threshold."""
+        return value is not None and value <= self.threshold_s
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.stat} <= {self.threshold_s:g} s"
 
 
-def objectives(slo: dict[str, dict[str, float]]) -> list[tuple[str, str, float]]:
-    """(metric, percentile, threshold_s) of each objective of a checked `slo`, in its order."""
-    return [(metric, *next(iter(target.items()))) for metric, target in slo.items()]
+def check_slo(slo: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The validated `slo` mapping (metric -> {pNN: threshold_s}); ValueError naming what is wrong."""
+    if not isinstance(slo, dict) or not slo:
+        raise ValueError("must map a metric to a percentile and a threshold, e.g. {ttft_s: {p99: 2.0}}")
+    return {o.metric: {o.stat: o.threshold_s} for o in (Objective.parse(m, t) for m, t in slo.items())}
+
+
+def objectives(slo: dict[str, dict[str, float]]) -> list[Objective]:
+    """The Objective of each entry of a checked `slo`, in its order."""
+    return [Objective.parse(metric, target) for metric, target in slo.items()]

@@ -4,13 +4,14 @@ number, integral floats read as integers; checked over every model of the scenar
 from __future__ import annotations
 
 import math
+import re
 
 import annotated_types
 import pytest
 from pydantic import BaseModel, ValidationError
 
 from kvsim.scenario import KVConfig, Scenario
-from kvsim.schema import Strict, _number_field, _types
+from kvsim.schema import Objective, Strict, _number_field, _types, check_slo, objectives
 from kvsim.workload.config import Arrival, LengthDist
 
 UNBOUNDED = {("TraceConfig", "limit")}  # only caps how many rows are read
@@ -86,3 +87,24 @@ def test_bounds_hold_at_the_edge():
     assert LengthDist(dist="fixed", value=10**9).value == 10**9
     with pytest.raises(ValidationError, match="less than or equal to 1000000000"):
         LengthDist(dist="fixed", value=10**9 + 1)
+
+
+def test_objective_parse_str_and_holds():
+    o = Objective.parse("ttft_s", {"p99.9": "1e1"})  # (YAML reads 1e1 as text)
+    assert o == Objective("ttft_s", "p99.9", 10.0) and isinstance(o.threshold_s, float)
+    assert str(o) == "ttft_s p99.9 <= 10 s" and o.quantile == 99.9
+    assert o.holds(10.0) and o.holds(0.5) and not o.holds(10.01) and not o.holds(None)
+    with pytest.raises(AttributeError):
+        o.threshold_s = 1.0  # frozen
+    bad = [("ttft", {"p99": 1}, "unknown metric"), ("e2e_s", {"p99": 1, "p50": 2}, "one"),
+           ("e2e_s", {"q99": 1}, "not a percentile"), ("e2e_s", {"p99": 0}, "(0, 1e+09]"),
+           ("e2e_s", {"p99": True}, "got True")]
+    for metric, target, msg in bad:
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            Objective.parse(metric, target)
+
+
+def test_objectives_of_a_checked_slo_in_order():
+    slo = check_slo({"tpot_s": {"p90": 0.05}, "ttft_s": {"p99": 2}})
+    assert slo == {"tpot_s": {"p90": 0.05}, "ttft_s": {"p99": 2.0}}
+    assert objectives(slo) == [Objective("tpot_s", "p90", 0.05), Objective("ttft_s", "p99", 2.0)]

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvsim.metrics.frames import completed_mask, makespan_s, replica_capacities, with_hold
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, whole
-from kvsim.metrics.summary import completed_mask, makespan_s, replica_capacities, with_hold
 
-FIRST_STAGE: tuple[str, ...] = ("mixed", "prefill")
-"""Roles the first router chooses among (the replicas `load_imbalance` compares)."""
-PD_ROLES: tuple[str, ...] = ("prefill", "decode")
+# What each replica role reports comes with the run: meta["fleet"]["roles"] (kvsim/engine/fleet/roles.py
+# role_report): per role `front` (the first router chooses among its replicas: `load_imbalance` compares
+# them), `hit_rate` (its cache hits are its own) and `queue` / `queue_of` (its per_role queue figure).
 
 _EMPTY = np.array([], dtype=np.int64)
 
@@ -84,9 +84,10 @@ class _Frames:
         self.rows = _positions(timeline, "replica")
 
 
-def _replica(r: dict[str, Any], f: _Frames, cap: tuple[float, float], span: float | None) -> dict[str, Any]:
+def _replica(r: dict[str, Any], f: _Frames, cap: tuple[float, float], span: float | None,
+             roles: dict[str, dict]) -> dict[str, Any]:
     """The per_replica entry of one replica (meta's fleet.replicas entry `r`)."""
-    idx, role = int(r["index"]), r.get("role", "mixed")
+    idx, role = int(r["index"]), r["role"]
     here = f.by_replica.get(idx, _EMPTY)  # its `replica`: it produced their tokens
     pos = np.sort(np.concatenate((here, f.by_prefill.get(idx, _EMPTY))))  # served: prefilled here too
     done = pos[f.done[pos]]
@@ -106,8 +107,8 @@ def _replica(r: dict[str, Any], f: _Frames, cap: tuple[float, float], span: floa
         "block_size": whole(block_size) if block_size == block_size else None,
         "routed": plain(r.get("routed")),
         "finished": int(done.size),
-        # decode replicas prefill nothing: their requests' cache hits happened on the prefill side
-        "hit_rate": float(f.cached[done].sum()) / prompt if prompt > 0 and role != "decode" else None,
+        # (decode replicas prefill nothing: their requests' cache hits happened on the prefill side)
+        "hit_rate": float(f.cached[done].sum()) / prompt if prompt > 0 and roles[role]["hit_rate"] else None,
         "ttft_p50_s": ttft["p50"],
         "ttft_p99_s": ttft["p99"],
         # P/D: a handed-off request's tokens (its first one too) are the decode replica's
@@ -124,20 +125,23 @@ def _handed_off(requests: pd.DataFrame) -> np.ndarray:
     return _column(requests, "prefill_replica") >= 0
 
 
-def _per_role(requests: pd.DataFrame, per_replica: list[dict[str, Any]]) -> dict[str, Any]:
-    """Busy time and queue of the prefill and of the decode replicas."""
+def _per_role(requests: pd.DataFrame, per_replica: list[dict[str, Any]],
+              roles: dict[str, dict]) -> dict[str, Any]:
+    """Busy time and queue of the replicas of each role that reports a queue (P/D: prefill, decode)."""
     replica, prefill = _column(requests, "replica"), _column(requests, "prefill_replica")
     handed = _handed_off(requests)
     out = {}
-    for role in PD_ROLES:
+    for role, report in roles.items():
+        if report["queue"] is None:
+            continue
         members = [p for p in per_replica if p["role"] == role]
         ids = [p["index"] for p in members]
-        if role == "prefill":  # arrival to a prefill replica first scheduling it (every request it served)
+        if report["queue_of"] == "served":  # every request it served (prefilled there too)
             mask = np.isin(replica, ids) | np.isin(prefill, ids)
-            wait = _column(requests, "first_scheduled_s") - _column(requests, "arrival_s")
-        else:  # prefill done to a decode replica admitting it, its blocks reserved
+        else:  # the requests handed to it
             mask = np.isin(replica, ids) & handed
-            wait = _column(requests, "decode_admit_s") - _column(requests, "prefill_done_s")
+        start, end = report["queue"]
+        wait = _column(requests, end) - _column(requests, start)
         out[role] = {
             "replicas": len(members),
             "busy_fraction_mean": _mean([p["busy_fraction"] for p in members]),
@@ -181,9 +185,10 @@ def fleet_section(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
     replicas = sorted(fleet["replicas"], key=lambda r: int(r["index"]))
     caps = replica_capacities(replicas, fleet.get("pools"), meta.get("block_size"))
     frames = _Frames(requests, timeline)
-    per_replica = [_replica(r, frames, caps[int(r["index"])], span) for r in replicas]
-    first = [p for p in per_replica if p["role"] in FIRST_STAGE]
-    pd_run = any(p["role"] in PD_ROLES for p in per_replica)
+    roles = fleet["roles"]
+    per_replica = [_replica(r, frames, caps[int(r["index"])], span, roles) for r in replicas]
+    first = [p for p in per_replica if roles[p["role"]]["front"]]
+    pd_run = any(roles[p["role"]]["queue"] is not None for p in per_replica)
     info = fleet.get("kv_transfer")
     return {
         "router": fleet.get("router"),
@@ -194,7 +199,7 @@ def fleet_section(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
             "routed": _imbalance([p["routed"] for p in first]),
             "finished": _imbalance([p["finished"] for p in first]),
         },
-        "per_role": _per_role(requests, per_replica) if pd_run else None,
+        "per_role": _per_role(requests, per_replica, roles) if pd_run else None,
         "kv_transfer": _kv_transfer(requests, info, span) if info is not None else None,
     }
 

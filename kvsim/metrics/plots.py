@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from kvsim.metrics.summary import replica_capacities, row_capacity, with_hold
+from kvsim.metrics.frames import replica_capacities, row_capacity, with_hold
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvsim.schema import objectives, stat_quantile
+from kvsim.schema import objectives
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,10 +33,10 @@ def meets_slo(requests: pd.DataFrame, slo: dict[str, dict[str, float]]) -> np.nd
     ok = requests["finish_s"].notna().to_numpy(bool, copy=True)
     if "rejected" in requests.columns:
         ok &= requests["rejected"].to_numpy() == 0
-    for metric, _, threshold in objectives(slo):
-        x = requests[metric].to_numpy(np.float64)
-        within = x <= threshold  # (NaN is not within)
-        if metric == "tpot_s":
+    for o in objectives(slo):
+        x = requests[o.metric].to_numpy(np.float64)
+        within = x <= o.threshold_s  # (NaN is not within)
+        if o.metric == "tpot_s":
             within = within | (requests["output_len"].to_numpy() <= 1)
         ok &= within
     return ok
@@ -47,13 +47,14 @@ def slo_section(requests: pd.DataFrame, slo: dict[str, dict[str, float]]) -> dic
     metric's requests within the threshold; `attained`: every objective is."""
     out: dict[str, Any] = {}
     every = True
-    for metric, stat, threshold in objectives(slo):
-        x = population(requests, metric)
-        value = float(np.percentile(x, stat_quantile(stat))) if x.size else None
-        attained = value is not None and value <= threshold
+    for o in objectives(slo):
+        x = population(requests, o.metric)
+        value = float(np.percentile(x, o.quantile)) if x.size else None
+        attained = o.holds(value)
         every &= attained
-        out[metric] = {"percentile": stat, "threshold_s": threshold, "value_s": value, "attained": attained,
-                       "within_fraction": float((x <= threshold).mean()) if x.size else None}
+        out[o.metric] = {"percentile": o.stat, "threshold_s": o.threshold_s, "value_s": value,
+                         "attained": attained,
+                         "within_fraction": float((x <= o.threshold_s).mean()) if x.size else None}
     out["attained"] = every
     return out
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from kvsim.metrics.slo import population
 from kvsim.metrics.summary import session_starts
-from kvsim.schema import objectives, stat_quantile
+from kvsim.schema import objectives
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,7 +136,7 @@ class SteadyState:
 
 def needed_requests(slo: dict[str, dict[str, float]]) -> int:
     """Requests a window needs for the SLO's highest percentile (TAIL_REQUESTS beyond it)."""
-    qs = [stat_quantile(stat) / 100 for _, stat, _ in objectives(slo)]
+    qs = [o.quantile / 100 for o in objectives(slo)]
     worst = min(max(qs, default=0.5), MAX_TAIL_QUANTILE)
     tail = TAIL_REQUESTS / (1 - worst) if worst < 1 else math.inf
     return int(max(MIN_WINDOW_REQUESTS, math.ceil(round(tail, 6)))) if math.isfinite(tail) else 10**7
@@ -202,9 +202,9 @@ def window_values(requests: pd.DataFrame, window: Window,
                   slo: dict[str, dict[str, float]]) -> dict[str, float | None]:
     """Each objective's percentile over the window's requests (None when none has the metric)."""
     out: dict[str, float | None] = {}
-    for metric, stat, _ in objectives(slo):
-        x = window_population(requests, window, metric)
-        out[metric] = float(np.percentile(x, stat_quantile(stat))) if x.size else None
+    for o in objectives(slo):
+        x = window_population(requests, window, o.metric)
+        out[o.metric] = float(np.percentile(x, o.quantile)) if x.size else None
     return out
 
 

@@ -11,6 +11,8 @@ import pandas as pd
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
 from kvsim.metrics.breakdown import breakdown_means, sharing_saving
 from kvsim.metrics.cost import cost_rows, cost_section
+from kvsim.metrics.fleet import fleet_rows, fleet_section
+from kvsim.metrics.frames import completed, makespan_s, rejected, replica_capacities, row_capacity, with_hold
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
 from kvsim.metrics.slo import goodput_section, meets_slo, slo_rows, slo_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
@@ -53,41 +55,10 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
         summary["slo"] = slo_section(requests, slo)
         summary["goodput"] = goodput_section(meets, summary["throughput"]["makespan_s"])
     if meta.get("fleet") is not None:  # several replicas or a cluster: section (docs/metrics.md, Fleet)
-        from kvsim.metrics.fleet import fleet_section  # here: fleet.py builds on this module's helpers
-
         summary["fleet"] = fleet_section(requests, timeline, meta)
     for key in META_COPIES:
         summary[key] = meta.get(key)
     return summary
-
-
-def with_hold(timeline: pd.DataFrame) -> pd.DataFrame:
-    """The timeline with hold_s, derived as Recorder.timeline_frame does when a hand-built frame lacks it."""
-    if "hold_s" in timeline.columns:
-        return timeline
-    df = timeline.copy()
-    nxt = df.groupby("replica", sort=False)["t_s"].shift(-1)
-    df["hold_s"] = (nxt - df["t_s"]).fillna(df["dt_s"])
-    return df
-
-
-def _rejected(requests: pd.DataFrame) -> pd.Series:
-    if "rejected" in requests.columns:
-        return requests["rejected"]
-    return pd.Series(0, index=requests.index)
-
-
-def completed_mask(requests: pd.DataFrame) -> pd.Series:
-    """Completed requests: a finish_s and not rejected."""
-    return requests["finish_s"].notna() & (_rejected(requests) == 0)
-
-
-def completed(requests: pd.DataFrame) -> pd.DataFrame:
-    """The completed requests' rows (when every request completed: a frame sharing the columns, no copy)."""
-    mask = completed_mask(requests)
-    if mask.all():
-        return requests.copy(deep=False)  # shares the columns (copy-on-write keeps them apart)
-    return requests[mask]
 
 
 def _int_sum(df: pd.DataFrame, col: str) -> int:
@@ -104,7 +75,7 @@ def _requests_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, A
     return {
         "total": int(len(requests)),
         "completed": int(len(done)),
-        "rejected": int((_rejected(requests) != 0).sum()),
+        "rejected": int((rejected(requests) != 0).sum()),
         "prompt_tokens": _int_sum(done, "prompt_len"),
         "output_tokens": _output_tokens(done),
         "cached_tokens": _int_sum(done, "cached_tokens"),
@@ -134,14 +105,6 @@ def session_starts(requests: pd.DataFrame) -> np.ndarray:
 def _rate(count: int, span: float | None) -> float | None:
     """(count - 1) / span: events per second over the span from the first to the last (None: undefined)."""
     return (count - 1) / span if span is not None and span > 0 and count > 1 else None
-
-
-def makespan_s(requests: pd.DataFrame) -> float | None:
-    """Last finish_s over completed requests minus first arrival_s over all requests; None if undefined."""
-    finish = requests.loc[completed_mask(requests), "finish_s"]
-    if finish.empty:
-        return None
-    return plain(finish.max() - requests["arrival_s"].min())
 
 
 def _throughput_section(requests: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
@@ -209,38 +172,6 @@ def _concurrency_section(timeline: pd.DataFrame) -> dict[str, Any]:
         "waiting_mean": _per_replica_mean(timeline, timeline["waiting"]),
         "waiting_max": _max(timeline["waiting"]),
     }
-
-
-def replica_capacities(replicas: list[dict[str, Any]], pools: list[dict[str, Any]] | None,
-                       block_size: Any) -> dict[int, tuple[float, float]]:
-    """Replica index -> (capacity_blocks, block_size) of a fleet: each replica's own `capacity_blocks`, and
-    its `block_size` if it has one, else its pool's, else `block_size`. A figure that is missing or not
-    positive is NaN (the rows of that replica drop out of the time-weighted means)."""
-    pool_bs = {p.get("name"): p.get("block_size") for p in pools or ()}
-    out: dict[int, tuple[float, float]] = {}
-    for r in replicas:
-        bs = r.get("block_size")
-        if bs is None:
-            bs = pool_bs.get(r.get("pool"))
-        if bs is None:
-            bs = block_size
-        out[int(r["index"])] = (_positive(r.get("capacity_blocks")), _positive(bs))
-    return out
-
-
-def _positive(x: Any) -> float:
-    x = plain(x)
-    return float(x) if isinstance(x, (int, float)) and x > 0 else float("nan")
-
-
-def row_capacity(timeline: pd.DataFrame, capacities: dict[int, tuple[float, float]]
-                 ) -> tuple[pd.Series, pd.Series]:
-    """(capacity_blocks, block_size) of each timeline row's replica, as float Series on the timeline's
-    index (NaN for a replica `capacities` lacks)."""
-    replica = timeline["replica"]
-    blocks = replica.map({k: v[0] for k, v in capacities.items()}).astype("float64")
-    sizes = replica.map({k: v[1] for k, v in capacities.items()}).astype("float64")
-    return blocks, sizes
 
 
 def _common(values: list[float]) -> int | None:
@@ -377,7 +308,5 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("copy-on-write copies", _fmt(summary["cow_copies"])),
     ]
     if summary.get("fleet") is not None:
-        from kvsim.metrics.fleet import fleet_rows
-
         rows += fleet_rows(summary["fleet"], _fmt, _pct)
     return rows

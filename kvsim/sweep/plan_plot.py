@@ -10,30 +10,31 @@ import matplotlib.style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from kvsim.schema import objectives
+
 _SAVE_KW: dict[str, Any] = {"dpi": 100, "format": "png", "metadata": {"Software": None}}
 
 
 def plot_plan(path: Path, plan) -> None:
     """One panel per objective: probes as points (filled where every objective held), the threshold as a
     dashed line, the answer as a vertical line."""
-    metrics = list(plan.slo)
+    objs = objectives(plan.slo)
     with matplotlib.style.context("default"):
-        fig = Figure(figsize=(6.4, 2.6 * len(metrics) + 0.6))
+        fig = Figure(figsize=(6.4, 2.6 * len(objs) + 0.6))
         FigureCanvasAgg(fig)
-        axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
+        axes = fig.subplots(len(objs), 1, squeeze=False)[:, 0]
         probes = sorted(plan.probes, key=lambda p: p.value)
-        for ax, metric in zip(axes, metrics, strict=True):
-            ((stat, threshold),) = plan.slo[metric].items()
-            pts = [(p.value, p.objectives[metric]["bound_s"], p.holds) for p in probes
-                   if p.objectives[metric]["bound_s"] is not None]
+        for ax, o in zip(axes, objs, strict=True):
+            pts = [(p.value, p.objectives[o.metric]["bound_s"], p.holds) for p in probes
+                   if p.objectives[o.metric]["bound_s"] is not None]
             ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], color="#264653", lw=1)
             for x, y, ok in pts:
                 ax.plot([x], [y], "o", color="#2a9d8f" if ok else "#e76f51", ms=5)
-            ax.axhline(threshold, ls="--", color="#e76f51", lw=1, label=f"threshold {threshold:g} s")
+            ax.axhline(o.threshold_s, ls="--", color="#e76f51", lw=1, label=f"threshold {o.threshold_s:g} s")
             if plan.answer is not None:
                 ax.axvline(plan.answer, color="#2a9d8f", lw=1, label=f"answer {plan.answer:.4g}")
             bound = "95% upper bound" if plan.repeats > 1 else "value"
-            ax.set_ylabel(f"{metric} {stat} ({bound}) [s]")
+            ax.set_ylabel(f"{o.metric} {o.stat} ({bound}) [s]")
             ax.legend(loc="best", fontsize=8)
         axes[-1].set_xlabel(plan.key)
         fig.suptitle(f"kvsim plan --find {plan.find}", fontsize=10)

@@ -58,7 +58,7 @@ def probe_table(plan: Plan) -> tuple[list[str], list[list[str]]]:
     knob = plan.unit if plan.find == "max_rate" else "replicas"
     rates = plan.find != "max_rate" or plan.unit != "requests/s"
     header = [knob, *(["req/s"] if rates else []), "verdict"]
-    header += [f"{m} {stat} (<= {thr:g} s)" for m, stat, thr in objectives(plan.slo)]
+    header += [f"{o.metric} {o.stat} (<= {o.threshold_s:g} s)" for o in objectives(plan.slo)]
     header += ["backlog growth", "requests"]
     rows = []
     for p in sorted(plan.probes, key=lambda p: p.value):
@@ -114,7 +114,7 @@ def render_html(plan: Plan | CostPlan, png, label: str = "") -> str:
     from kvsim.metrics import html
 
     title = f"kvsim plan --find {plan.find}" + (f": {label}" if label else "")
-    slo = ", ".join(f"{m} {stat} <= {thr:g} s" for m, stat, thr in objectives(plan.slo))
+    slo = ", ".join(str(o) for o in objectives(plan.slo))
     if isinstance(plan, CostPlan):
         answer = cost_answer_line(plan) if plan.best is not None else "no candidate meets the SLO"
         header, rows = cost_table(plan)

@@ -39,7 +39,7 @@ from kvsim.metrics.steady import (
     window_population,
     window_values,
 )
-from kvsim.schema import MAX_REQUESTS, MAX_SECONDS, objectives, stat_quantile
+from kvsim.schema import MAX_REQUESTS, MAX_SECONDS, objectives
 from kvsim.sweep.repeats import interval
 
 if TYPE_CHECKING:
@@ -134,13 +134,14 @@ def judge(values: list[dict[str, float | None]], slo: dict[str, dict[str, float]
     value, within the threshold), and per objective its figures."""
     ok = True
     out: dict[str, dict[str, Any]] = {}
-    for metric, stat, threshold in objectives(slo):
-        iv = interval([v[metric] for v in values])
+    for o in objectives(slo):
+        iv = interval([v[o.metric] for v in values])
         bound = iv["high"]
-        holds = bound is not None and bound <= threshold
+        holds = o.holds(bound)
         ok &= holds
-        out[metric] = {"percentile": stat, "threshold_s": threshold, "mean_s": iv["mean"], "bound_s": bound,
-                       "margin_s": None if bound is None else threshold - bound, "holds": holds}
+        out[o.metric] = {"percentile": o.stat, "threshold_s": o.threshold_s, "mean_s": iv["mean"],
+                         "bound_s": bound, "margin_s": None if bound is None else o.threshold_s - bound,
+                         "holds": holds}
     return ok, out
 
 
@@ -303,10 +304,10 @@ def _pooled_values(frames: list[pd.DataFrame], states: list[SteadyState],
                    slo: dict[str, dict[str, float]]) -> dict[str, float | None]:
     """Each objective's percentile over the union of the runs' window requests."""
     out: dict[str, float | None] = {}
-    for metric, stat, _ in objectives(slo):
-        x = np.concatenate([window_population(df, st.window, metric)
+    for o in objectives(slo):
+        x = np.concatenate([window_population(df, st.window, o.metric)
                             for df, st in zip(frames, states, strict=True)])
-        out[metric] = float(np.percentile(x, stat_quantile(stat))) if x.size else None
+        out[o.metric] = float(np.percentile(x, o.quantile)) if x.size else None
     return out
 
 

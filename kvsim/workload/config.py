@@ -225,6 +225,10 @@ def _seconds_or_dist(value: object, what: str) -> object:
     return value
 
 
+WORKLOAD_KINDS: tuple[str, ...] = ("synthetic", "chat", "trace", "rag", "agentic", "mix")
+"""The `workload.kind` names: each one's generator is in kvsim/workload/factory.py `_GENERATORS`."""
+WorkloadKind = Literal[WORKLOAD_KINDS]
+
 RATE_UNITS: dict[str, str] = {"synthetic": "requests/s", "rag": "requests/s", "chat": "sessions/s",
                               "agentic": "episodes/s", "mix": "arrivals/s", "trace": "requests/s"}
 """What `workload.arrival.rate` counts per second, by workload kind: a chat session or agent episode starts
@@ -242,7 +246,7 @@ class WorkloadConfig(Strict):
     second for synthetic and rag, sessions per second for chat, episodes per second for agentic
     (RATE_UNITS); each run's summary gives the offered request rate whatever the kind."""
 
-    kind: Literal["synthetic", "chat", "trace", "rag", "agentic", "mix"] = "synthetic"
+    kind: WorkloadKind = "synthetic"
     arrival: Arrival = Field(default_factory=Arrival)
     prompt_len: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="lognormal", mean=600, p50=400, max=8192))

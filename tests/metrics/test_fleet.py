@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from kvsim.engine.fleet.roles import role_report
 from kvsim.metrics.fleet import fleet_section
 from kvsim.metrics.plots import PLOT_FILES, plot_replicas, write_plots
 from kvsim.metrics.recorder import ColumnGroup, Recorder, RequestRow
@@ -43,6 +44,7 @@ MIXED_FLEET = {
     "pools": [_pool("big", "mixed", 1, 10, 4), _pool("small", "mixed", 1, 5, 4)],
     "replicas": [_replica(0, "big", "mixed", 10, 2), _replica(1, "small", "mixed", 5, 2)],
     "kv_transfer": None,
+    "roles": role_report(),  # as the engine writes it (kvsim/engine/fleet/roles.py)
 }
 
 
@@ -171,6 +173,7 @@ PD_TIMELINE = [
     (2, 1, 1.0, 1.0, 2, 1, 20, 120),   # held 1.0
 ]
 PD_FLEET = {
+    "roles": role_report(),
     "router": "prefix_aware",
     "decode_router": "least_loaded",
     "pools": [_pool("pre", "prefill", 2, 10, 4), _pool("dec", "decode", 1, 20, 8)],

@@ -2,11 +2,10 @@
 
 import json
 
-import pandas as pd
 import pytest
 
 from kvsim.metrics.recorder import Recorder
-from kvsim.metrics.summary import build_summary, makespan_s, summary_table_rows, with_hold
+from kvsim.metrics.summary import build_summary, summary_table_rows
 
 approx = pytest.approx
 
@@ -143,18 +142,6 @@ def test_missing_meta_and_empty_run():
 
 def test_replicas_inferred_without_meta(frames):
     assert build_summary(*frames, {})["replicas"] == 2
-
-
-def test_with_hold_matches_recorder(recorder):
-    tl = recorder.timeline_frame()
-    derived = with_hold(tl.drop(columns="hold_s"))
-    assert derived["hold_s"].tolist() == [1.0, 0.5, 0.5, 1.0]
-    assert with_hold(tl) is tl
-
-
-def test_makespan_none_when_nothing_finished():
-    df = pd.DataFrame({"arrival_s": [1.0], "finish_s": [float("nan")]})
-    assert makespan_s(df) is None
 
 
 def test_summary_table_rows(frames, meta):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from kvsim.errors import KvsimError
-from kvsim.workload.config import WorkloadConfig
-from kvsim.workload.factory import build_request_stream, build_requests
+from kvsim.workload.config import RATE_UNITS, WORKLOAD_KINDS, WorkloadConfig
+from kvsim.workload.factory import _GENERATORS, _TABLES, build_request_stream, build_requests
 from kvsim.workload.request import RequestTable
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -56,3 +56,9 @@ def test_the_stream_the_engine_replays_is_the_list(data):
     lazy = cfg.kind in ("synthetic", "chat") and cfg.rereads.mean == 0
     assert isinstance(stream, RequestTable) == lazy
     assert list(stream) == listed
+
+
+def test_the_kind_names_are_the_generator_registry():
+    assert tuple(_GENERATORS) == WORKLOAD_KINDS and set(RATE_UNITS) == set(WORKLOAD_KINDS)
+    assert set(_TABLES) <= set(WORKLOAD_KINDS)
+    assert WorkloadConfig.model_json_schema()["properties"]["kind"]["enum"] == list(WORKLOAD_KINDS)

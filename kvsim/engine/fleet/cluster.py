@@ -22,6 +22,7 @@ from kvsim.engine.replica import Replica
 from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
 from kvsim.metrics.recorder import Recorder
+from kvsim.scenario import DEFAULT_ROUTER
 from kvsim.workload.request import Request
 
 
@@ -61,14 +62,12 @@ class Cluster:
         # per stage, each pool with its replicas' indices and views (candidates are chosen per pool)
         self._front_pools = self._pools(lambda d: d.role.front)
         self._decode_pools = self._pools(lambda d: not d.role.front)
-        rc = scenario.router
+        rc = DEFAULT_ROUTER if scenario.router is None else scenario.router
         self.router_cfg = rc
         seed = scenario.simulation.seed
-        kw = {} if rc is None else {"load_weight": rc.load_weight, "load_metric": rc.load_metric,
-                                    "store_weight": rc.store_weight}
-        self.router = build_router("round_robin" if rc is None else rc.policy, seed=seed, **kw)
-        self.decode_router = (build_router("least_loaded" if rc is None else rc.decode_policy,
-                                           seed=seed + 1, **kw) if self.decode else None)
+        kw = {"load_weight": rc.load_weight, "load_metric": rc.load_metric, "store_weight": rc.store_weight}
+        self.router = build_router(rc.policy, seed=seed, **kw)
+        self.decode_router = build_router(rc.decode_policy, seed=seed + 1, **kw) if self.decode else None
         self.routed = [0] * len(self.replicas)
 
     # ----------------------------------------------------------------- routing
@@ -134,8 +133,8 @@ class Cluster:
         """meta['fleet']: routers, pools, replicas (with requests routed to each) and the P/D links."""
         rc = self.router_cfg
         out = {
-            "router": "round_robin" if rc is None else rc.policy,
-            "decode_router": (("least_loaded" if rc is None else rc.decode_policy) if self.decode else None),
+            "router": rc.policy,
+            "decode_router": rc.decode_policy if self.decode else None,
             "pools": [d.describe() for d in self.deployments],
             "replicas": [{"index": i, "pool": d.name, "role": d.role.name, "hardware": d.hw.name,
                           "tensor_parallel_size": d.tp, "capacity_blocks": d.num_blocks,

@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from kvsim.engine.fleet.replica_view import ReplicaView
+from kvsim.scenario import DEFAULT_ROUTER
 from kvsim.workload.request import Request
 
 LOAD_METRICS = {
@@ -222,8 +223,9 @@ ROUTER_CLASSES: dict[str, type] = {
 """The router of each kvsim/registry.py ROUTERS name."""
 
 
-def build_router(policy: str, *, seed: int, load_weight: float = 1.0, load_metric: str = "queue",
-                 store_weight: float = 0.5) -> Router:
+def build_router(policy: str, *, seed: int, load_weight: float = DEFAULT_ROUTER.load_weight,
+                 load_metric: str = DEFAULT_ROUTER.load_metric,
+                 store_weight: float = DEFAULT_ROUTER.store_weight) -> Router:
     """The router `policy` names (registry.ROUTERS), given the options it uses; deterministic given seed."""
     cls = ROUTER_CLASSES.get(policy)
     if cls is None:

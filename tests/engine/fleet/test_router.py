@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from kvsim import registry
 from kvsim.engine.fleet.replica_view import ReplicaView
 from kvsim.engine.fleet.router import ROUTER_CLASSES, build_router
 from kvsim.kvcache.view import Hit
+from kvsim.scenario import DEFAULT_ROUTER, RouterConfig
 from kvsim.workload.request import Request
 
 
@@ -57,6 +60,15 @@ def test_router_classes_match_the_registry_and_unknown_names_fail():
         build_router("fastest", seed=1)
     with pytest.raises(ValueError, match="load metric"):
         build_router("least_loaded", seed=1, load_metric="latency")
+
+
+def test_the_default_routers_are_one_router_config():
+    # a scenario without `router` and build_router without options run scenario.DEFAULT_ROUTER
+    assert DEFAULT_ROUTER == RouterConfig() and DEFAULT_ROUTER.policy in registry.ROUTERS
+    opts = inspect.signature(build_router).parameters
+    assert {k: opts[k].default for k in ("load_weight", "load_metric", "store_weight")} == \
+        DEFAULT_ROUTER.model_dump(include={"load_weight", "load_metric", "store_weight"})
+    assert (DEFAULT_ROUTER.policy, DEFAULT_ROUTER.decode_policy) == ("round_robin", "least_loaded")
 
 
 def test_round_robin_cycles_modulo_the_candidates():
