@@ -1,5 +1,5 @@
-"""The scheduler's windowed context sums (kvsim/engine/scheduler.py _join_windows / _leave_windows /
-_cross_windows / _window_figures / context_sums) against brute force, iteration by iteration.
+"""The scheduler's windowed context sums (kvsim/engine/window_sums.py WindowSums: join / leave /
+cross / batch_figures, and Scheduler.context_sums) against brute force, iteration by iteration.
 
 Pinned, for the window caps of SchedulerLimits.windows (here 5 and 12, block size 4):
 - Batch.decode_window_tokens[i] = sum over decoding sequences of min(context, cap_i), where a decoding
