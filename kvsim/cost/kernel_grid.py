@@ -1,0 +1,102 @@
+"""Time of one kernel call read off a measured grid: multilinear interpolation in log space.
+
+A kernel table (kvsim/specs/kernel_tables.py) holds, for one shape class (say decode attention with
+8 query heads, 1 KV head, head_dim 128, bf16), latencies on a rectilinear grid of its size axes (batch x
+context). Between grid points the latency is interpolated linearly in log(latency) over log(axis value):
+a power law between neighbours, exact at every measured point. Along an axis where the kernel can only
+get slower with size (`monotone`), the measured log latencies are first replaced by the nearest
+non-decreasing sequence along each axis (isotonic least squares: a run of points that measured faster
+than the one before is pooled with it), so timing noise never makes a larger batch cheaper. A point
+outside the grid, or one whose cell has an unmeasured corner, has no value (None): the caller falls back
+to its roofline there and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _isotonic(line: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence nearest `line` in least squares (pool adjacent violators), over its
+    measured (non-NaN) entries; NaN entries stay NaN."""
+    out = line.copy()
+    idx = np.flatnonzero(~np.isnan(line))
+    blocks: list[list[float]] = []  # [sum, count]
+    for v in line[idx]:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s, n = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += n
+    fitted = np.concatenate([np.full(int(n), s / n) for s, n in blocks]) if blocks else np.array([])
+    out[idx] = fitted
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class KernelGrid:
+    """`axes[i]`: the sorted values of axis i; `log_latency`: log of seconds at each grid point (NaN where
+    not measured)."""
+
+    names: tuple[str, ...]
+    axes: tuple[np.ndarray, ...]
+    log_latency: np.ndarray
+
+    @classmethod
+    def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True) -> KernelGrid:
+        """The grid of a frame's rows (one row per point; repeated points keep their median)."""
+        axes = tuple(np.unique(rows[a].to_numpy(np.float64)) for a in axis_names)
+        values = np.full(tuple(len(a) for a in axes), np.nan)
+        idx = tuple(np.searchsorted(ax, rows[a].to_numpy(np.float64))
+                    for ax, a in zip(axes, axis_names, strict=True))
+        lat = rows["latency_s"].to_numpy(np.float64)
+        flat = np.ravel_multi_index(idx, values.shape)
+        order = np.argsort(flat, kind="stable")
+        flat, lat = flat[order], lat[order]
+        starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
+        ends = np.r_[starts[1:], len(flat)]
+        values.flat[flat[starts]] = [np.median(lat[s:e]) for s, e in zip(starts, ends, strict=True)]
+        logs = np.log(values)
+        if monotone:
+            for axis in range(logs.ndim):
+                logs = np.apply_along_axis(_isotonic, axis, logs)
+        return cls(axis_names, axes, logs)
+
+    def __call__(self, *point: float) -> float | None:
+        """Seconds at `point` (one value per axis), or None outside the grid or in a cell with a hole."""
+        lo_idx, weights = [], []
+        for ax, x in zip(self.axes, point, strict=True):
+            if x < ax[0] or x > ax[-1]:
+                return None
+            if len(ax) == 1:
+                lo_idx.append(0)
+                weights.append(0.0)
+                continue
+            i = min(int(np.searchsorted(ax, x, side="right")) - 1, len(ax) - 2)
+            a, b = ax[i], ax[i + 1]
+            lo_idx.append(i)
+            weights.append((np.log(x) - np.log(a)) / (np.log(b) - np.log(a)) if a > 0 else
+                           (x - a) / (b - a))
+        total = 0.0
+        for corner in range(1 << len(lo_idx)):
+            w = 1.0
+            at = []
+            for d, (i, t) in enumerate(zip(lo_idx, weights, strict=True)):
+                up = corner >> d & 1
+                if len(self.axes[d]) == 1:
+                    if up:
+                        w = 0.0
+                        break
+                    at.append(0)
+                    continue
+                w *= t if up else 1.0 - t
+                at.append(i + up)
+            if w == 0.0:
+                continue
+            v = self.log_latency[tuple(at)]
+            if np.isnan(v):
+                return None
+            total += w * v
+        return float(np.exp(total))
