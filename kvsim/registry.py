@@ -41,6 +41,8 @@ SCHEDULER_POLICIES = {
 COST_MODELS = {
     "roofline": "memory- or compute-bound terms from datasheet numbers",
     "calibrated": "terms fitted to measured kernels (hardware profile `calibration`), roofline elsewhere",
+    "kernels": "each op read off the device's measured kernel tables (calibration/<profile>/kernels), "
+               "roofline per op elsewhere",
 }
 ROUTERS = {
     "round_robin": "replica i, i+1, ... in arrival order",

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from kvsim.cost.base import CostModel
 from kvsim.cost.calibrated import CalibratedCost
+from kvsim.cost.kernels import KERNEL_DEFAULTS, KernelCost
 from kvsim.cost.roofline import RooflineCost
 from kvsim.errors import KvsimError
 from kvsim.specs.hardware import HardwareSpec
+from kvsim.specs.kernel_tables import has_kernel_tables, kernels_dir, load_kernel_tables
 from kvsim.specs.model import ModelSpec
 
 
@@ -23,4 +25,13 @@ def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_blo
         return roofline
     if c.model == "calibrated":
         return CalibratedCost(model, hw, tp, scenario.kv.dtype, bytes_per_block, roofline)
-    raise KvsimError(f"cost.model: unknown model '{c.model}'; known: roofline, calibrated")
+    if c.model == "kernels":
+        if not has_kernel_tables(hw.name):
+            raise KvsimError(f"cost.model: kernels: hardware profile '{hw.name}' has no kernel tables "
+                             f"({kernels_dir(hw.name)}); use roofline or calibrated")
+        # the overhead terms the scenario leaves unset are this model's own fit (KERNEL_DEFAULTS)
+        own = {k: v for k, v in KERNEL_DEFAULTS.items() if k not in c.model_fields_set}
+        tunables = roofline.tunables() | own
+        return KernelCost(model, hw, tp, scenario.kv.dtype, bytes_per_block, load_kernel_tables(hw.name),
+                          **tunables)
+    raise KvsimError(f"cost.model: unknown model '{c.model}'; known: roofline, calibrated, kernels")

@@ -13,6 +13,8 @@ to its roofline there and says so.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +45,14 @@ class KernelGrid:
     names: tuple[str, ...]
     axes: tuple[np.ndarray, ...]
     log_latency: np.ndarray
+    axes_list: tuple[list[float], ...] = ()
+    log_axes: tuple[list[float], ...] = ()
+    values: list = None  # log_latency as nested lists (plain floats: read per lookup)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes_list", tuple(a.tolist() for a in self.axes))
+        object.__setattr__(self, "log_axes", tuple(np.log(np.maximum(a, 1e-300)).tolist() for a in self.axes))
+        object.__setattr__(self, "values", self.log_latency.tolist())
 
     @classmethod
     def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True) -> KernelGrid:
@@ -67,36 +77,35 @@ class KernelGrid:
     def __call__(self, *point: float) -> float | None:
         """Seconds at `point` (one value per axis), or None outside the grid or in a cell with a hole."""
         lo_idx, weights = [], []
-        for ax, x in zip(self.axes, point, strict=True):
+        for ax, lax, x in zip(self.axes_list, self.log_axes, point, strict=True):
             if x < ax[0] or x > ax[-1]:
                 return None
-            if len(ax) == 1:
+            n = len(ax)
+            if n == 1:
                 lo_idx.append(0)
                 weights.append(0.0)
                 continue
-            i = min(int(np.searchsorted(ax, x, side="right")) - 1, len(ax) - 2)
-            a, b = ax[i], ax[i + 1]
+            i = min(bisect_right(ax, x) - 1, n - 2)
+            a = ax[i]
             lo_idx.append(i)
-            weights.append((np.log(x) - np.log(a)) / (np.log(b) - np.log(a)) if a > 0 else
-                           (x - a) / (b - a))
+            weights.append((math.log(x) - lax[i]) / (lax[i + 1] - lax[i]) if a > 0 else
+                           (x - a) / (ax[i + 1] - a))
+        values = self.values
         total = 0.0
         for corner in range(1 << len(lo_idx)):
             w = 1.0
-            at = []
-            for d, (i, t) in enumerate(zip(lo_idx, weights, strict=True)):
+            v = values
+            for d, i in enumerate(lo_idx):
                 up = corner >> d & 1
-                if len(self.axes[d]) == 1:
-                    if up:
-                        w = 0.0
-                        break
-                    at.append(0)
-                    continue
+                if up and len(self.axes_list[d]) == 1:
+                    w = 0.0
+                    break
+                t = weights[d]
                 w *= t if up else 1.0 - t
-                at.append(i + up)
+                v = v[i + up]
             if w == 0.0:
                 continue
-            v = self.log_latency[tuple(at)]
-            if np.isnan(v):
+            if v != v:
                 return None
             total += w * v
-        return float(np.exp(total))
+        return math.exp(total)

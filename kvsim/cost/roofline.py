@@ -117,6 +117,13 @@ class RooflineCost:
             "allreduce_bandwidth": self.ic_bw if tp > 1 else None,
         }
 
+    def tunables(self) -> dict[str, float]:
+        """The constructor's keyword arguments this model was built with (for a model built on it)."""
+        keys = ("iteration_overhead_s", "gemm_efficiency_max", "gemm_efficiency_m_half",
+                "bandwidth_efficiency", "attention_efficiency", "layer_overhead_s", "eager_layer_overhead_s",
+                "seq_overhead_s")
+        return {k: self._params[k] for k in keys}
+
     def linear_time(self, tokens: int) -> float:
         if tokens <= 0:
             return 0.0

@@ -1,0 +1,280 @@
+"""Kernel cost model (`cost.model: kernels`): the forward pass timed from a device's measured kernel
+tables (kvsim/specs/kernel_tables.py, read off grids by kvsim/cost/kernel_grid.py), the roofline per op
+where no table reaches.
+
+Per iteration, on each GPU, for a model of full-attention layers (dense, or MoE on the roofline's linear
+term):
+
+- linear layers (a GEMM wider than the measured grid is timed as the fewest equal GEMMs of its columns that
+  fit, e.g. a 128k-vocabulary lm_head as two): per layer the GEMMs qkv (n = (q + 2 kv heads) x head_dim /
+  tp, k = hidden), o (n = hidden, k = q heads x head_dim / tp), gate_up (n = 2 x intermediate / tp, k =
+  hidden) and down (n = hidden, k = intermediate / tp) at m = the batch's tokens, times the layers, plus
+  lm_head (n = vocab / tp, k = hidden) at m = the batch's sequences (logits of their last tokens only), at
+  the weights' dtype (bf16 -> bfloat16, fp8 -> fp8). The sum is taken at each measured m and interpolated in
+  log-log between (one lookup per iteration).
+- decode attention: the table's shape class of (q heads / tp, KV heads / tp, head_dim, KV dtype, full
+  attention) at batch = decode sequences and context = the batch's mean context, times the layers. A
+  ragged batch is costed as `decode_seqs` sequences of its mean context: the scheduler keeps only the sums
+  (Batch.decode_context_tokens), and a paged decode kernel's time follows the KV it reads (the total) and
+  the sequences it launches for.
+- prefill attention: at batch = prefill sequences and tokens = L with L (L + 1) / 2 = the batch's causal
+  (query, key) pairs per sequence (Batch.prefill_attn_pairs: a chunk after a cached prefix has the pairs
+  of a longer prompt), times the layers: the table's prompts are whole (no prefix).
+- all-reduce (tp > 1): 2 per layer of tokens x hidden bf16 values, vLLM's custom all-reduce (its CUDA
+  graph variant for decode-only batches the roofline replays as graphs, eager otherwise).
+
+An op outside its table (a size beyond the measured grid, a shape class not measured, a layer kind or
+dtype the tables lack) takes the roofline's term for it; `describe()` (summary.json's `cost_model`)
+says which ops are on the tables, why the others are not, and for how many iterations each op fell back.
+The overhead terms (fixed, per layer, per sequence) and everything else (swap, copies, sparsity traffic,
+prefetch overlap) are the roofline's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kvsim.cost.batch import Batch
+from kvsim.cost.kernel_grid import KernelGrid
+from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
+from kvsim.specs.hardware import HardwareSpec
+from kvsim.specs.kernel_tables import KernelTables
+from kvsim.specs.model import ModelSpec
+
+KERNEL_ITERATION_OVERHEAD_S = 0.0
+KERNEL_LAYER_OVERHEAD_S = 5.81e-5
+"""The overhead terms of this model where the scenario sets none (`cost.iteration_overhead_s`,
+`cost.layer_overhead_s`): fitted (non-negative least squares on relative error, the per-sequence term
+held at the roofline's 1e-5 s) to the four vLLM CI latency runs on H100 and H200 the roofline's are fitted
+to (kvsim/cost/published_runs.yaml); the tables' kernels carry their own launch time, so less is left
+per layer than the roofline's 7.2e-5 s. docs/cost_model.md gives the fit and the held-out A100 runs."""
+KERNEL_EAGER_LAYER_OVERHEAD_S = KERNEL_LAYER_OVERHEAD_S + 2.8e-5
+"""Eager batches: the graph term plus the roofline's estimate of the CPU launches (1.0e-4 - 7.2e-5 s)."""
+KERNEL_DEFAULTS = {"iteration_overhead_s": KERNEL_ITERATION_OVERHEAD_S,
+                   "layer_overhead_s": KERNEL_LAYER_OVERHEAD_S,
+                   "eager_layer_overhead_s": KERNEL_EAGER_LAYER_OVERHEAD_S}
+GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+"""Weight dtypes (ModelSpec.weight_dtype) -> the gemm table's dtype (fp16 runs as bf16 would)."""
+OPS = ("linear", "decode_attention", "prefill_attention", "allreduce")
+
+
+class _Curve:
+    """A sum of kernels read at each measured size m, interpolated in log-log between (None outside)."""
+
+    __slots__ = ("lo", "hi", "log_m", "log_t")
+
+    def __init__(self, m: np.ndarray, seconds: np.ndarray) -> None:
+        self.lo, self.hi = float(m[0]), float(m[-1])
+        self.log_m = np.log(m)
+        self.log_t = np.log(seconds)
+
+    def __call__(self, x: float) -> float | None:
+        if x < self.lo or x > self.hi:
+            return None
+        return math.exp(float(np.interp(math.log(x), self.log_m, self.log_t)))
+
+
+def _kv_table_dtype(kv_dtype: str, weight_dtype: str) -> str | None:
+    if kv_dtype.startswith("fp8"):
+        return "fp8"
+    if kv_dtype in ("bf16", "fp16", "bfloat16", "float16") or (kv_dtype == "auto"
+                                                                 and weight_dtype in ("bf16", "fp16")):
+        return "bfloat16"
+    return None
+
+
+def _pick_kernel(df) -> str:
+    """The kernel with the most rows (ties: the first name), deterministic."""
+    counts = df.groupby("kernel").size()
+    return str(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
+
+
+class KernelCost(RooflineCost):
+    """Iteration time from the device's kernel tables (module docstring), the roofline's elsewhere."""
+
+    name = "kernels"
+
+    def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, bytes_per_block: float,
+                 tables: KernelTables, **roofline: float) -> None:
+        super().__init__(model, hw, tp, kv_dtype, bytes_per_block, **roofline)
+        self.tables = tables
+        self.why: dict[str, str] = {}
+        """Op -> why it is on the roofline (ops on the tables are absent)."""
+        self.fallback_iterations = dict.fromkeys(OPS, 0)
+        self.kernels: dict[str, str] = {}
+        full = not self.attn.grouped and model.attention in ("mha", "gqa", "mqa")
+        self._linear, self._lm_head = self._linear_curves(model, tp)
+        self._decode = self._attention_grid(model, tp, kv_dtype, "decode_attention", ("batch", "context"),
+                                            full)
+        self._prefill = self._attention_grid(model, tp, kv_dtype, "prefill_attention", ("batch", "tokens"),
+                                             full)
+        self._ar = self._allreduce_grids(tp)
+        self._hidden = model.hidden_size
+        self._linear_memo: dict[tuple[int, int], float] = {}
+
+    # ----------------------------------------------------------------- building the grids
+    def _linear_curves(self, model: ModelSpec, tp: int) -> tuple[_Curve | None, _Curve | None]:
+        dtype = GEMM_DTYPES.get(model.weight_dtype)
+        if model.is_moe:
+            self.why["linear"] = "MoE layers are timed by the roofline in this version"
+            return None, None
+        if dtype is None or "gemm" not in self.tables:
+            self.why["linear"] = f"no gemm table for weight dtype {model.weight_dtype}"
+            return None, None
+        df = self.tables["gemm"]
+        df = df[df["dtype"] == dtype]
+        if not len(df):
+            self.why["linear"] = f"the gemm table has no {dtype} rows"
+            return None, None
+        self.kernels["linear"] = ", ".join(sorted(df["kernel"].unique()))
+        grid = KernelGrid.from_rows(df, ("m", "n", "k"))
+        q, kv, hd, h, inter = (model.num_attention_heads, model.num_kv_heads, model.head_dim,
+                               model.hidden_size, model.intermediate_size)
+        n_max = float(grid.axes[1][-1])
+
+        def split(n: int, k: int) -> tuple[int, int, int]:
+            """(n, k, count): a GEMM wider than the grid as `count` equal GEMMs of its columns."""
+            pieces = max(1, math.ceil(n / n_max))
+            return -(-n // pieces), k, pieces
+
+        layer_ops = [split(n, k) for n, k in ((((q + 2 * kv) * hd) // tp, h), (h, q * hd // tp),
+                                              (2 * inter // tp, h), (h, inter // tp))]
+        ms = grid.axes[0]
+
+        def curve(ops: list[tuple[int, int, int]], times: int) -> _Curve | None:
+            keep_m, keep_t = [], []
+            for m in ms:
+                parts = [grid(m, n, k) for n, k, _ in ops]
+                if all(p is not None for p in parts):
+                    keep_m.append(m)
+                    keep_t.append(times * sum(p * c for p, (_, _, c) in zip(parts, ops, strict=True)))
+            return _Curve(np.array(keep_m), np.array(keep_t)) if len(keep_m) >= 2 else None
+
+        layers = curve(layer_ops, model.num_layers)
+        head = curve([split(model.vocab_size // tp, h)], 1)
+        if layers is None or head is None:
+            self.why["linear"] = "the model's GEMM shapes (n, k) lie outside the measured gemm grid"
+            return None, None
+        return layers, head
+
+    def _attention_grid(self, model: ModelSpec, tp: int, kv_dtype: str, table: str, axes: tuple[str, str],
+                        full: bool) -> KernelGrid | None:
+        if not full:
+            self.why[table] = "the model has sliding, MLA, state or compressed layers (roofline terms)"
+            return None
+        kvd = _kv_table_dtype(kv_dtype, model.weight_dtype)
+        if table not in self.tables or kvd is None:
+            self.why[table] = f"no {table} table for KV dtype {kv_dtype}"
+            return None
+        df = self.tables[table]
+        q, kv = model.num_attention_heads // tp, max(1, model.num_kv_heads // tp)
+        sel = df[(df["q_heads"] == q) & (df["kv_heads"] == kv) & (df["head_dim"] == model.head_dim)
+                 & (df["kv_dtype"] == kvd) & (df["window"] == 0)]
+        if "prefix" in sel.columns:
+            sel = sel[sel["prefix"] == 0]
+        if not len(sel):
+            self.why[table] = (f"no measured shape class of {q} query heads, {kv} KV heads, head_dim "
+                               f"{model.head_dim}, {kvd} KV per GPU")
+            return None
+        kernel = _pick_kernel(sel)
+        self.kernels[table] = kernel
+        return KernelGrid.from_rows(sel[sel["kernel"] == kernel], axes)
+
+    def _allreduce_grids(self, tp: int) -> dict[str, KernelGrid] | None:
+        if tp == 1:
+            return None
+        if "allreduce" not in self.tables:
+            self.why["allreduce"] = "no allreduce table"
+            return None
+        df = self.tables["allreduce"]
+        df = df[(df["gpus"] == tp) & (df["dtype"] == "bfloat16")]
+        grids = {b: KernelGrid.from_rows(g, ("elements",)) for b, g in df.groupby("backend")}
+        if not {"vllm_graph", "vllm_eager"} <= set(grids):
+            self.why["allreduce"] = f"no custom all-reduce measured over {tp} GPUs"
+            return None
+        self.kernels["allreduce"] = "vLLM custom all-reduce (graph / eager)"
+        return grids
+
+    # ----------------------------------------------------------------- timing
+    def _fell_back(self, op: str) -> None:
+        self.fallback_iterations[op] += 1
+
+    def linear_kernel_time(self, tokens: int, seqs: int) -> float:
+        if tokens <= 0:
+            return 0.0
+        key = (tokens, seqs)
+        t = self._linear_memo.get(key)
+        if t is None:
+            t = self._linear_memo[key] = self._linear_uncached(tokens, seqs)
+        if t < 0:
+            self._fell_back("linear")
+            return -t
+        return t
+
+    def _linear_uncached(self, tokens: int, seqs: int) -> float:
+        """The linear layers' time, negated when it is the roofline's (the table did not reach)."""
+        if self._linear is not None:
+            body, head = self._linear(tokens), self._lm_head(max(1, seqs))
+            if body is not None and head is not None:
+                return body + head
+        return -self.linear_time(tokens)
+
+    def allreduce_kernel_time(self, tokens: int, graph: bool) -> float:
+        if self.tp == 1 or tokens <= 0:
+            return 0.0
+        if self._ar is not None:
+            t = self._ar["vllm_graph" if graph else "vllm_eager"](tokens * self._hidden)
+            if t is not None:
+                return 2 * self.layers * t
+        self._fell_back("allreduce")
+        return self.allreduce_time(tokens)
+
+    def decode_kernel_time(self, batch: Batch) -> float:
+        b = batch.decode_seqs
+        if self._decode is not None:
+            t = self._decode(b, batch.decode_context_tokens / b)
+            if t is not None:
+                return self.layers * t
+        self._fell_back("decode_attention")
+        return self.attn.decode_bytes(batch) / self.bw
+
+    def prefill_kernel_time(self, batch: Batch) -> float:
+        s = batch.prefill_seqs
+        if self._prefill is not None and s:
+            per_seq = batch.prefill_attn_pairs / s
+            length = (math.sqrt(8 * per_seq + 1) - 1) / 2
+            t = self._prefill(s, max(1.0, length))
+            if t is not None:
+                return self.layers * t
+        self._fell_back("prefill_attention")
+        return self.attn.prefill_flops(batch) / (self.flops * self.e_attn)
+
+    def forward_time(self, batch: Batch) -> float:
+        tokens = batch.prefill_tokens + batch.decode_seqs
+        graph = not batch.prefill_tokens and batch.decode_seqs <= CUDA_GRAPH_MAX_SEQS
+        t = (self.layer_overhead_time(batch) + self.linear_kernel_time(tokens, batch.prefill_seqs
+                                                                       + batch.decode_seqs)
+             + self.allreduce_kernel_time(tokens, graph))
+        if batch.prefill_tokens:
+            t += self.prefill_kernel_time(batch)
+        if batch.decode_seqs:
+            t += self.decode_kernel_time(batch)
+        return t
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        prov = self.tables.provenance
+        out.update({
+            "model": self.name,
+            "kernel_tables": {"profile": self.tables.profile, "project": prov.get("project"),
+                              "commit": prov.get("commit")},
+            "ops_on_tables": sorted(op for op in OPS if op not in self.why and not (op == "allreduce"
+                                                                                    and self.tp == 1)),
+            "ops_on_roofline": dict(sorted(self.why.items())),
+            "kernels": dict(sorted(self.kernels.items())),
+            "roofline_fallback_iterations": dict(self.fallback_iterations),
+        })
+        return out
