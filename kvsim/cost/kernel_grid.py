@@ -76,6 +76,8 @@ class KernelGrid:
 
     def __call__(self, *point: float) -> float | None:
         """Seconds at `point` (one value per axis), or None outside the grid or in a cell with a hole."""
+        if len(point) == 2 and len(self.axes_list[0]) > 1 and len(self.axes_list[1]) > 1:
+            return self.at2(point[0], point[1])
         lo_idx, weights = [], []
         for ax, lax, x in zip(self.axes_list, self.log_axes, point, strict=True):
             if x < ax[0] or x > ax[-1]:
@@ -108,4 +110,29 @@ class KernelGrid:
             if v != v:
                 return None
             total += w * v
+        return math.exp(total)
+
+    def at2(self, x: float, y: float) -> float | None:
+        """__call__ for a grid of two axes of at least two values each (decode and prefill attention:
+        once per iteration), unrolled."""
+        ax, ay = self.axes_list
+        if x < ax[0] or x > ax[-1] or y < ay[0] or y > ay[-1]:
+            return None
+        lx, ly = self.log_axes
+        i = bisect_right(ax, x) - 1
+        if i > len(ax) - 2:
+            i = len(ax) - 2
+        j = bisect_right(ay, y) - 1
+        if j > len(ay) - 2:
+            j = len(ay) - 2
+        tx = (math.log(x) - lx[i]) / (lx[i + 1] - lx[i]) if ax[i] > 0 else (x - ax[i]) / (ax[i + 1] - ax[i])
+        ty = (math.log(y) - ly[j]) / (ly[j + 1] - ly[j]) if ay[j] > 0 else (y - ay[j]) / (ay[j + 1] - ay[j])
+        r0, r1 = self.values[i], self.values[i + 1]
+        total = 0.0
+        for w, v in (((1 - tx) * (1 - ty), r0[j]), ((1 - tx) * ty, r0[j + 1]), (tx * (1 - ty), r1[j]),
+                     (tx * ty, r1[j + 1])):
+            if w:
+                if v != v:
+                    return None
+                total += w * v
         return math.exp(total)

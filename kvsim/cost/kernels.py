@@ -112,6 +112,8 @@ class KernelCost(RooflineCost):
         self._prefill = self._attention_grid(model, tp, kv_dtype, "prefill_attention", ("batch", "tokens"),
                                              full)
         self._ar = self._allreduce_grids(tp)
+        two_axes = self._decode is not None and min(map(len, self._decode.axes)) > 1
+        self._decode_at = self._decode.at2 if two_axes else self._decode
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
 
@@ -235,7 +237,7 @@ class KernelCost(RooflineCost):
     def decode_kernel_time(self, batch: Batch) -> float:
         b = batch.decode_seqs
         if self._decode is not None:
-            t = self._decode(b, batch.decode_context_tokens / b)
+            t = self._decode_at(b, batch.decode_context_tokens / b)
             if t is not None:
                 return self.layers * t
         self._fell_back("decode_attention")
@@ -254,10 +256,14 @@ class KernelCost(RooflineCost):
 
     def forward_time(self, batch: Batch) -> float:
         tokens = batch.prefill_tokens + batch.decode_seqs
-        graph = not batch.prefill_tokens and batch.decode_seqs <= CUDA_GRAPH_MAX_SEQS
-        t = (self.layer_overhead_time(batch) + self.linear_kernel_time(tokens, batch.prefill_seqs
-                                                                       + batch.decode_seqs)
-             + self.allreduce_kernel_time(tokens, graph))
+        seqs = batch.prefill_seqs + batch.decode_seqs
+        linear = self._linear_memo.get((tokens, seqs))  # (inline: once per iteration)
+        if linear is None or linear < 0:
+            linear = self.linear_kernel_time(tokens, seqs)
+        t = self.layer_overhead_time(batch) + linear
+        if self.tp > 1:
+            t += self.allreduce_kernel_time(tokens, not batch.prefill_tokens
+                                            and batch.decode_seqs <= CUDA_GRAPH_MAX_SEQS)
         if batch.prefill_tokens:
             t += self.prefill_kernel_time(batch)
         if batch.decode_seqs:
