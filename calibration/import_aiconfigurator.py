@@ -53,6 +53,8 @@ def convert(path: Path, spec) -> tuple[pd.DataFrame, dict]:
     df = pd.read_parquet(path)
     constant = {c: str(df[c].iloc[0]) for c in ("framework", "version", "device", "op_name")
                 if c in df.columns and df[c].nunique() == 1}
+    if "version" in df.columns and "version" not in constant:  # (a table merged from several runs)
+        constant["version"] = ", ".join(sorted(df["version"].astype(str).unique(), key=_version_key))
     keep = {src: dst for src, dst in spec.source_columns.items() if src in df.columns}
     dropped = [c for c in df.columns if c not in keep and c not in constant and c != "latency"]
     varying = [c for c in dropped if df[c].nunique() > 1]
