@@ -13,8 +13,10 @@ term):
   the weights' dtype (bf16 -> bfloat16, fp8 -> fp8). The sum is taken at each measured m and interpolated in
   log-log between (one lookup per iteration).
 - decode attention: the table's shape class of (q heads / tp, KV heads / tp, head_dim, KV dtype, full
-  attention) at batch = decode sequences and context = the batch's mean context, times the layers. A
-  ragged batch is costed as `decode_seqs` sequences of its mean context: the scheduler keeps only the sums
+  attention; a model with more KV heads than any measured class of its query heads, e.g. MHA, takes the
+  class with the most KV heads below and scales the time by the ratio: decode reads every head's KV) at
+  batch = decode sequences and context = the batch's mean context, times the layers. A ragged batch is
+  costed as `decode_seqs` sequences of its mean context: the scheduler keeps only the sums
   (Batch.decode_context_tokens), and a paged decode kernel's time follows the KV it reads (the total) and
   the sequences it launches for.
 - prefill attention: at batch = prefill sequences and tokens = L with L (L + 1) / 2 = the batch's causal
@@ -105,6 +107,8 @@ class KernelCost(RooflineCost):
         """Op -> why it is on the roofline (ops on the tables are absent)."""
         self.fallback_iterations = dict.fromkeys(OPS, 0)
         self.kernels: dict[str, str] = {}
+        self.scale = {"decode_attention": 1.0, "prefill_attention": 1.0}
+        """Attention tables measured at fewer KV heads than the model's (MHA): the decode time's factor."""
         full = not self.attn.grouped and model.attention in ("mha", "gqa", "mqa")
         self._linear, self._lm_head = self._linear_curves(model, tp)
         self._decode = self._attention_grid(model, tp, kv_dtype, "decode_attention", ("batch", "context"),
@@ -112,6 +116,7 @@ class KernelCost(RooflineCost):
         self._prefill = self._attention_grid(model, tp, kv_dtype, "prefill_attention", ("batch", "tokens"),
                                              full)
         self._ar = self._allreduce_grids(tp)
+        self._decode_scale = self.scale["decode_attention"]
         two_axes = self._decode is not None and min(map(len, self._decode.axes)) > 1
         self._decode_at = self._decode.at2 if two_axes else self._decode
         self._hidden = model.hidden_size
@@ -173,16 +178,25 @@ class KernelCost(RooflineCost):
             return None
         df = self.tables[table]
         q, kv = model.num_attention_heads // tp, max(1, model.num_kv_heads // tp)
-        sel = df[(df["q_heads"] == q) & (df["kv_heads"] == kv) & (df["head_dim"] == model.head_dim)
-                 & (df["kv_dtype"] == kvd) & (df["window"] == 0)]
-        if "prefix" in sel.columns:
-            sel = sel[sel["prefix"] == 0]
-        if not len(sel):
+        cls = df[(df["q_heads"] == q) & (df["head_dim"] == model.head_dim) & (df["kv_dtype"] == kvd)
+                 & (df["window"] == 0)]
+        if "prefix" in cls.columns:
+            cls = cls[cls["prefix"] == 0]
+        measured = sorted(int(k) for k in cls["kv_heads"].unique() if k <= kv)
+        if not measured:
             self.why[table] = (f"no measured shape class of {q} query heads, {kv} KV heads, head_dim "
                                f"{model.head_dim}, {kvd} KV per GPU")
             return None
+        kv_m = measured[-1]
+        sel = cls[cls["kv_heads"] == kv_m]
         kernel = _pick_kernel(sel)
-        self.kernels[table] = kernel
+        # decode reads every KV head's cache: time scales with the KV heads; prefill's FLOPs follow the
+        # query heads, the same in both
+        scale = kv / kv_m if table == "decode_attention" else 1.0
+        self.scale[table] = scale
+        self.kernels[table] = kernel if kv_m == kv else (
+            f"{kernel} (measured at {kv_m} KV heads, x{scale:g} for {kv})" if scale != 1.0
+            else f"{kernel} (measured at {kv_m} KV heads, for {kv})")
         return KernelGrid.from_rows(sel[sel["kernel"] == kernel], axes)
 
     def _allreduce_grids(self, tp: int) -> dict[str, KernelGrid] | None:
@@ -239,7 +253,7 @@ class KernelCost(RooflineCost):
         if self._decode is not None:
             t = self._decode_at(b, batch.decode_context_tokens / b)
             if t is not None:
-                return self.layers * t
+                return self.layers * self._decode_scale * t
         self._fell_back("decode_attention")
         return self.attn.decode_bytes(batch) / self.bw
 

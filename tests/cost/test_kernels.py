@@ -89,12 +89,20 @@ def test_outside_the_tables_an_op_takes_the_roofline_and_is_counted():
 
 def test_a_shape_class_not_measured_is_on_the_roofline_and_says_why():
     t = _tables()
-    t.tables["decode_attention"]["kv_heads"] = 4
-    c = _cost(t)
-    d = c.describe()
+    t.tables["decode_attention"]["q_heads"] = 16
+    d = _cost(t).describe()
     assert "decode_attention" not in d["ops_on_tables"]
     assert d["ops_on_roofline"]["decode_attention"].startswith(
         "no measured shape class of 32 query heads, 8 KV")
+
+
+def test_more_kv_heads_than_measured_scale_the_decode_time():
+    t = _tables()
+    t.tables["decode_attention"]["kv_heads"] = 4  # the model has 8: twice the KV to read
+    c = _cost(t)
+    b = Batch(num_seqs=64, decode_seqs=64, decode_context_tokens=64 * 4096)
+    assert c.decode_kernel_time(b) == pytest.approx(2 * 32 * 2e-6 * 64 * (1 + 4096 / 1000))
+    assert c.describe()["kernels"]["decode_attention"] == "fa (measured at 4 KV heads, x2 for 8)"
 
 
 def test_factory_refuses_a_profile_without_tables(tmp_path):
