@@ -513,9 +513,17 @@ def calibrate(
     threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads on a CPU device."),
     nice: int = typer.Option(0, "--nice", min=-20, max=19, help="Add to the measuring process's nice"
                              " value (e.g. -10, as root, on a shared CPU)."),
+    tables: bool = typer.Option(False, "--tables", help="Print PROFILE's measured kernel tables"
+                                " (calibration/PROFILE/kernels), their held-out accuracy and, with"
+                                " --measurements, those measurements against them. Writes nothing."),
 ) -> None:
     """Time attention, GEMM and copy kernels and fit the cost model; write the measurements and the fitted
     profile to OUT, and with --install make them the shipped calibration."""
+    if tables:
+        from kvsim.calibrate.tables import main_tables
+
+        code = _guard(lambda: main_tables(profile, measurements, lambda m: console.print(printable(m))))
+        raise typer.Exit(code=code or 0)
     from kvsim.calibrate.command import main as calibrate_main
 
     code = _guard(lambda: calibrate_main(profile, device, model, grid, budget_s, kernel, fit_only, check,

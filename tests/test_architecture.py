@@ -59,7 +59,7 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                     "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost
-    "kvsim.calibrate": {E, IN, OF, "kvsim.specs"},
+    "kvsim.calibrate": {E, IN, OF, "kvsim.specs", "kvsim.cost.kernel_grid", "kvsim.cost.kernel_heldout"},
     # the Python API (kvsim.run, compare, sweep, plan): what the commands use, the command line excepted;
     # the root package loads it lazily
     "kvsim.api": {E, IN, SC, "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.sweep"},

@@ -1,0 +1,62 @@
+"""`kvsim calibrate --tables` (kvsim/calibrate/tables.py): kvsim's own measurements matched to the kernel
+tables by hand, the report, and its errors."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from kvsim.calibrate.tables import compare_with_tables, comparison_summary
+from kvsim.cli import app
+from kvsim.specs.kernel_tables import KernelTables
+
+
+def _tables() -> KernelTables:
+    decode = pd.DataFrame([{"kernel": "fa", "batch": b, "context": c, "query": 1, "q_heads": 32,
+                            "kv_heads": 8, "head_dim": 64, "dtype": "bfloat16", "kv_dtype": "bfloat16",
+                            "window": 0, "latency_s": 1e-6 * b * (c + 1)}
+                           for b in (1, 4) for c in (63, 1023)])
+    prefill = pd.DataFrame([{"kernel": "fa", "batch": b, "tokens": t, "prefix": 0, "q_heads": 32,
+                             "kv_heads": 8, "head_dim": 64, "dtype": "bfloat16", "kv_dtype": "bfloat16",
+                             "window": 0, "latency_s": 2e-6 * b * t} for b in (1, 4) for t in (16, 512)])
+    gemm = pd.DataFrame([{"kernel": "k", "dtype": "bfloat16", "m": m, "n": n, "k": k,
+                          "latency_s": 1e-9 * m * n}
+                         for m in (1, 64) for n in (1024, 4096) for k in (1024, 4096)])
+    return KernelTables("t", {"decode_attention": decode, "prefill_attention": prefill, "gemm": gemm},
+                        {"project": "p", "commit": "c", "tables": {}})
+
+
+def test_measurements_matched_to_the_tables_by_hand():
+    rows = pd.DataFrame([
+        # batch 4 of 1024 tokens attended each -> the table's context 1023: 1e-6 x 4 x 1024
+        {"kernel": "paged_decode_triton", "dtype": "bf16", "batch": 4, "ctx_kind": "uniform",
+         "ctx_total": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 64, "median_s": 2 * 4.096e-3},
+        {"kernel": "paged_decode_triton", "dtype": "bf16", "batch": 4, "ctx_kind": "skewed",
+         "ctx_total": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 64,
+         "median_s": 1.0},  # skewed contexts: not matched
+        {"kernel": "prefill_torch", "dtype": "bf16", "batch": 1, "chunk": 512, "prefix": 0, "q_heads": 32,
+         "kv_heads": 8, "head_dim": 64, "median_s": 0.5 * 1.024e-3},
+        {"kernel": "gemm_torch", "dtype": "bf16", "m": 64, "n": 4096, "k": 1024, "shape": "o",
+         "median_s": 64 * 4096 * 1e-9},
+        {"kernel": "gemm_torch", "dtype": "bf16", "m": 128, "n": 4096, "k": 1024, "shape": "o",
+         "median_s": 1.0},  # m beyond the grid
+    ])
+    cmp, unmatched = compare_with_tables(rows, _tables())
+    assert unmatched == 1
+    assert cmp["family"].tolist() == ["decode", "prefill", "gemm"]
+    assert cmp["ratio"].tolist() == pytest.approx([2.0, 0.5, 1.0])
+    assert cmp["shape"].tolist()[2] == "o m=64 n=4096 k=1024"
+    summary = {s["family"]: s for s in comparison_summary(cmp)}
+    assert summary["gemm"]["within_10pct"] == 1.0 and summary["decode"]["median_ratio"] == pytest.approx(2.0)
+
+
+def test_the_command_reports_the_shipped_tables_and_refuses_a_profile_without():
+    runner = CliRunner()
+    ok = runner.invoke(app, ["calibrate", "--tables", "--profile", "h200"])
+    assert ok.exit_code == 0, ok.output
+    assert "kernel tables of h200: NVIDIA AIConfigurator" in ok.output and "decode_attention" in ok.output
+    bad = runner.invoke(app, ["calibrate", "--tables", "--profile", "mi300x"])
+    assert bad.exit_code != 0
+    assert "hardware profile 'mi300x' has no kernel tables" in bad.output
+    assert "Traceback" not in bad.output
