@@ -52,7 +52,6 @@ is GiB per GPU, as kv.swap_space_gb is."""
 NOT_MODELLED: dict[str, str] = {
     "pipeline_parallel_size": "pipeline parallelism",
     "enforce_eager": "eager launches: the cost model charges cost.eager_layer_overhead_s to prefill batches",
-    "quantization": "weight quantization methods (a model's weight_dtype sets its weight bytes)",
     "cpu_offload_gb": "weight offload to CPU",
     "speculative_config": "speculative decoding",
     "enable_lora": "LoRA adapters",

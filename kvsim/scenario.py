@@ -39,6 +39,7 @@ from kvsim.registry import (
     TIER_STORE,
 )
 from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict, check_slo
+from kvsim.specs.dtypes import QUANTIZATION
 from kvsim.specs.kv_precision import schema_kv_dtype
 from kvsim.workload.config import WorkloadConfig
 
@@ -62,6 +63,7 @@ TierStore = Literal[tuple(TIER_STORE)]
 TierLoad = Literal[tuple(TIER_LOAD)]
 RouterName = Literal[tuple(ROUTERS)]
 ReplicaRole = Literal[tuple(REPLICA_ROLES)]
+Quantization = Literal[tuple(QUANTIZATION)]
 TransferMode = Literal[tuple(KV_TRANSFER_MODES)]
 MAX_TIER_GB = 1e9
 """A tier of at most 10^9 GB (an exabyte)."""
@@ -297,6 +299,11 @@ class Scenario(Strict):
 
     name: str = Field(default="default", max_length=256)
     model: str | dict[str, Any] = "llama-3-8b"
+    quantization: Quantization | None = None
+    """The weights' format, vLLM's `--quantization` by the format it stores: none, fp8, fp8_block (FP8
+    with 128 x 128 block scales), nvfp4 or mxfp4; unset: the model's own (its config's
+    quantization_config or dtype). Sets the weight bytes (so the KV capacity) and the GEMMs' precision;
+    the KV dtype is kv.dtype's."""
     hardware: str | dict[str, Any] = "h100-sxm"
     parallelism: Parallelism = Field(default_factory=Parallelism)
     kv: KVConfig = Field(default_factory=KVConfig)

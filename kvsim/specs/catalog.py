@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kvsim.specs.dtypes import QUANTIZATION
 from kvsim.specs.hf_config import spec_from_hf_config
 from kvsim.specs.model import ModelSpec
 
@@ -184,3 +185,14 @@ def spec_from_dict(data: dict[str, Any], source: str) -> ModelSpec:
 
 __all__ = ["CATALOG", "get_model", "list_models", "lookup", "known_names", "spec_from_dict",
            "spec_from_hf_config"]
+
+
+def with_quantization(model: ModelSpec, quantization: str | None) -> ModelSpec:
+    """`model` with the weight dtype of a scenario's `quantization` (kvsim/specs/dtypes.py QUANTIZATION;
+    none: bf16, unless the model's weights are already unquantized); unchanged when it is None."""
+    if quantization is None:
+        return model
+    dtype = QUANTIZATION[quantization]
+    if dtype is None:
+        dtype = model.weight_dtype if model.weight_dtype in ("fp32", "fp16", "bf16") else "bf16"
+    return replace(model, weight_dtype=dtype)

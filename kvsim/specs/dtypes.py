@@ -14,9 +14,24 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1,
     "int4": 0.5,
     "mxfp4": 0.53125,
+    "nvfp4": 0.5625,
+    "fp8_block": 1.0,
 }
 """mxfp4 (OCP microscaling FP4, as gpt-oss and DeepSeek-V4 store their MoE experts): 4-bit E2M1 values
-plus one 8-bit E8M0 scale per 32 values = 4.25 bits."""
+plus one 8-bit E8M0 scale per 32 values = 4.25 bits. nvfp4 (NVIDIA FP4): 4-bit E2M1 values plus one FP8
+E4M3 scale per 16 values = 4.5 bits (the per-tensor FP32 scale is negligible). fp8_block: FP8 values with
+one FP32 scale per 128 x 128 block (DeepSeek-V3's format), 1 byte per value to 0.03%."""
+
+QUANTIZATION: dict[str, str | None] = {
+    "none": None,
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "nvfp4": "nvfp4",
+    "mxfp4": "mxfp4",
+}
+"""The scenario's `quantization` (vLLM's `--quantization`, by the weight format it stores) -> the weight
+dtype it gives the model's linear layers; none: the model's unquantized activation dtype (bf16 for a
+quantized checkpoint)."""
 
 # Names found in Hugging Face config.json `torch_dtype` / `dtype`, mapped to ours.
 _ALIASES: dict[str, str] = {

@@ -73,6 +73,7 @@ class HardwareSpec:
         (fp8 -> bf16 on devices without fp8, int4 -> int8)."""
         chain = {"fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16"), "fp8": ("fp8", "bf16", "fp16"),
                  "int8": ("int8", "fp8", "bf16"), "int4": ("int8", "fp8", "bf16"),
+                 "fp8_block": ("fp8", "bf16", "fp16"), "nvfp4": ("fp8", "bf16"), "mxfp4": ("fp8", "bf16"),
                  "fp32": ("fp32", "tf32"), "tf32": ("tf32", "fp32")}.get(dtype, (dtype,))
         for key in (*chain, "bf16", "fp16", "fp32"):
             if key in self.peak_flops:

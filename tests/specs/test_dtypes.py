@@ -6,7 +6,7 @@ from kvsim.specs.dtypes import DTYPE_BYTES, dtype_bytes, normalize_dtype
 
 def test_bytes_per_element():
     assert DTYPE_BYTES == {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5,
-                           "mxfp4": 0.53125}
+                           "mxfp4": 0.53125, "nvfp4": 0.5625, "fp8_block": 1.0}
     assert dtype_bytes("bf16") == 2
     assert dtype_bytes("int4") == 0.5
 

@@ -13,7 +13,7 @@ from kvsim.kvcache.factory import build_kv_manager
 from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
 from kvsim.scenario import Scenario
-from kvsim.specs.catalog import get_model
+from kvsim.specs.catalog import get_model, with_quantization
 from kvsim.specs.footprint import kv_capacity
 from kvsim.specs.hardware import load_hardware
 from kvsim.specs.layers import window_caps
@@ -33,7 +33,7 @@ class Deployment:
         self.role: Role = ROLES[role]
         """What its replicas do differently (kvsim/engine/fleet/roles.py)."""
         self.replicas = replicas
-        self.model = get_model(scenario.model)
+        self.model = with_quantization(get_model(scenario.model), scenario.quantization)
         self.hw = load_hardware(scenario.hardware)
         self.tp = scenario.parallelism.tensor_parallel_size
         kvc = scenario.kv
