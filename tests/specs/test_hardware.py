@@ -20,7 +20,8 @@ MINIMAL = {"memory_gb": 80, "hbm_bandwidth": "2 TB/s", "peak_flops": {"bf16": 1e
 
 
 def test_shipped_profiles():
-    assert list_hardware() == ["a100-40gb", "a100-80gb", "b200", "cpu", "h100-sxm", "h200", "l40s", "mi300x"]
+    assert list_hardware() == ["a100-40gb", "a100-80gb", "b200", "cpu", "gb200", "h100-sxm", "h200", "l40s",
+                              "mi300x"]
     assert (hardware_profiles_dir() / "h200.yaml").is_file()
 
 
