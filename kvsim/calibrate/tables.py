@@ -7,7 +7,8 @@ Matching a measurement to the tables (each measurement is one kernel call of one
   sequence -> the decode_attention class (q heads, KV heads, head_dim, KV dtype, full attention) at
   batch b and `context` c - 1 (the table's context counts the tokens cached before the step's own);
 - prefill (prefill_torch, no prefix): the prefill_attention class at batch b and tokens = chunk;
-- gemm (gemm_torch): the gemm table at the dtype (bf16 -> bfloat16, fp8 -> fp8) and m, n, k.
+- gemm (gemm_torch): the gemm table at the dtype (bf16 -> bfloat16, fp8 -> fp8) and m, n, k, the fastest
+  kernel measured at each shape (as the kernel cost model reads it).
 The table's time is read off its grid (kvsim/cost/kernel_grid.py); a shape outside it is left out
 (counted). ratio = measured / table.
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from kvsim.cost.kernel_grid import KernelGrid
+from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
 from kvsim.cost.kernel_heldout import FAMILIES, held_out
 from kvsim.specs.kernel_tables import KernelTables
 
@@ -31,14 +32,10 @@ def _attention_grid(tables: KernelTables, table: str, row: dict, axes: tuple[str
     kvd = KV_DTYPE.get(str(row["dtype"]))
     key = (table, int(row["q_heads"]), int(row["kv_heads"]), int(row["head_dim"]), kvd)
     if key not in cache:
-        df = tables[table]
-        sel = df[(df["q_heads"] == key[1]) & (df["kv_heads"] == key[2]) & (df["head_dim"] == key[3])
-                 & (df["kv_dtype"] == kvd) & (df["window"] == 0)]
-        if "prefix" in sel.columns:
-            sel = sel[sel["prefix"] == 0]
+        sel = attention_class(tables[table], key[1], key[3], kvd)
+        sel = sel[sel["kv_heads"] == key[2]]
         if len(sel):
-            kernel = sorted(sel.groupby("kernel").size().items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-            sel = sel[sel["kernel"] == kernel]
+            sel = sel[sel["kernel"] == pick_kernel(sel)]
         cache[key] = KernelGrid.from_rows(sel, axes) if len(sel) else None
     return cache[key]
 
@@ -72,7 +69,7 @@ def compare_with_tables(measurements: pd.DataFrame, tables: KernelTables) -> tup
             if dtype not in gemm_grids:
                 df = tables["gemm"]
                 sel = df[df["dtype"] == dtype]
-                gemm_grids[dtype] = KernelGrid.from_rows(sel, ("m", "n", "k")) if len(sel) else None
+                gemm_grids[dtype] = fastest_grid(sel, ("m", "n", "k")) if len(sel) else None
             grid = gemm_grids[dtype]
             m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
             shape = f"{row.get('shape') or 'gemm'} m={m} n={n} k={k}"

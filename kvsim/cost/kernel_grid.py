@@ -136,3 +136,23 @@ class KernelGrid:
                     return None
                 total += w * v
         return math.exp(total)
+
+
+def pick_kernel(rows) -> str:
+    """The kernel with the most rows of a table's selection (ties: the first name), deterministic."""
+    counts = rows.groupby("kernel").size()
+    return str(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
+
+
+def attention_class(df, q_heads: int, head_dim: int, kv_dtype: str | None):
+    """The rows of an attention table (decode or prefill) of one query-head count, head_dim and KV
+    dtype, full attention, whole prompts (no prefix): the KV-head counts measured are its shape classes."""
+    sel = df[(df["q_heads"] == q_heads) & (df["head_dim"] == head_dim) & (df["kv_dtype"] == kv_dtype)
+             & (df["window"] == 0)]
+    return sel[sel["prefix"] == 0] if "prefix" in sel.columns else sel
+
+
+def fastest_grid(rows, axes: tuple[str, ...]) -> KernelGrid:
+    """The grid of the fastest kernel measured at each point (several kernels at one GEMM shape, e.g.
+    fp8_block's CUTLASS and DeepGEMM: an engine that picks its kernel per shape runs the fastest)."""
+    return KernelGrid.from_rows(rows.groupby(list(axes), as_index=False)["latency_s"].min(), axes)

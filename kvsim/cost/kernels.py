@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from kvsim.cost.batch import Batch
-from kvsim.cost.kernel_grid import KernelGrid
+from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.kernel_tables import KernelTables
@@ -90,12 +90,6 @@ def _kv_table_dtype(kv_dtype: str, weight_dtype: str) -> str | None:
     return None
 
 
-def _pick_kernel(df) -> str:
-    """The kernel with the most rows (ties: the first name), deterministic."""
-    counts = df.groupby("kernel").size()
-    return str(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
-
-
 class KernelCost(RooflineCost):
     """Iteration time from the device's kernel tables (module docstring), the roofline's elsewhere."""
 
@@ -139,10 +133,7 @@ class KernelCost(RooflineCost):
             self.why["linear"] = f"the gemm table has no {dtype} rows"
             return None, None
         self.kernels["linear"] = ", ".join(sorted(df["kernel"].unique()))
-        # several kernels measured at one shape (fp8_block: CUTLASS and DeepGEMM): the fastest, as an
-        # engine that picks its kernel per shape would run
-        fastest = df.groupby(["m", "n", "k"], as_index=False)["latency_s"].min()
-        grid = KernelGrid.from_rows(fastest, ("m", "n", "k"))
+        grid = fastest_grid(df, ("m", "n", "k"))
         q, kv, hd, h, inter = (model.num_attention_heads, model.num_kv_heads, model.head_dim,
                                model.hidden_size, model.intermediate_size)
         n_max = float(grid.axes[1][-1])
@@ -183,10 +174,7 @@ class KernelCost(RooflineCost):
             return None
         df = self.tables[table]
         q, kv = model.num_attention_heads // tp, max(1, model.num_kv_heads // tp)
-        cls = df[(df["q_heads"] == q) & (df["head_dim"] == model.head_dim) & (df["kv_dtype"] == kvd)
-                 & (df["window"] == 0)]
-        if "prefix" in cls.columns:
-            cls = cls[cls["prefix"] == 0]
+        cls = attention_class(df, q, model.head_dim, kvd)
         measured = sorted(int(k) for k in cls["kv_heads"].unique() if k <= kv)
         if not measured:
             self.why[table] = (f"no measured shape class of {q} query heads, {kv} KV heads, head_dim "
@@ -194,7 +182,7 @@ class KernelCost(RooflineCost):
             return None
         kv_m = measured[-1]
         sel = cls[cls["kv_heads"] == kv_m]
-        kernel = _pick_kernel(sel)
+        kernel = pick_kernel(sel)
         # decode reads every KV head's cache: time scales with the KV heads; prefill's FLOPs follow the
         # query heads, the same in both
         scale = kv / kv_m if table == "decode_attention" else 1.0
