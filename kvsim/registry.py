@@ -39,6 +39,8 @@ SCHEDULER_POLICIES = {
 }
 """Scheduler variants (kvsim/engine/scheduler_policy.py holds each name's rules)."""
 COST_MODELS = {
+    "auto": "the default: kernels where the hardware profile has kernel tables "
+            "(calibration/<profile>/kernels), roofline elsewhere (summary.json cost_model.selected: why)",
     "roofline": "memory- or compute-bound terms from datasheet numbers",
     "calibrated": "terms fitted to measured kernels (hardware profile `calibration`), roofline elsewhere",
     "kernels": "each op read off the device's measured kernel tables (calibration/<profile>/kernels), "

@@ -175,19 +175,25 @@ class SchedulerConfig(Strict):
 
 
 class CostConfig(Strict):
-    """Which cost model advances time, and the roofline's tunables. The overhead defaults are the fitted
-    ones of kvsim/cost/roofline.py (ITERATION_OVERHEAD_S, ...; docs/cost_model.md); tests check they
-    agree."""
+    """Which cost model advances time (`auto`: kernels where the hardware has kernel tables, else roofline),
+    and the roofline's tunables. The overhead defaults are the fitted ones of kvsim/cost/roofline.py
+    (ITERATION_OVERHEAD_S, ...; docs/cost_model.md), tests check they agree; the kernel model has its own
+    (KERNEL_DEFAULTS in kvsim/cost/kernels.py) for the keys a scenario leaves unset."""
 
-    model: CostModelName = "roofline"
-    iteration_overhead_s: float = Field(default=4.4e-4, ge=0, le=3600)
-    """Fixed (CPU) seconds per iteration, whatever the batch, at most 3600."""
-    layer_overhead_s: float = Field(default=7.2e-5, ge=0, le=1)
+    model: CostModelName = "auto"
+    iteration_overhead_s: float | None = Field(default=None, ge=0, le=3600)
+    """Fixed (CPU) seconds per iteration, whatever the batch, at most 3600. None (every overhead key): the
+    chosen cost model's own fitted default (roofline: ITERATION_OVERHEAD_S ... in kvsim/cost/roofline.py;
+    kernels: KERNEL_DEFAULTS in kvsim/cost/kernels.py): a scenario echoed with its defaults reruns alike."""
+    layer_overhead_s: float | None = Field(default=None, ge=0, le=1)
     """Seconds per layer per iteration of a decode-only batch (CUDA graphs)."""
-    eager_layer_overhead_s: float = Field(default=1.0e-4, ge=0, le=1)
+    eager_layer_overhead_s: float | None = Field(default=None, ge=0, le=1)
     """Seconds per layer per iteration of a batch with prefill tokens (eager launches)."""
-    seq_overhead_s: float = Field(default=1.0e-5, ge=0, le=1)
+    seq_overhead_s: float | None = Field(default=None, ge=0, le=1)
     """Seconds per sequence in the batch per iteration (sampling, scheduling)."""
+    request_overhead_s: float | None = Field(default=None, ge=0, le=60)
+    """Seconds from a request's arrival until the engine may schedule it (the serving front end), once per
+    request: in every TTFT and E2E latency, in no iteration. Set 0 for offline LLM.generate runs."""
     gemm_efficiency_max: float = Field(default=0.75, gt=0, le=1)
     gemm_efficiency_m_half: float = Field(default=64.0, gt=0, le=MAX_TOKENS)
     bandwidth_efficiency: float = Field(default=0.85, gt=0, le=1)

@@ -11,6 +11,8 @@ class CostModel(Protocol):
     """Maps a Batch (what an iteration computes and moves) to its duration in seconds."""
 
     name: str
+    request_overhead: float
+    """Seconds from a request's arrival until the engine may schedule it (cost.request_overhead_s)."""
 
     def step_time(self, batch: Batch) -> float: ...
 

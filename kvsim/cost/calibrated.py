@@ -159,6 +159,7 @@ class CalibratedCost:
             raise KvsimError(f"cost.model: 'calibrated' needs a calibration in hardware profile '{hw.name}' "
                              "(run `kvsim calibrate`, see docs/calibration.md)")
         self.rl = roofline
+        self.request_overhead = roofline.request_overhead
         self.layers = model.num_layers
         self.kv_heads = model.kv_heads_per_gpu(tp)
         self.q_heads = model.num_attention_heads / tp

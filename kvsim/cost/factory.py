@@ -11,16 +11,28 @@ from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.kernel_tables import has_kernel_tables, kernels_dir, load_kernel_tables
 from kvsim.specs.model import ModelSpec
 
+OVERHEAD_KEYS = ("iteration_overhead_s", "layer_overhead_s", "eager_layer_overhead_s", "seq_overhead_s",
+                 "request_overhead_s")
+"""The `cost.` keys whose None means "the cost model's own default"."""
+
 
 def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_block: float) -> CostModel:
     c = scenario.cost
     tp = scenario.parallelism.tensor_parallel_size
+    overheads = {k: getattr(c, k) for k in OVERHEAD_KEYS if getattr(c, k) is not None}
     roofline = RooflineCost(
-        model, hw, tp, scenario.kv.dtype, bytes_per_block,
-        iteration_overhead_s=c.iteration_overhead_s, gemm_efficiency_max=c.gemm_efficiency_max,
+        model, hw, tp, scenario.kv.dtype, bytes_per_block, gemm_efficiency_max=c.gemm_efficiency_max,
         gemm_efficiency_m_half=c.gemm_efficiency_m_half, bandwidth_efficiency=c.bandwidth_efficiency,
-        attention_efficiency=c.attention_efficiency, layer_overhead_s=c.layer_overhead_s,
-        eager_layer_overhead_s=c.eager_layer_overhead_s, seq_overhead_s=c.seq_overhead_s)
+        attention_efficiency=c.attention_efficiency, **overheads)
+    if c.model == "auto":
+        if has_kernel_tables(hw.name):
+            cost = _kernels(c, model, hw, tp, scenario.kv.dtype, bytes_per_block, roofline)
+            cost.selected = f"cost.model auto: kernels (hardware profile '{hw.name}' has kernel tables)"
+        else:
+            cost = roofline
+            cost.selected = (f"cost.model auto: roofline (hardware profile '{hw.name}' has no kernel tables: "
+                             f"calibration/{hw.name}/kernels)")
+        return cost
     if c.model == "roofline":
         return roofline
     if c.model == "calibrated":
@@ -29,9 +41,13 @@ def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_blo
         if not has_kernel_tables(hw.name):
             raise KvsimError(f"cost.model: kernels: hardware profile '{hw.name}' has no kernel tables "
                              f"({kernels_dir(hw.name)}); use roofline or calibrated")
-        # the overhead terms the scenario leaves unset are this model's own fit (KERNEL_DEFAULTS)
-        own = {k: v for k, v in KERNEL_DEFAULTS.items() if k not in c.model_fields_set}
-        tunables = roofline.tunables() | own
-        return KernelCost(model, hw, tp, scenario.kv.dtype, bytes_per_block, load_kernel_tables(hw.name),
-                          **tunables)
-    raise KvsimError(f"cost.model: unknown model '{c.model}'; known: roofline, calibrated, kernels")
+        return _kernels(c, model, hw, tp, scenario.kv.dtype, bytes_per_block, roofline)
+    raise KvsimError(f"cost.model: unknown model '{c.model}'; known: auto, roofline, calibrated, kernels")
+
+
+def _kernels(c, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, bytes_per_block: float,
+             roofline: RooflineCost) -> KernelCost:
+    # the overhead terms the scenario leaves unset (None) are this model's own fit (KERNEL_DEFAULTS)
+    own = {k: v for k, v in KERNEL_DEFAULTS.items() if getattr(c, k) is None}
+    return KernelCost(model, hw, tp, kv_dtype, bytes_per_block, load_kernel_tables(hw.name, lazy=True),
+                      **(roofline.tunables() | own))

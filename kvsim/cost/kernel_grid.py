@@ -37,6 +37,35 @@ def _isotonic(line: np.ndarray) -> np.ndarray:
     return out
 
 
+def _isotonic_lines(lines: np.ndarray) -> np.ndarray:
+    """`_isotonic` of each row of a 2-d array without NaN, at once: the least-squares non-decreasing fit
+    is f_j = max over i <= j of min over k >= j of mean(x_i..x_k) (Barlow et al., 1972)."""
+    count, n = lines.shape
+    sums = np.concatenate([np.zeros((count, 1)), np.cumsum(lines, axis=1)], axis=1)
+    i = np.arange(n)[:, None]
+    k = np.arange(n)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (sums[:, None, 1:] - sums[:, :n, None]) / (k - i + 1)  # [line, i, k]
+    means = np.where(k >= i, means, np.inf)
+    tail_min = np.minimum.accumulate(means[:, :, ::-1], axis=2)[:, :, ::-1]  # min over k >= j
+    tail_min = np.where(k >= i, tail_min, -np.inf)  # [line, i, j], i <= j only
+    return tail_min.max(axis=1)
+
+
+def _isotonic_along(logs: np.ndarray, axis: int) -> np.ndarray:
+    """`_isotonic` of every line of `logs` along `axis`: lines without holes vectorised, the rest one by
+    one."""
+    moved = np.moveaxis(logs, axis, -1)
+    shape = moved.shape
+    lines = moved.reshape(-1, shape[-1]).copy()
+    holes = np.isnan(lines).any(axis=1)
+    if (~holes).any() and shape[-1] > 1:
+        lines[~holes] = _isotonic_lines(lines[~holes])
+    for row in np.flatnonzero(holes):
+        lines[row] = _isotonic(lines[row])
+    return np.moveaxis(lines.reshape(shape), -1, axis)
+
+
 @dataclass(frozen=True, slots=True)
 class KernelGrid:
     """`axes[i]`: the sorted values of axis i; `log_latency`: log of seconds at each grid point (NaN where
@@ -48,11 +77,13 @@ class KernelGrid:
     axes_list: tuple[list[float], ...] = ()
     log_axes: tuple[list[float], ...] = ()
     values: list = None  # log_latency as nested lists (plain floats: read per lookup)
+    cell: list = None  # at2's last cell: [x lo, x hi, y lo, y hi, a, b, c, d] or empty
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes_list", tuple(a.tolist() for a in self.axes))
         object.__setattr__(self, "log_axes", tuple(np.log(np.maximum(a, 1e-300)).tolist() for a in self.axes))
         object.__setattr__(self, "values", self.log_latency.tolist())
+        object.__setattr__(self, "cell", [])
 
     @classmethod
     def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True) -> KernelGrid:
@@ -67,11 +98,14 @@ class KernelGrid:
         flat, lat = flat[order], lat[order]
         starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
         ends = np.r_[starts[1:], len(flat)]
-        values.flat[flat[starts]] = [np.median(lat[s:e]) for s, e in zip(starts, ends, strict=True)]
+        if len(starts) == len(flat):
+            values.flat[flat] = lat
+        else:
+            values.flat[flat[starts]] = [np.median(lat[s:e]) for s, e in zip(starts, ends, strict=True)]
         logs = np.log(values)
         if monotone:
             for axis in range(logs.ndim):
-                logs = np.apply_along_axis(_isotonic, axis, logs)
+                logs = _isotonic_along(logs, axis)
         return cls(axis_names, axes, logs)
 
     def __call__(self, *point: float) -> float | None:
@@ -114,7 +148,16 @@ class KernelGrid:
 
     def at2(self, x: float, y: float) -> float | None:
         """__call__ for a grid of two axes of at least two values each (decode and prefill attention:
-        once per iteration), unrolled."""
+        once per iteration). Bilinear in (log x, log y) within a cell is a + b u + c v + d u v; the last
+        cell's coefficients are kept, and consecutive iterations (batch and mean context change slowly)
+        mostly land in it."""
+        c = self.cell
+        if c and c[0] <= x <= c[1] and c[2] <= y <= c[3]:
+            u, v = math.log(x), math.log(y)
+            return math.exp(c[4] + c[5] * u + c[6] * v + c[7] * u * v)
+        return self._at2_cell(x, y)
+
+    def _at2_cell(self, x: float, y: float) -> float | None:
         ax, ay = self.axes_list
         if x < ax[0] or x > ax[-1] or y < ay[0] or y > ay[-1]:
             return None
@@ -128,6 +171,7 @@ class KernelGrid:
         tx = (math.log(x) - lx[i]) / (lx[i + 1] - lx[i]) if ax[i] > 0 else (x - ax[i]) / (ax[i + 1] - ax[i])
         ty = (math.log(y) - ly[j]) / (ly[j + 1] - ly[j]) if ay[j] > 0 else (y - ay[j]) / (ay[j + 1] - ay[j])
         r0, r1 = self.values[i], self.values[i + 1]
+        self._keep_cell(i, j)
         total = 0.0
         for w, v in (((1 - tx) * (1 - ty), r0[j]), ((1 - tx) * ty, r0[j + 1]), (tx * (1 - ty), r1[j]),
                      (tx * ty, r1[j + 1])):
@@ -136,6 +180,23 @@ class KernelGrid:
                     return None
                 total += w * v
         return math.exp(total)
+
+
+    def _keep_cell(self, i: int, j: int) -> None:
+        """at2's coefficients of cell (i, j): both axes' lower corners > 0 (log-log) and no hole."""
+        ax, ay = self.axes_list
+        lx, ly = self.log_axes
+        f00, f01, f10, f11 = self.values[i][j], self.values[i][j + 1], self.values[i + 1][j], \
+            self.values[i + 1][j + 1]
+        self.cell.clear()
+        if ax[i] <= 0 or ay[j] <= 0 or f00 != f00 or f01 != f01 or f10 != f10 or f11 != f11:
+            return
+        # f = f00 (1-s)(1-t) + f01 (1-s) t + f10 s (1-t) + f11 s t, s = (u - x0) / dx, t = (v - y0) / dy
+        x0, dx, y0, dy = lx[i], lx[i + 1] - lx[i], ly[j], ly[j + 1] - ly[j]
+        e = f11 - f10 - f01 + f00
+        p, q, r = (f10 - f00) / dx, (f01 - f00) / dy, e / (dx * dy)
+        self.cell.extend((ax[i], ax[i + 1], ay[j], ay[j + 1],
+                          f00 - p * x0 - q * y0 + r * x0 * y0, p - r * y0, q - r * x0, r))
 
 
 def pick_kernel(rows) -> str:

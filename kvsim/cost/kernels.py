@@ -113,8 +113,9 @@ class KernelCost(RooflineCost):
                                              full)
         self._ar = self._allreduce_grids(tp)
         self._decode_scale = self.scale["decode_attention"]
+        self._decode_layers_scale = self.layers * self._decode_scale
         two_axes = self._decode is not None and min(map(len, self._decode.axes)) > 1
-        self._decode_at = self._decode.at2 if two_axes else self._decode
+        self._decode_at = None if self._decode is None else self._decode.at2 if two_axes else self._decode
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
 
@@ -262,19 +263,26 @@ class KernelCost(RooflineCost):
         return self.attn.prefill_flops(batch) / (self.flops * self.e_attn)
 
     def forward_time(self, batch: Batch) -> float:
-        tokens = batch.prefill_tokens + batch.decode_seqs
-        seqs = batch.prefill_seqs + batch.decode_seqs
-        linear = self._linear_memo.get((tokens, seqs))  # (inline: once per iteration)
+        # once per iteration: the common decode-only path is inlined (the memo, the graph overhead, the
+        # decode grid), each op's fallback in its own method
+        prefill, b = batch.prefill_tokens, batch.decode_seqs
+        tokens = prefill + b
+        if not tokens:
+            return 0.0
+        seqs = batch.prefill_seqs + b
+        linear = self._linear_memo.get((tokens, seqs))
         if linear is None or linear < 0:
             linear = self.linear_kernel_time(tokens, seqs)
-        t = self.layer_overhead_time(batch) + linear
+        graph = not prefill and b <= CUDA_GRAPH_MAX_SEQS
+        t = (self.graph_layers_s if graph else self.eager_layers_s) + linear
         if self.tp > 1:
-            t += self.allreduce_kernel_time(tokens, not batch.prefill_tokens
-                                            and batch.decode_seqs <= CUDA_GRAPH_MAX_SEQS)
-        if batch.prefill_tokens:
+            t += self.allreduce_kernel_time(tokens, graph)
+        if prefill:
             t += self.prefill_kernel_time(batch)
-        if batch.decode_seqs:
-            t += self.decode_kernel_time(batch)
+        if b:
+            at = self._decode_at
+            d = at(b, batch.decode_context_tokens / b) if at is not None else None
+            t += self._decode_layers_scale * d if d is not None else self.decode_kernel_time(batch)
         return t
 
     def describe(self) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def throughput_scenario(case: dict[str, Any], seed: int, **cost: float) -> dict[
     conversation's reply length, ignore_eos) as `num_prompts` requests all arriving at t = 0 (a closed
     loop of as many users, one request each), lengths drawn in pairs from the case's `lengths` file with
     `seed`, the engine settings of the case's `engine` (scheduler keys and gpu_memory_utilization), bf16
-    weights and KV, blocks of 16 tokens, no prefix caching; `cost` overrides the cost model's defaults."""
+    weights and KV, blocks of 16 tokens, no prefix caching, the roofline (this file's figures are its own)
+    unless `cost` names another model; `cost` overrides the cost model's defaults."""
     n, engine = case["num_prompts"], dict(case["engine"])
     kv = {"block_size": 16, "dtype": "bf16", "prefix_cache": "none",
           "gpu_memory_utilization": engine.pop("gpu_memory_utilization")}
@@ -92,8 +93,7 @@ def throughput_scenario(case: dict[str, Any], seed: int, **cost: float) -> dict[
                      "length_pairs": {"path": str(REPO_ROOT / case["lengths"])}},
         "simulation": {"seed": seed, "requests": n},
     }
-    if cost:
-        sc["cost"] = dict(cost)
+    sc["cost"] = {"model": "roofline", **cost}
     return sc
 
 

@@ -32,6 +32,10 @@ steps of the latency tests)."""
 SEQ_OVERHEAD_S = 1.0e-5
 """Seconds per sequence in the batch per iteration (sampling, scheduling, detokenizing one sequence): an
 estimate; the published batch-8 tests cannot tell it from the fixed term (docs/cost_model.md)."""
+REQUEST_OVERHEAD_S = 0.0
+"""Seconds from a request's arrival until the engine can schedule it (the serving front end: HTTP,
+tokenization, the hand-off to the engine core), once per request; every request's TTFT and E2E latency
+include it, no iteration does. The roofline's fit is on offline runs (LLM.generate, no server): 0."""
 
 
 class RooflineCost:
@@ -73,19 +77,23 @@ class RooflineCost:
     """
 
     name = "roofline"
+    selected: str | None = None
+    """With `cost.model: auto`, which model it chose and why (summary.json's cost_model.selected)."""
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, bytes_per_block: float,
                  iteration_overhead_s: float = ITERATION_OVERHEAD_S, gemm_efficiency_max: float = 0.75,
                  gemm_efficiency_m_half: float = 64.0, bandwidth_efficiency: float = 0.85,
                  attention_efficiency: float = 0.5, layer_overhead_s: float = LAYER_OVERHEAD_S,
                  eager_layer_overhead_s: float = EAGER_LAYER_OVERHEAD_S,
-                 seq_overhead_s: float = SEQ_OVERHEAD_S) -> None:
+                 seq_overhead_s: float = SEQ_OVERHEAD_S,
+                 request_overhead_s: float = REQUEST_OVERHEAD_S) -> None:
         _check_tunables(iteration_overhead_s=iteration_overhead_s, gemm_efficiency_max=gemm_efficiency_max,
                         gemm_efficiency_m_half=gemm_efficiency_m_half,
                         bandwidth_efficiency=bandwidth_efficiency, attention_efficiency=attention_efficiency,
                         layer_overhead_s=layer_overhead_s, eager_layer_overhead_s=eager_layer_overhead_s,
-                        seq_overhead_s=seq_overhead_s)
+                        seq_overhead_s=seq_overhead_s, request_overhead_s=request_overhead_s)
         self.tp = tp
+        self.request_overhead = request_overhead_s
         self.layers = model.num_layers
         self.overhead = iteration_overhead_s
         self.graph_layers_s = model.num_layers * layer_overhead_s
@@ -110,7 +118,7 @@ class RooflineCost:
         self._params = {
             "model": self.name, "iteration_overhead_s": iteration_overhead_s,
             "layer_overhead_s": layer_overhead_s, "eager_layer_overhead_s": eager_layer_overhead_s,
-            "seq_overhead_s": seq_overhead_s,
+            "seq_overhead_s": seq_overhead_s, "request_overhead_s": request_overhead_s,
             "gemm_efficiency_max": gemm_efficiency_max, "gemm_efficiency_m_half": gemm_efficiency_m_half,
             "bandwidth_efficiency": bandwidth_efficiency, "attention_efficiency": attention_efficiency,
             "effective_hbm_bandwidth": self.bw, "peak_flops": self.flops,
@@ -121,7 +129,7 @@ class RooflineCost:
         """The constructor's keyword arguments this model was built with (for a model built on it)."""
         keys = ("iteration_overhead_s", "gemm_efficiency_max", "gemm_efficiency_m_half",
                 "bandwidth_efficiency", "attention_efficiency", "layer_overhead_s", "eager_layer_overhead_s",
-                "seq_overhead_s")
+                "seq_overhead_s", "request_overhead_s")
         return {k: self._params[k] for k in keys}
 
     def linear_time(self, tokens: int) -> float:
@@ -190,7 +198,10 @@ class RooflineCost:
         return compute, transfer, prefetch_exposed(compute, transfer, self.layers)
 
     def describe(self) -> dict[str, Any]:
-        return dict(self._params)
+        out = dict(self._params)
+        if self.selected:
+            out["selected"] = self.selected
+        return out
 
 
 def prefetch_exposed(compute_s: float, transfer_s: float, layers: int) -> float:

@@ -183,9 +183,11 @@ class Simulation:
 
     def _arrivals(self, open_loop: Iterable[Request]):
         env = self.env
+        front = self.cost.request_overhead  # the front end's latency: a request reaches the engine after it
         for r in open_loop:
-            if r.arrival_s > env.now:
-                yield env.timeout(r.arrival_s - env.now)
+            due = r.arrival_s + front
+            if due > env.now:
+                yield env.timeout(due - env.now)
             self._dispatch(r)
 
     def _dispatch(self, r: Request) -> None:
@@ -204,6 +206,7 @@ class Simulation:
         if dur is not None and t > dur:
             return
         r.arrival_s = t
+        t += self.cost.request_overhead
 
         def fire(_event: simpy.Event) -> None:
             self._dispatch(r)

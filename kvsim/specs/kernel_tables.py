@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,11 @@ def kernels_dir(profile: str) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class KernelTables:
-    """A profile's kernel tables (table name -> DataFrame in TABLES' columns) and their provenance."""
+    """A profile's kernel tables (table name -> DataFrame in TABLES' columns) and their provenance;
+    `tables` is a dict, or a `LazyTables` that reads each file on first use."""
 
     profile: str
-    tables: dict[str, Any]
+    tables: Mapping[str, Any]
     provenance: dict[str, Any]
 
     def __contains__(self, name: str) -> bool:
@@ -173,9 +175,10 @@ def read_table(path: Path, name: str):
     return df[list(spec.columns)]
 
 
-def load_kernel_tables(profile: str, verify: bool = True) -> KernelTables:
+def load_kernel_tables(profile: str, verify: bool = True, lazy: bool = False) -> KernelTables:
     """Every table of calibration/<profile>/kernels/ that PROVENANCE.json lists, checked (with `verify`,
-    each file's SHA-256 against the provenance too)."""
+    each file's SHA-256 against the provenance too): all now, or with `lazy` each on first use (a bad
+    file's one-line KvsimError comes then)."""
     folder = kernels_dir(profile)
     prov_path = folder / "PROVENANCE.json"
     try:
@@ -191,15 +194,66 @@ def load_kernel_tables(profile: str, verify: bool = True) -> KernelTables:
         assert isinstance(listed, dict)
     except (ValueError, KeyError, TypeError, AssertionError):
         raise KvsimError(f"{prov_path}: not a provenance file (a JSON object with a 'tables' map)") from None
-    tables = {}
-    for name, info in listed.items():
+    for name in listed:
         if name not in TABLES:
             raise KvsimError(f"{prov_path}: unknown kernel table {name!r} (kvsim reads {', '.join(TABLES)})")
-        path = folder / f"{name}.parquet"
-        if verify and isinstance(info, dict) and "file_sha256" in info and path.is_file():
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if digest != info["file_sha256"]:
-                raise KvsimError(f"{path}: contents differ from PROVENANCE.json's file_sha256 (changed or "
-                                 "truncated)")
-        tables[name] = read_table(path, name)
+    tables = LazyTables(folder, listed, verify)
+    if not lazy:
+        for name in listed:
+            tables[name]
     return KernelTables(profile, tables, prov)
+
+
+_READ: dict[tuple[str, bool], tuple[tuple[int, int], Any]] = {}
+"""(table file, verified) -> ((mtime_ns, size) when read, its frame): a process reads a file once while it
+is unchanged (a sweep or a test session builds many cost models of one profile)."""
+
+
+class LazyTables(Mapping):
+    """The tables PROVENANCE.json lists, each read and checked (`read_table`, and its SHA-256 with
+    `verify`) when first looked up, so a run reads only the tables its model needs."""
+
+    __slots__ = ("folder", "listed", "verify", "_frames")
+
+    def __init__(self, folder: Path, listed: dict[str, Any], verify: bool) -> None:
+        self.folder, self.listed, self.verify = folder, listed, verify
+        self._frames: dict[str, Any] = {}
+
+    def __getitem__(self, name: str):
+        frame = self._frames.get(name)
+        if frame is None:
+            if name not in self.listed:
+                raise KeyError(name)
+            frame = self._frames[name] = _read_listed(self.folder / f"{name}.parquet", name,
+                                                      self.listed[name], self.verify)
+        return frame
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.listed)
+
+    def __len__(self) -> int:
+        return len(self.listed)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.listed
+
+
+def _read_listed(path: Path, name: str, info: Any, verify: bool):
+    try:
+        st = path.stat()
+        signature = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        signature = None
+    key = (str(path), verify)
+    cached = _READ.get(key)
+    if signature is not None and cached is not None and cached[0] == signature:
+        return cached[1].copy()  # a copy: a caller that changes its frame cannot change the next one's
+    if verify and isinstance(info, dict) and "file_sha256" in info and path.is_file():
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != info["file_sha256"]:
+            raise KvsimError(f"{path}: contents differ from PROVENANCE.json's file_sha256 (changed or "
+                             "truncated)")
+    frame = read_table(path, name)
+    if signature is not None:
+        _READ[key] = (signature, frame.copy())
+    return frame

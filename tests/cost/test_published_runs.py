@@ -149,17 +149,21 @@ def test_docs_show_the_table():
 
 
 def test_scenario_defaults_are_the_fitted_constants():
-    c = CostConfig()
-    assert c.iteration_overhead_s == roofline.ITERATION_OVERHEAD_S
-    assert c.layer_overhead_s == roofline.LAYER_OVERHEAD_S
-    assert c.eager_layer_overhead_s == roofline.EAGER_LAYER_OVERHEAD_S
-    assert c.seq_overhead_s == roofline.SEQ_OVERHEAD_S
+    """A scenario that sets no overhead key gets the roofline's fitted constants on the roofline."""
+    assert CostConfig().iteration_overhead_s is None
+    sc = build_scenario({"hardware": "mi300x", "model": "llama-3-8b"})  # no kernel tables: auto -> roofline
+    d = Simulation(sc).cost.describe()
+    assert d["model"] == "roofline" and "no kernel tables" in d["selected"]
+    assert (d["iteration_overhead_s"], d["layer_overhead_s"], d["eager_layer_overhead_s"],
+            d["seq_overhead_s"]) == (roofline.ITERATION_OVERHEAD_S, roofline.LAYER_OVERHEAD_S,
+                                     roofline.EAGER_LAYER_OVERHEAD_S, roofline.SEQ_OVERHEAD_S)
 
 
 def test_a_simulation_of_a_latency_case_matches_the_step_sum():
     case = next(c for c in LATENCY if c["hardware"] == "h100-sxm" and c["tensor_parallel_size"] == 1)
     sc = build_scenario({
         "model": case["model"], "hardware": case["hardware"], "kv": {"block_size": 16},
+        "cost": {"model": "roofline"},
         "workload": {"kind": "synthetic", "arrival": {"process": "closed_loop", "users": case["batch_size"]},
                      "prompt_len": {"dist": "fixed", "value": case["input_len"]},
                      "output_len": {"dist": "fixed", "value": case["output_len"]}},

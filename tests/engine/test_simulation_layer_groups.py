@@ -265,7 +265,7 @@ def roomy_mistral(disable: bool) -> dict:
     # 12 requests of 3,000-7,000 tokens (most past the 4,096 window); 4,000 pages are more than either run
     # ever holds (mistral's page is the same 2 MiB block both ways, so the override is the same bytes)
     return {
-        "model": "mistral-7b", "hardware": "h100-sxm",
+        "model": "mistral-7b", "hardware": "h100-sxm", "cost": {"model": "roofline"},
         "kv": {"block_size": BLOCK, "num_gpu_blocks_override": 4000, "check_invariants": True,
                "disable_hybrid_kv_cache_manager": disable},
         "scheduler": {"max_num_seqs": 8, "max_num_batched_tokens": 2048, "max_model_len": 8192},
