@@ -88,9 +88,9 @@ def moe_layers(cfg: dict[str, Any], layers: int) -> tuple[int, ...]:
 
 def shared_expert_width(cfg: dict[str, Any], ffn: int) -> tuple[int, int]:
     """(shared experts, their summed intermediate width) of one MoE layer: n_shared_experts of the routed
-    experts' moe_intermediate_size (else ffn, the config's intermediate size; DeepSeek: run as one MLP of that width), plus one of
-    shared_expert_intermediate_size / moe_shared_expert_intermediate_size (Qwen MoE, Qwen3-Next,
-    Nemotron-H) where the config gives it."""
+    experts' moe_intermediate_size (else ffn, the config's intermediate size; DeepSeek: run as one MLP of
+    that width), plus one of shared_expert_intermediate_size / moe_shared_expert_intermediate_size (Qwen
+    MoE, Qwen3-Next, Nemotron-H) where the config gives it."""
     if routed_experts(cfg) == (0, 0):
         return 0, 0
     eff = cfg.get("moe_intermediate_size") or ffn

@@ -35,8 +35,8 @@ POSITIVE_DIMS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_hea
 """Integer fields that must be >= 1 (and <= MAX_DIM)."""
 OPTIONAL_DIMS = ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers", "ssm_num_heads", "ssm_head_dim",
                  "ssm_state_size", "ssm_groups", "ssm_conv_kernel", "index_head_dim", "index_num_heads",
-                 "index_topk", "num_experts", "experts_per_token", "moe_intermediate_size", "num_shared_experts",
-                 "shared_expert_intermediate_size")
+                 "index_topk", "num_experts", "experts_per_token", "moe_intermediate_size",
+                 "num_shared_experts", "shared_expert_intermediate_size")
 """Integer fields that may be 0 (and are <= MAX_DIM)."""
 COUNTS = ("num_params", "active_params")
 """Integer fields that must be >= 1 (and <= MAX_PARAMS)."""
@@ -173,7 +173,8 @@ class ModelSpec:
         """The mixture-of-experts fields (class docstring)."""
         e, k = self.num_experts, self.experts_per_token
         if bool(e) != bool(k):
-            raise KvsimError(f"{who}: num_experts ({e}) and experts_per_token ({k}) go together (both or neither)")
+            raise KvsimError(f"{who}: num_experts ({e}) and experts_per_token ({k}) go together"
+                             " (both or neither)")
         if k > e:
             raise KvsimError(f"{who}: experts_per_token ({k}) exceeds num_experts ({e})")
         if e and self.moe_intermediate_size < 1:
