@@ -13,14 +13,18 @@ tp = tensor_parallel_size, ep = 1: kvsim has no expert parallelism, so every GPU
 every expert), the table's dtype for the weights' (MOE_DTYPES: the first one measured), the `balanced`
 distribution (else the power law with the smallest exponent, the nearest to even); where several kernels
 were measured for the class (fp8_block on Hopper: FlashInfer CUTLASS and Triton), the fastest at each token
-count, as for GEMMs. A step's MoE time = MoE layers x the class's time at the step's tokens, interpolated
-in log-log between the measured token counts (kvsim/cost/kernel_grid.py, isotonic in tokens). Outside the
-measured tokens, or for a class the table lacks, the roofline's routed-expert term
-(RooflineCost.expert_linear_time) times the op, and describe() says so.
+count, as for GEMMs. A step's MoE time = MoE layers x the class's time at the step's tokens T, interpolated
+in log-log between the measured token counts (kvsim/cost/kernel_grid.py, isotonic in tokens), x the
+routing factor below. Outside the measured tokens, or for a class the table lacks, the roofline's
+routed-expert term (RooflineCost.expert_linear_time) times the op, and describe() says so.
 
-Balanced routing touches min(E, T k) experts, at least the uniform estimate of the roofline
-(E (1 - (1 - k / E)^T)); real routers are skewed and touch fewer: the table's balanced rows are the
-slower end at small batches.
+Routing factor: balanced rows spread the T k picks evenly, so they read min(E, T k) experts, where the
+roofline's uniform, independent routing reads D(T) = E (1 - (1 - k / E)^T) (expected_distinct_experts;
+D(1) = k, D <= min(E, T k)). A fused-experts call at small and middle T is bound by the expert weights it
+reads, so the balanced time is scaled by D(T) / min(E, T k): 1 at T = 1 and for large T, 0.64 for gpt-oss-
+120b at T = 32 (82 of 128 experts read instead of all 128). The measured power-law rows, skewed routing,
+are faster still at those T (365 us against the balanced 661 us and the scaled 423 us, gpt-oss-120b on
+H200, T = 32). The power-law rows (A100's only rows) are not scaled: the experts they read are not known.
 
 The other linear layers (nonexpert_gemms) are the gemm table's: qkv and o on every layer, the dense MLP on
 the layers without experts, and on each MoE layer its router (n = experts, replicated, at the weights'
@@ -36,7 +40,7 @@ import math
 
 from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
 from kvsim.specs.kernel_tables import KernelTables
-from kvsim.specs.model import ModelSpec
+from kvsim.specs.model import ModelSpec, expected_distinct_experts
 
 MOE_DTYPES: dict[str, tuple[str, ...]] = {
     "bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8", "fp8_block"), "fp8_block": ("fp8_block",),
@@ -92,12 +96,13 @@ class MoeKernels:
     (None when the table has the model's class) and `kernel` say which, `time(tokens)` gives MoE layers x
     the class's time at `tokens`, None outside the measured tokens."""
 
-    __slots__ = ("why", "kernel", "grid", "layers", "shape")
+    __slots__ = ("why", "kernel", "grid", "layers", "shape", "balanced")
 
     def __init__(self, model: ModelSpec, tp: int, tables: KernelTables) -> None:
         self.grid: KernelGrid | None = None
         self.kernel = ""
         self.layers = model.moe_layer_count
+        self.balanced = False
         self.shape = (model.hidden_size, model.moe_intermediate_size, model.experts_per_token,
                       model.num_experts, tp)
         self.why = self._build(model, tp, tables)
@@ -126,10 +131,17 @@ class MoeKernels:
         if sel["tokens"].nunique() < 2:
             return f"the moe class of hidden {h}, inter {inter}, top-{k} of {e} has one token count"
         self.grid = fastest_grid(sel, ("tokens",))
+        self.balanced = dist == DISTRIBUTION
         self.kernel = f"{', '.join(sorted(sel['kernel'].unique()))} ({dtype}, {dist})"
         return None
 
     def time(self, tokens: int) -> float | None:
-        """MoE layers x one layer's fused-experts time at `tokens` tokens, None outside the table."""
+        """MoE layers x one layer's fused-experts time at `tokens` tokens x the routing factor (module
+        docstring), None outside the table."""
         t = self.grid(tokens) if self.grid is not None else None
-        return None if t is None else self.layers * t
+        return None if t is None else self.layers * t * self.routing_factor(tokens)
+
+    def routing_factor(self, tokens: int) -> float:
+        """D(T) / min(E, T k) for balanced rows, else 1 (module docstring)."""
+        _, _, k, e, _ = self.shape
+        return expected_distinct_experts(e, k, tokens) / min(e, tokens * k) if self.balanced else 1.0

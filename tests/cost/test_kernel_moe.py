@@ -50,18 +50,29 @@ def _cost(tables=None, model=MOE, tp=1) -> KernelCost:
     return KernelCost(get_model(model), HW, tp, "auto", 1.0, tables or _tables())
 
 
+def test_routing_factor_by_hand():
+    moe = MoeKernels(get_model(MOE), 1, _tables())
+    # D(T) = 8 (1 - (3/4)^T) uniform picks against min(8, 2 T) balanced ones
+    assert moe.routing_factor(1) == pytest.approx(1.0, rel=1e-12)  # D = 2 = 2 x 1
+    assert moe.routing_factor(2) == pytest.approx(8 * (1 - 9 / 16) / 4, rel=1e-12)  # 3.5 of 4
+    assert moe.routing_factor(4) == pytest.approx(8 * (1 - 81 / 256) / 8, rel=1e-12)  # 5.47 of 8
+    assert moe.routing_factor(10_000) == pytest.approx(1.0, rel=1e-12)
+
+
 def test_lookup_equals_the_table_at_a_measured_point():
     moe = MoeKernels(get_model(MOE), 1, _tables())
     assert moe.why is None and moe.kernel == "fused, slower (bfloat16, balanced)"
-    for tokens, seconds in LAT.items():
-        assert moe.time(tokens) == pytest.approx(2 * seconds, rel=1e-12)  # 2 MoE layers
+    for tokens, seconds in LAT.items():  # 2 MoE layers
+        assert moe.time(tokens) == pytest.approx(2 * seconds * moe.routing_factor(tokens), rel=1e-12)
+    assert moe.time(1) == pytest.approx(2 * 1e-5, rel=1e-12)
 
 
 def test_lookup_interpolates_log_log_between_measured_points():
     moe = MoeKernels(get_model(MOE), 1, _tables())
     # tokens 2 between 1 and 4: log t = log 1e-5 + (log 2 / log 4) (log 2e-5 - log 1e-5) -> 1e-5 x sqrt(2)
-    assert moe.time(2) == pytest.approx(2 * 1e-5 * math.sqrt(2), rel=1e-12)
-    assert moe.time(8) == pytest.approx(2 * 2e-5 * 2, rel=1e-12)  # halfway (log) from 4 to 16: x 4^0.5
+    assert moe.time(2) == pytest.approx(2 * 1e-5 * math.sqrt(2) * 0.875, rel=1e-12)
+    # halfway (log) from 4 to 16: 2e-5 x 4^0.5
+    assert moe.time(8) == pytest.approx(2 * 2e-5 * 2 * moe.routing_factor(8), rel=1e-12)
     assert moe.time(17) is None and moe.time(0) is None
 
 
@@ -69,7 +80,8 @@ def test_without_balanced_rows_the_mildest_power_law_is_taken():
     rows = [_row(t, s, distribution="power_law_1.2") for t, s in LAT.items()]
     rows += [_row(t, 2 * s, distribution="power_law_1.01") for t, s in LAT.items()]
     moe = MoeKernels(get_model(MOE), 1, _tables(rows))
-    assert moe.kernel.endswith("(bfloat16, power_law_1.01)") and moe.time(4) == pytest.approx(8e-5)
+    assert moe.kernel.endswith("(bfloat16, power_law_1.01)") and moe.routing_factor(4) == 1.0
+    assert moe.time(4) == pytest.approx(8e-5, rel=1e-12)  # not scaled: its experts read are unknown
 
 
 def test_kernel_cost_adds_the_moe_op_and_counts_its_fallbacks():
@@ -77,9 +89,10 @@ def test_kernel_cost_adds_the_moe_op_and_counts_its_fallbacks():
     d = c.describe()
     assert "moe" in d["ops_on_tables"] and d["kernels"]["moe"].startswith("fused")
     decode = Batch(num_seqs=4, decode_seqs=4, decode_context_tokens=400, decode_blocks=28)
-    assert c.moe_kernel_time(4) == pytest.approx(4e-5, rel=1e-12)
+    moe = 2 * 2e-5 * 8 * (1 - 81 / 256) / 8  # 2 layers x the table at 4 tokens x the routing factor
+    assert c.moe_kernel_time(4) == pytest.approx(moe, rel=1e-12)
     assert c.step_time(decode) == pytest.approx(
-        c.overhead_time(decode) + c.dense_linear_time(4) + 4e-5 + c.attn.decode_bytes(decode) / c.bw,
+        c.overhead_time(decode) + c.dense_linear_time(4) + moe + c.attn.decode_bytes(decode) / c.bw,
         rel=1e-12)  # no gemm or attention table here: their roofline terms
     assert c.describe()["roofline_fallback_iterations"]["moe"] == 0
     assert c.moe_kernel_time(32) == c.expert_linear_time(32)  # beyond the measured tokens: roofline
@@ -124,7 +137,8 @@ def test_gpt_oss_120b_on_h200_reads_its_mxfp4_class(h200):
     df = h200["moe"]
     row = df[(df["dtype"] == "w4a16_mxfp4") & (df["hidden"] == 2880) & (df["experts"] == 128)
              & (df["tp"] == 1) & (df["ep"] == 1) & (df["distribution"] == "balanced") & (df["tokens"] == 4)]
-    assert c.moe_kernel_time(4) == pytest.approx(36 * row["latency_s"].min(), rel=1e-9)
+    uniform = 128 * (1 - (1 - 4 / 128) ** 4)  # of the 16 experts the balanced rows read at 4 tokens
+    assert c.moe_kernel_time(4) == pytest.approx(36 * row["latency_s"].min() * uniform / 16, rel=1e-9)
 
 
 def test_deepseek_v3_takes_the_block_fp8_class_and_v2_lite_the_roofline(h200):
