@@ -156,3 +156,30 @@ def test_h200_balanced_moe_held_out_as_documented(h200):
     assert (len(err), unreached) == (3010, 0)
     assert (round(100 * float(np.median(err)), 1), round(100 * float(np.quantile(err, 0.9)), 1),
             round(100 * float(err.mean()), 1)) == (3.0, 14.7, 6.3)
+
+
+DOC_TABLE = [  # docs/cost_model.md, Mixture of experts: model, tp, b, D(b), before, roofline, kernels, MoE
+    ("gpt-oss-120b", 1, 1, 4.0, 18.20, 3.73, 5.57, 2.19),
+    ("gpt-oss-120b", 1, 8, 28.7, 18.40, 6.81, 9.69, 6.10),
+    ("gpt-oss-120b", 1, 64, 111.2, 19.99, 18.04, 26.03, 20.78),
+    ("deepseek-v3", 8, 1, 8.0, 26.39, 6.98, 7.92, 3.20),
+    ("deepseek-v3", 8, 8, 57.4, 26.75, 11.21, 10.72, 5.39),
+    ("deepseek-v3", 8, 64, 222.4, 29.67, 27.04, 22.03, 13.45),
+]
+
+
+@pytest.mark.parametrize("row", DOC_TABLE, ids=[f"{r[0]}-b{r[2]}" for r in DOC_TABLE])
+def test_the_documented_decode_steps(row, h200):
+    from kvsim.cost.kernels import KERNEL_DEFAULTS
+    from kvsim.cost.roofline import RooflineCost
+
+    name, tp, b, distinct, before, after, kernels, moe_op = row
+    m = get_model(name)
+    rl = RooflineCost(m, HW, tp, "auto", 1.0)
+    kc = KernelCost(m, HW, tp, "auto", 1.0, h200, **(rl.tunables() | KERNEL_DEFAULTS))
+    batch = Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=b * 2048, decode_blocks=b * 128)
+    got_after = rl.step_time(batch)
+    rl.moe = False  # every expert streamed: the roofline before expert routing
+    got = (round(m.expected_experts(b), 1), round(1e3 * rl.step_time(batch), 2), round(1e3 * got_after, 2),
+           round(1e3 * kc.step_time(batch), 2), round(1e3 * kc.moe_kernel_time(b), 2))
+    assert got == (distinct, before, after, kernels, moe_op)
