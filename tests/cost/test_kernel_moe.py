@@ -14,7 +14,8 @@ import pytest
 from kvsim.cost.batch import Batch
 from kvsim.cost.kernel_heldout import FAMILIES, held_out_errors
 from kvsim.cost.kernel_moe import MoeKernels, nonexpert_gemms
-from kvsim.cost.kernels import KernelCost
+from kvsim.cost.kernels import KERNEL_DEFAULTS, KernelCost
+from kvsim.cost.roofline import RooflineCost
 from kvsim.specs.catalog import get_model
 from kvsim.specs.hardware import load_hardware
 from kvsim.specs.kernel_tables import TABLES, KernelTables, load_kernel_tables
@@ -170,9 +171,6 @@ DOC_TABLE = [  # docs/cost_model.md, Mixture of experts: model, tp, b, D(b), bef
 
 @pytest.mark.parametrize("row", DOC_TABLE, ids=[f"{r[0]}-b{r[2]}" for r in DOC_TABLE])
 def test_the_documented_decode_steps(row, h200):
-    from kvsim.cost.kernels import KERNEL_DEFAULTS
-    from kvsim.cost.roofline import RooflineCost
-
     name, tp, b, distinct, before, after, kernels, moe_op = row
     m = get_model(name)
     rl = RooflineCost(m, HW, tp, "auto", 1.0)
