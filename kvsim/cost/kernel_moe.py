@@ -96,13 +96,14 @@ class MoeKernels:
     (None when the table has the model's class) and `kernel` say which, `time(tokens)` gives MoE layers x
     the class's time at `tokens`, None outside the measured tokens."""
 
-    __slots__ = ("why", "kernel", "grid", "layers", "shape", "balanced")
+    __slots__ = ("why", "kernel", "grid", "layers", "shape", "balanced", "_memo")
 
     def __init__(self, model: ModelSpec, tp: int, tables: KernelTables) -> None:
         self.grid: KernelGrid | None = None
         self.kernel = ""
         self.layers = model.moe_layer_count
         self.balanced = False
+        self._memo: dict[int, float | None] = {}
         self.shape = (model.hidden_size, model.moe_intermediate_size, model.experts_per_token,
                       model.num_experts, tp)
         self.why = self._build(model, tp, tables)
@@ -138,8 +139,11 @@ class MoeKernels:
     def time(self, tokens: int) -> float | None:
         """MoE layers x one layer's fused-experts time at `tokens` tokens x the routing factor (module
         docstring), None outside the table."""
+        if tokens in self._memo:
+            return self._memo[tokens]
         t = self.grid(tokens) if self.grid is not None else None
-        return None if t is None else self.layers * t * self.routing_factor(tokens)
+        t = self._memo[tokens] = None if t is None else self.layers * t * self.routing_factor(tokens)
+        return t
 
     def routing_factor(self, tokens: int) -> float:
         """D(T) / min(E, T k) for balanced rows, else 1 (module docstring)."""
