@@ -2,8 +2,8 @@
 tables (kvsim/specs/kernel_tables.py, read off grids by kvsim/cost/kernel_grid.py), the roofline per op
 where no table reaches.
 
-Per iteration, on each GPU, for a model of full-attention layers (dense, or MoE on the roofline's linear
-term):
+Per iteration, on each GPU, for a model of full-attention layers (an MoE model's routed experts and its
+other GEMMs: kvsim/cost/kernel_moe.py, op `moe`):
 
 - linear layers (a GEMM wider than the measured grid is timed as the fewest equal GEMMs of its columns that
   fit, e.g. a 128k-vocabulary lm_head as two): per layer the GEMMs qkv (n = (q + 2 kv heads) x head_dim /
@@ -41,6 +41,7 @@ import numpy as np
 
 from kvsim.cost.batch import Batch
 from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
+from kvsim.cost.kernel_moe import NONEXPERT_GEMM_DTYPES, MoeKernels, nonexpert_gemms
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.kernel_tables import KernelTables
@@ -106,6 +107,7 @@ class KernelCost(RooflineCost):
         self.scale = {"decode_attention": 1.0, "prefill_attention": 1.0}
         """Attention tables measured at fewer KV heads than the model's (MHA): the decode time's factor."""
         full = not self.attn.grouped and model.attention in ("mha", "gqa", "mqa")
+        self._moe = self._moe_kernels(model, tp) if model.is_moe else None
         self._linear, self._lm_head = self._linear_curves(model, tp)
         self._decode = self._attention_grid(model, tp, kv_dtype, "decode_attention", ("batch", "context"),
                                             full)
@@ -122,9 +124,12 @@ class KernelCost(RooflineCost):
     # ----------------------------------------------------------------- building the grids
     def _linear_curves(self, model: ModelSpec, tp: int) -> tuple[_Curve | None, _Curve | None]:
         dtype = GEMM_DTYPES.get(model.weight_dtype)
-        if model.is_moe:
-            self.why["linear"] = "MoE layers are timed by the roofline in this version"
+        gemms = nonexpert_gemms(model, tp) if model.is_moe else None  # kvsim/cost/kernel_moe.py
+        if isinstance(gemms, str):
+            self.why["linear"] = gemms
             return None, None
+        if gemms is not None:
+            dtype = NONEXPERT_GEMM_DTYPES.get(model.weight_dtype)
         if dtype is None or "gemm" not in self.tables:
             self.why["linear"] = f"no gemm table for weight dtype {model.weight_dtype}"
             return None, None
@@ -157,7 +162,10 @@ class KernelCost(RooflineCost):
                     keep_t.append(times * sum(p * c for p, (_, _, c) in zip(parts, ops, strict=True)))
             return _Curve(np.array(keep_m), np.array(keep_t)) if len(keep_m) >= 2 else None
 
-        layers = curve(layer_ops, model.num_layers)
+        if gemms is None:
+            layers = curve(layer_ops, model.num_layers)
+        else:  # MoE: each GEMM with its own count of calls
+            layers = curve([(n2, k2, c * calls) for n, k, calls in gemms for n2, k2, c in (split(n, k),)], 1)
         head = curve([split(model.vocab_size // tp, h)], 1)
         if layers is None or head is None:
             self.why["linear"] = "the model's GEMM shapes (n, k) lie outside the measured gemm grid"
@@ -208,6 +216,15 @@ class KernelCost(RooflineCost):
         self.kernels["allreduce"] = "vLLM custom all-reduce (graph / eager)"
         return grids
 
+    def _moe_kernels(self, model: ModelSpec, tp: int) -> MoeKernels:
+        moe = MoeKernels(model, tp, self.tables)
+        self.fallback_iterations["moe"] = 0
+        if moe.why:
+            self.why["moe"] = moe.why
+        else:
+            self.kernels["moe"] = moe.kernel
+        return moe
+
     # ----------------------------------------------------------------- timing
     def _fell_back(self, op: str) -> None:
         self.fallback_iterations[op] += 1
@@ -230,7 +247,18 @@ class KernelCost(RooflineCost):
             body, head = self._linear(tokens), self._lm_head(max(1, seqs))
             if body is not None and head is not None:
                 return body + head
-        return -self.linear_time(tokens)
+        return -self.dense_linear_time(tokens)
+
+    def moe_kernel_time(self, tokens: int) -> float:
+        """The routed experts of an MoE model (kvsim/cost/kernel_moe.py); the roofline's term outside the
+        moe table (0 where the roofline's linear term already holds them: a spec without its experts)."""
+        if tokens <= 0 or not self.moe:
+            return 0.0
+        t = self._moe.time(tokens)
+        if t is None:
+            self._fell_back("moe")
+            return self.expert_linear_time(tokens)
+        return t
 
     def allreduce_kernel_time(self, tokens: int, graph: bool) -> float:
         if self.tp == 1 or tokens <= 0:
@@ -275,6 +303,8 @@ class KernelCost(RooflineCost):
             linear = self.linear_kernel_time(tokens, seqs)
         graph = not prefill and b <= CUDA_GRAPH_MAX_SEQS
         t = (self.graph_layers_s if graph else self.eager_layers_s) + linear
+        if self._moe is not None:
+            t += self.moe_kernel_time(tokens)
         if self.tp > 1:
             t += self.allreduce_kernel_time(tokens, graph)
         if prefill:
@@ -292,8 +322,8 @@ class KernelCost(RooflineCost):
             "model": self.name,
             "kernel_tables": {"profile": self.tables.profile, "project": prov.get("project"),
                               "commit": prov.get("commit")},
-            "ops_on_tables": sorted(op for op in OPS if op not in self.why and not (op == "allreduce"
-                                                                                    and self.tp == 1)),
+            "ops_on_tables": sorted(op for op in self.fallback_iterations if op not in self.why
+                                    and not (op == "allreduce" and self.tp == 1)),
             "ops_on_roofline": dict(sorted(self.why.items())),
             "kernels": dict(sorted(self.kernels.items())),
             "roofline_fallback_iterations": dict(self.fallback_iterations),

@@ -9,7 +9,7 @@ from kvsim.cost.attention import AttentionWork
 from kvsim.cost.batch import Batch
 from kvsim.errors import KvsimError
 from kvsim.specs.hardware import HardwareSpec
-from kvsim.specs.model import ModelSpec
+from kvsim.specs.model import ModelSpec, expected_distinct_experts
 
 ALLREDUCE_LATENCY_S = 8e-6
 """Fixed latency of one small all-reduce across GPUs of one node (NCCL, NVLink), per call."""
@@ -46,6 +46,14 @@ class RooflineCost:
       step streams per GPU (ModelSpec.weight_stream_bytes: all weights but an untied input-embedding table,
       which is only looked up), B the HBM bandwidth, T the tokens in the batch, F the peak FLOP/s at the
       weight dtype and e_gemm(T) = e_max * T / (T + m_half) (small GEMMs reach a small share of peak).
+    - mixture-of-experts models whose spec routes experts (ModelSpec.routes_experts): a step of T tokens
+      reads the weights of D(T) = E (1 - (1 - k / E)^T) distinct experts per MoE layer of the E routed
+      ones (top-k, uniform and independent routing: expected_distinct_experts), so
+      W(T) = W - R (1 - D(T) / E) with R the routed experts' bytes per GPU (ModelSpec.routed_expert_bytes);
+      the FLOPs stay 2 * P_active * T, split into the non-expert part at e_gemm(T) and the experts' part
+      2 * P_expert_active * T at e_gemm(T k / D(T)), the tokens each read expert's GEMM gets (1 at T = 1,
+      T k / E for large T): linear = max(W(T) / (B e_bw), dense FLOPs / (F e_gemm(T)) + expert FLOPs /
+      (F e_gemm(T k / D(T)))). A dense model's terms are unchanged.
     - prefill attention: attention FLOPs / (F * e_attn), and decode attention: KV bytes read / (B * e_bw),
       each summed over the model's layer groups (kvsim/cost/attention.py: sliding layers attend only their
       window, state layers read their state); for a model of full attention alone, FLOPs per (query, key)
@@ -101,6 +109,13 @@ class RooflineCost:
         self.seq_overhead = seq_overhead_s
         self.weight_bytes = model.weight_stream_bytes(tp)  # the input-embedding table is only looked up
         self.linear_flops_per_token = model.linear_flops_per_token() / tp
+        self.moe = model.routes_experts and model.is_moe
+        if self.moe:
+            self.experts, self.topk = model.num_experts, model.experts_per_token
+            self.expert_bytes = model.routed_expert_bytes(tp)
+            self.expert_flops_per_token = min(self.linear_flops_per_token, 2.0 * model.moe_layer_count
+                                              * model.experts_per_token * model.expert_params / tp)
+            self.dense_flops_per_token = self.linear_flops_per_token - self.expert_flops_per_token
         self.attn_flops_per_pair = model.attention_flops_per_pair(tp)
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype, tp)
         self.attn = AttentionWork(model, kv_dtype, tp)
@@ -135,9 +150,44 @@ class RooflineCost:
     def linear_time(self, tokens: int) -> float:
         if tokens <= 0:
             return 0.0
+        if self.moe:
+            mem_d, comp_d, mem_e, comp_e = self._moe_terms(tokens)
+            mem, comp = mem_d + mem_e, comp_d + comp_e
+            return mem if mem > comp else comp
         mem = self.weight_bytes / self.bw
         eff = self.e_max * tokens / (tokens + self.m_half)
         comp = self.linear_flops_per_token * tokens / (self.flops * eff)
+        return mem if mem > comp else comp
+
+    def _moe_terms(self, tokens: int) -> tuple[float, float, float, float]:
+        """(memory, compute) seconds of the non-expert linear layers, then of the routed experts, for a
+        step of `tokens` tokens (class docstring)."""
+        read = expected_distinct_experts(self.experts, self.topk, tokens)
+        expert_mem = self.expert_bytes * read / self.experts / self.bw
+        dense_mem = (self.weight_bytes - self.expert_bytes) / self.bw
+        per_expert = tokens * self.topk / read
+        dense_comp = self.dense_flops_per_token * tokens / (
+            self.flops * self.e_max * tokens / (tokens + self.m_half))
+        expert_comp = self.expert_flops_per_token * tokens / (
+            self.flops * self.e_max * per_expert / (per_expert + self.m_half))
+        return dense_mem, dense_comp, expert_mem, expert_comp
+
+    def dense_linear_time(self, tokens: int) -> float:
+        """The linear layers but the routed experts (linear_time for a dense model): max(memory,
+        compute) of that part alone."""
+        if not self.moe:
+            return self.linear_time(tokens)
+        if tokens <= 0:
+            return 0.0
+        mem, comp, _, _ = self._moe_terms(tokens)
+        return mem if mem > comp else comp
+
+    def expert_linear_time(self, tokens: int) -> float:
+        """The routed experts alone (0 for a dense model): max(memory, compute) of D(T) experts' weights
+        and the experts' FLOPs at e_gemm(T k / D(T))."""
+        if not self.moe or tokens <= 0:
+            return 0.0
+        _, _, mem, comp = self._moe_terms(tokens)
         return mem if mem > comp else comp
 
     def overhead_time(self, batch: Batch) -> float:

@@ -82,7 +82,9 @@ _BUILTIN: tuple[ModelSpec, ...] = (
     # Published as 15.7B total / 2.4B active; active here includes both embeddings like num_params.
     _spec("deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite", 27, 2048, 16, 16, 10944, 102400,
           15_706_484_224, 163840, "bf16", attention="mla", head_dim=128, kv_lora_rank=512,
-          qk_rope_head_dim=64, active_params=2_661_150_208),
+          qk_rope_head_dim=64, active_params=2_661_150_208, num_experts=64, experts_per_token=6,
+          moe_intermediate_size=1408, num_shared_experts=2, shared_expert_intermediate_size=2816,
+          moe_layers=tuple(range(1, 27))),
     # ---- read from their config.json (num_params estimated from the shapes; see docs/specs.md) ----
     # Gemma-2: 21 sliding (4096) + 21 global layers alternating; tie_word_embeddings left out = tied.
     _hf("gemma-2-9b", "google/gemma-2-9b", {

@@ -16,6 +16,12 @@ Layer kinds, first rule that applies:
   `max_window_layers` (Qwen2), layers from max_window_layers on are sliding; else every layer (Mistral).
 Sliding layers whose model gives no window (use_sliding_window false) are full.
 
+Mixture of experts (kvsim/specs/hf_params.py `routed_experts`, `moe_layers`, `shared_expert_width`): the
+routed experts and top-k (n_routed_experts / num_local_experts / num_experts, num_experts_per_tok /
+experts_per_token), their moe_intermediate_size (gpt-oss: intermediate_size), the shared experts, and
+which layers are MoE (first_k_dense_replace, moe_layer_freq, decoder_sparse_step, mlp_only_layers,
+Nemotron-H's `E` blocks); the parameter counts use the same layer rule.
+
 Family defaults for keys a config leaves out (its transformers config class's defaults):
 `tie_word_embeddings` true for gemma, gemma2, gemma3(_text) and opt, false otherwise; Gemma-2 vocab 256000,
 sliding_window 4096; Gemma-3 vocab 262208, max_position_embeddings 131072, sliding_window 4096. A
@@ -31,7 +37,7 @@ from typing import Any
 
 from kvsim.errors import KvsimError, excerpt
 from kvsim.specs.dtypes import normalize_dtype
-from kvsim.specs.hf_params import estimate_params
+from kvsim.specs.hf_params import estimate_params, moe_layers, routed_experts, shared_expert_width
 from kvsim.specs.model import MAX_DIM, MAX_PARAMS, ModelSpec, check_int
 
 _HF_INTS: dict[str, int] = {
@@ -47,7 +53,7 @@ _HF_INTS: dict[str, int] = {
     "mamba_num_heads": 1, "mamba_head_dim": 1, "ssm_state_size": 1, "n_groups": 1, "conv_kernel": 1,
     "expand": 1, "linear_num_key_heads": 1, "linear_num_value_heads": 1, "linear_key_head_dim": 1,
     "linear_value_head_dim": 1, "linear_conv_kernel_dim": 1, "index_head_dim": 0, "index_n_heads": 0,
-    "index_topk": 0, "hc_mult": 1,
+    "index_topk": 0, "hc_mult": 1, "moe_layer_freq": 1, "decoder_sparse_step": 1,
 }
 """config.json keys kvsim reads as integers, with their least value (null means absent)."""
 _HF_BOOLS = ("tie_word_embeddings", "use_sliding_window", "attention_bias", "use_bias", "use_conv_bias",
@@ -107,6 +113,14 @@ def spec_from_hf_config(cfg: dict[str, Any], source: str) -> ModelSpec:
     total, active = estimate_params(cfg, kinds, layers, hidden, heads, kv_heads, head_dim, ffn, vocab)
     if total > MAX_PARAMS:
         raise KvsimError(f"{source}: the shapes give {total:.3g} parameters, more than {MAX_PARAMS:.0e}")
+    experts, per_tok = routed_experts(cfg)
+    moe = moe_layers(cfg, layers)
+    shared, shared_width = shared_expert_width(cfg, ffn)
+    experts_fields = {} if not moe else {
+        "num_experts": experts, "experts_per_token": per_tok,
+        "moe_intermediate_size": cfg.get("moe_intermediate_size") or ffn, "num_shared_experts": shared,
+        "shared_expert_intermediate_size": shared_width,
+        "moe_layers": () if len(moe) == layers else moe}
     name = str(cfg.get("_name_or_path") or Path(source).parent.name or "hf-model").split("/")[-1]
     typed = kinds if any(k != "full" for k in kinds) else ()
     try:
@@ -122,7 +136,7 @@ def spec_from_hf_config(cfg: dict[str, Any], source: str) -> ModelSpec:
             index_num_heads=cfg.get("index_n_heads") or 0 if v4 else 0,
             index_topk=cfg.get("index_topk") or 0 if v4 else 0,
             weight_dtype=_weight_dtype(cfg), tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-            source=source)
+            source=source, **experts_fields)
     except KvsimError as exc:
         raise KvsimError(f"{source}: {exc}") from None
 
@@ -168,7 +182,7 @@ def _checked_hf(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             raise KvsimError(f"{source}: {key} must be true or false, got {excerpt(value)}")
         elif key in _HF_STRS and not isinstance(value, str):
             raise KvsimError(f"{source}: {key} must be a string, got {excerpt(value)}")
-        elif key in ("layer_types", "compress_ratios"):
+        elif key in ("layer_types", "compress_ratios", "mlp_only_layers"):
             _check_list(key, value, source)
         out[key] = value
     return out
@@ -181,10 +195,10 @@ def _check_list(key: str, value: Any, source: str) -> None:
         if key == "layer_types" and item not in _LAYER_TYPES:
             raise KvsimError(f"{source}: layer_types[{i}] must be one of {', '.join(_LAYER_TYPES)},"
                              f" got {excerpt(item)}")
-        if key == "compress_ratios":
+        if key in ("compress_ratios", "mlp_only_layers"):
             problem = check_int(item, 0, MAX_DIM)
             if problem:
-                raise KvsimError(f"{source}: compress_ratios[{i}] {problem}")
+                raise KvsimError(f"{source}: {key}[{i}] {problem}")
 
 
 def _layer_kinds(cfg: dict[str, Any], layers: int, window: int | None, source: str) -> tuple[str, ...]:

@@ -31,23 +31,20 @@ def estimate_params(cfg: dict[str, Any], kinds: tuple[str, ...], layers: int, h:
     """(total, active) parameters; kinds: the layer kinds (LAYER_KINDS), one per layer."""
     family = cfg.get("model_type", "")
     attn = _attention(cfg, family, h, heads, kv_heads, head_dim)
-    experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
-    per_tok = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0
+    experts, per_tok = routed_experts(cfg)
     mats = 2 if family in ("opt", "nemotron_h") or "ffn_dim" in cfg else 3
     norms = 4 if family in ("gemma2", "gemma3", "gemma3_text") else 1 if family == "nemotron_h" else 2
     dense_mlp = mats * h * ffn
     moe_total, moe_active = _moe(cfg, family, h, ffn, mats, experts, per_tok)
     pattern = cfg.get("hybrid_override_pattern") if family == "nemotron_h" else None
-    dense_layers = cfg.get("first_k_dense_replace") or 0
+    moe = set(moe_layers(cfg, len(kinds)))
     total = active = 0
     for i, kind in enumerate(kinds):
         mixer = _mixer(cfg, kind, i, attn, h, heads, head_dim)
-        if pattern is not None:  # Nemotron-H: each block is one mixer or one MLP
-            block = pattern[i]
-            mlp = (dense_mlp, dense_mlp) if block == "-" else (moe_total, moe_active) if block == "E" \
-                else (0, 0)
-        elif experts and per_tok and i >= dense_layers:
+        if i in moe:
             mlp = (moe_total, moe_active)
+        elif pattern is not None and pattern[i] != "-":  # Nemotron-H: a mixer block has no MLP
+            mlp = (0, 0)
         else:
             mlp = (dense_mlp, dense_mlp)
         total += mixer + mlp[0] + norms * h
@@ -60,6 +57,47 @@ def estimate_params(cfg: dict[str, Any], kinds: tuple[str, ...], layers: int, h:
         total += layers * per_layer
         active += layers * per_layer
     return total + embed, active + embed
+
+
+def routed_experts(cfg: dict[str, Any]) -> tuple[int, int]:
+    """(routed experts per MoE layer, experts per token) of a config, (0, 0) for a dense model: the keys
+    n_routed_experts (DeepSeek, Nemotron-H) / num_local_experts (gpt-oss, Mixtral) / num_experts (Qwen MoE)
+    and num_experts_per_tok / experts_per_token."""
+    experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+    per_tok = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0
+    return (experts, per_tok) if experts and per_tok else (0, 0)
+
+
+def moe_layers(cfg: dict[str, Any], layers: int) -> tuple[int, ...]:
+    """Indices of the layers whose MLP is a mixture of experts (none for a dense config):
+    Nemotron-H: its `E` blocks (hybrid_override_pattern); otherwise layer i is MoE when i >=
+    first_k_dense_replace (DeepSeek: the first k layers are dense), i is a multiple of moe_layer_freq
+    (DeepSeek, default 1), (i + 1) is a multiple of decoder_sparse_step (Qwen2/3-MoE, default 1) and i is
+    not in mlp_only_layers (Qwen MoE)."""
+    if routed_experts(cfg) == (0, 0):
+        return ()
+    if cfg.get("model_type") == "nemotron_h" and cfg.get("hybrid_override_pattern") is not None:
+        return tuple(i for i, block in enumerate(cfg["hybrid_override_pattern"]) if block == "E")
+    first = cfg.get("first_k_dense_replace") or 0
+    freq = cfg.get("moe_layer_freq") or 1
+    step = cfg.get("decoder_sparse_step") or 1
+    dense = set(cfg.get("mlp_only_layers") or ())
+    return tuple(i for i in range(layers)
+                 if i >= first and i % freq == 0 and (i + 1) % step == 0 and i not in dense)
+
+
+def shared_expert_width(cfg: dict[str, Any], ffn: int) -> tuple[int, int]:
+    """(shared experts, their summed intermediate width) of one MoE layer: n_shared_experts of the routed
+    experts' moe_intermediate_size (else ffn, the config's intermediate size; DeepSeek: run as one MLP of
+    that width), plus one of shared_expert_intermediate_size / moe_shared_expert_intermediate_size (Qwen
+    MoE, Qwen3-Next, Nemotron-H) where the config gives it."""
+    if routed_experts(cfg) == (0, 0):
+        return 0, 0
+    eff = cfg.get("moe_intermediate_size") or ffn
+    n = cfg.get("n_shared_experts") or 0
+    extra = (cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
+             or 0)
+    return n + (1 if extra else 0), n * eff + extra
 
 
 def _attention(cfg: dict[str, Any], family: str, h: int, heads: int, kv: int, hd: int) -> int:

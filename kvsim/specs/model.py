@@ -5,6 +5,7 @@ kvsim/specs/compute.py."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -34,7 +35,8 @@ POSITIVE_DIMS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_hea
 """Integer fields that must be >= 1 (and <= MAX_DIM)."""
 OPTIONAL_DIMS = ("kv_lora_rank", "qk_rope_head_dim", "sliding_window_layers", "ssm_num_heads", "ssm_head_dim",
                  "ssm_state_size", "ssm_groups", "ssm_conv_kernel", "index_head_dim", "index_num_heads",
-                 "index_topk")
+                 "index_topk", "num_experts", "experts_per_token", "moe_intermediate_size",
+                 "num_shared_experts", "shared_expert_intermediate_size")
 """Integer fields that may be 0 (and are <= MAX_DIM)."""
 COUNTS = ("num_params", "active_params")
 """Integer fields that must be >= 1 (and <= MAX_PARAMS)."""
@@ -70,11 +72,21 @@ class ModelSpec:
     entry and attend to the index_topk entries the indexer (index_num_heads heads) picks; larger ratios
     (HCA) attend to every entry.
 
+    Mixture of experts (`num_experts` > 0): each MoE layer (`moe_layers`, the layer indices; empty: every
+    layer) routes each token to `experts_per_token` (top-k) of `num_experts` routed experts of
+    `moe_intermediate_size`, plus `num_shared_experts` shared experts every token runs, together one MLP
+    of `shared_expert_intermediate_size` (their summed width); the other layers have the dense MLP of
+    intermediate_size. The parameter counts stay num_params / active_params: one routed expert's
+    parameters are derived from them (`expert_params`), never re-counted. A MoE spec without these
+    fields (only active_params < num_params) is costed as before: every expert's weights streamed.
+
     Checked on construction (KvsimError, one line): every shape an integer (never a bool or a float)
     with 1 <= value <= MAX_DIM (the OPTIONAL_DIMS may be 0); 1 <= active_params <= num_params <=
     MAX_PARAMS; for mha / gqa / mqa num_kv_heads divides num_attention_heads, mha has as many KV heads
     as heads and mqa one; per-layer fields have num_layers entries and agree with each other; each
-    layer kind has what it needs (a window, the state shapes, a compress ratio); name, attention,
+    layer kind has what it needs (a window, the state shapes, a compress ratio); experts: both or neither
+    of num_experts and experts_per_token, 1 <= experts_per_token <= num_experts, moe_intermediate_size
+    >= 1, shared experts with a width, moe_layers distinct increasing indices < num_layers; name, attention,
     weight_dtype, ssm_kind, ssm_dtype and source are strings, tie_word_embeddings a bool.
     """
 
@@ -106,6 +118,12 @@ class ModelSpec:
     index_head_dim: int = 0
     index_num_heads: int = 0
     index_topk: int = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0
+    moe_layers: tuple[int, ...] = ()
     weight_dtype: str = "bf16"
     tie_word_embeddings: bool = False
     source: str = ""
@@ -149,6 +167,36 @@ class ModelSpec:
             if canonical != dtype:
                 object.__setattr__(self, f, canonical)
         self._check_layers(who)
+        self._check_experts(who)
+
+    def _check_experts(self, who: str) -> None:
+        """The mixture-of-experts fields (class docstring)."""
+        e, k = self.num_experts, self.experts_per_token
+        if bool(e) != bool(k):
+            raise KvsimError(f"{who}: num_experts ({e}) and experts_per_token ({k}) go together"
+                             " (both or neither)")
+        if k > e:
+            raise KvsimError(f"{who}: experts_per_token ({k}) exceeds num_experts ({e})")
+        if e and self.moe_intermediate_size < 1:
+            raise KvsimError(f"{who}: num_experts needs moe_intermediate_size >= 1")
+        if bool(self.num_shared_experts) != bool(self.shared_expert_intermediate_size):
+            raise KvsimError(f"{who}: num_shared_experts ({self.num_shared_experts}) and"
+                             f" shared_expert_intermediate_size ({self.shared_expert_intermediate_size})"
+                             " go together (both or neither)")
+        layers = self.moe_layers
+        if isinstance(layers, list):
+            layers = tuple(layers)
+            object.__setattr__(self, "moe_layers", layers)
+        if not isinstance(layers, tuple):
+            raise KvsimError(f"{who}: moe_layers must be a list of layer indices, got {excerpt(layers)}")
+        if layers and not e:
+            raise KvsimError(f"{who}: moe_layers set without num_experts")
+        last = -1
+        for i, layer in enumerate(layers):
+            if isinstance(layer, bool) or not isinstance(layer, int) or not last < layer < self.num_layers:
+                raise KvsimError(f"{who}: moe_layers[{i}] must be a layer index above the one before it and"
+                                 f" below num_layers ({self.num_layers}), got {excerpt(layer)}")
+            last = layer
 
     def _check_heads(self, who: str) -> None:
         heads, kv = self.num_attention_heads, self.num_kv_heads
@@ -333,7 +381,8 @@ class ModelSpec:
         """Weight bytes one step reads per GPU: (num_params - vocab_size * hidden_size when the embeddings
         are not tied, else num_params) * bytes(weight_dtype) / tp. The input-embedding table is only
         looked up (one row per token), never streamed; a tied table is read as the LM head. Every other
-        weight counts once (all experts of an MoE model: a batch touches most of them)."""
+        weight counts once, every expert of an MoE model included (a step of T tokens reads only
+        expected_experts(T) of them: kvsim/cost/roofline.py subtracts the rest)."""
         _check_tp(tp)
         lookup = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
         return max(0, self.num_params - lookup) * DTYPE_BYTES[self.weight_dtype] / tp
@@ -370,6 +419,60 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.active_params < self.num_params
+
+    # ---- mixture of experts -------------------------------------------------------------
+    @property
+    def moe_layer_count(self) -> int:
+        """Layers with routed experts: len(moe_layers), or every layer when moe_layers is empty; 0
+        without num_experts."""
+        if not self.num_experts:
+            return 0
+        return len(self.moe_layers) or self.num_layers
+
+    @property
+    def routes_experts(self) -> bool:
+        """Whether the spec says how tokens are routed (num_experts, experts_per_token), so a step reads
+        only the experts its tokens pick."""
+        return self.moe_layer_count > 0
+
+    @property
+    def expert_params(self) -> float:
+        """Parameters of one routed expert of one layer, derived from the counts: (num_params -
+        active_params) / (MoE layers x (num_experts - experts_per_token)), the experts a token does not
+        run being all the two counts differ by (for gpt-oss this includes the experts' biases). When
+        every expert is active (experts_per_token = num_experts) the counts cannot tell: 3 x hidden_size
+        x moe_intermediate_size, a gated MLP."""
+        layers, e, k = self.moe_layer_count, self.num_experts, self.experts_per_token
+        if not layers:
+            return 0.0
+        if e > k and self.num_params > self.active_params:
+            return (self.num_params - self.active_params) / (layers * (e - k))
+        return 3.0 * self.hidden_size * self.moe_intermediate_size
+
+    def routed_expert_bytes(self, tp: int = 1) -> float:
+        """Bytes of every routed expert of every MoE layer on one GPU: MoE layers x num_experts x
+        expert_params x bytes(weight_dtype) / tp (without expert parallelism each GPU holds a 1/tp slice
+        of every expert); at most weight_stream_bytes(tp)."""
+        _check_tp(tp)
+        total = self.moe_layer_count * self.num_experts * self.expert_params * DTYPE_BYTES[self.weight_dtype]
+        return min(total / tp, self.weight_stream_bytes(tp))
+
+    def expected_experts(self, tokens: float) -> float:
+        """Distinct routed experts a step of `tokens` tokens reads per MoE layer (expected_distinct_experts
+        of num_experts, experts_per_token)."""
+        return expected_distinct_experts(self.num_experts, self.experts_per_token, tokens)
+
+
+def expected_distinct_experts(experts: int, topk: int, tokens: float) -> float:
+    """E (1 - (1 - k / E)^T): the expected number of distinct experts T tokens pick, each choosing k of E
+    experts uniformly at random and independently of the other tokens (each expert is missed by one token
+    with probability 1 - k / E). k at T = 1, E as T grows; 0 for T <= 0 or no experts. Real routers are
+    skewed (popular experts), which makes fewer distinct experts: this is the uniform upper estimate."""
+    if experts <= 0 or tokens <= 0:
+        return 0.0
+    if topk >= experts:
+        return float(experts)
+    return experts * -math.expm1(tokens * math.log1p(-topk / experts))
 
 
 def _check_tp(tp: int) -> None:

@@ -153,3 +153,65 @@ def test_prefetch_overlaps_the_forward_pass_layer_by_layer():
     # re-read recalls and swaps stay serial, on top of the overlapped prefetch
     both = large._replace(recall_bytes=1e5, swap_in_bytes=2e5)
     assert c.step_time(both) - c.step_time(large) == pytest.approx(0.001 + 0.002)
+
+
+# ---- mixture of experts: a toy MoE of 2 layers, 4 experts of 1,000 parameters each, top-2 ----------------
+MOE = dict(MODEL, name="toy-moe", num_params=1_000_000, active_params=996_000, num_experts=4,
+           experts_per_token=2, moe_intermediate_size=8, tie_word_embeddings=True)
+"""num_params - active_params = 2 layers x (4 - 2) idle experts x 1,000 -> expert_params 1,000; tied
+embeddings: the whole 1e6 parameters (2e6 bytes at fp16) stream, 16,000 of them the routed experts."""
+
+
+def moe_cost(**kw):
+    params = dict(iteration_overhead_s=0.0, gemm_efficiency_max=0.5, gemm_efficiency_m_half=10.0,
+                  bandwidth_efficiency=1.0, attention_efficiency=0.5, layer_overhead_s=0.0,
+                  eager_layer_overhead_s=0.0, seq_overhead_s=0.0)
+    params.update(kw)
+    return RooflineCost(get_model(MOE), load_hardware(HW), 1, "fp16", 256 * 16, **params)
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_pick():
+    c = moe_cost()
+    assert c.moe and c.expert_bytes == 2 * 4 * 1000 * 2 == 16_000
+    # T = 1: D = k = 2 of 4 experts -> 2e6 - 16,000 + 16,000 x 2 / 4 = 1,992,000 bytes at 1e9 B/s
+    dense_mem, _, expert_mem, _ = c._moe_terms(1)
+    assert dense_mem + expert_mem == pytest.approx(1_992_000 / 1e9, rel=1e-12)
+    # T = 2: D = 4 (1 - (1/2)^2) = 3 -> 1,984,000 + 12,000
+    dense_mem, _, expert_mem, _ = c._moe_terms(2)
+    assert (dense_mem, expert_mem) == (pytest.approx(1.984e-3, rel=1e-12), pytest.approx(1.2e-5, rel=1e-12))
+    # many tokens: every expert, the dense figure (all weights streamed)
+    dense_mem, _, expert_mem, _ = c._moe_terms(10_000)
+    assert dense_mem + expert_mem == pytest.approx(2e6 / 1e9, rel=1e-12)
+
+
+def test_moe_flops_stay_active_but_expert_gemms_run_at_their_own_tokens():
+    c = moe_cost()
+    # expert FLOPs per token 2 x 2 layers x 2 experts x 1,000 = 8,000; the rest 2 x 996,000 - 8,000
+    assert c.expert_flops_per_token == 8_000
+    assert c.dense_flops_per_token == 2 * 996_000 - 8_000
+    # T = 64: D = 4 (1 - 2^-64) ~ 4, 64 x 2 / 4 = 32 tokens per expert -> e = 0.5 x 32 / 42
+    _, dense_comp, _, expert_comp = c._moe_terms(64)
+    assert dense_comp == pytest.approx(c.dense_flops_per_token * 64 / (1e12 * 0.5 * 64 / 74), rel=1e-12)
+    assert expert_comp == pytest.approx(8_000 * 64 / (1e12 * 0.5 * 32 / 42), rel=1e-9)
+    # T = 1: one token per read expert, the same efficiency as the dense part's
+    _, dense_comp, _, expert_comp = c._moe_terms(1)
+    assert expert_comp / dense_comp == pytest.approx(8_000 / c.dense_flops_per_token, rel=1e-12)
+    mem = sum(c._moe_terms(1)[::2])
+    assert c.linear_time(1) == max(mem, dense_comp + expert_comp)
+    assert c.dense_linear_time(1) + c.expert_linear_time(1) >= c.linear_time(1)
+
+
+def test_a_moe_spec_without_routing_streams_every_expert_as_before():
+    plain = dict(MOE, num_experts=0, experts_per_token=0, moe_intermediate_size=0)
+    c = RooflineCost(get_model(plain), load_hardware(HW), 1, "fp16", 256 * 16, bandwidth_efficiency=1.0)
+    assert not c.moe and c.expert_linear_time(1) == 0.0 and c.dense_linear_time(5) == c.linear_time(5)
+    assert c.linear_time(1) >= 2e6 / 1e9
+
+
+def test_dense_models_keep_their_linear_term():
+    c, m = cost(bandwidth_efficiency=1.0)
+    assert not c.moe
+    for t in (1, 64, 4096):
+        mem = m.weight_stream_bytes() / 1e9
+        comp = m.linear_flops_per_token() * t / (1e12 * 0.5 * t / (t + 10.0))
+        assert c.linear_time(t) == max(mem, comp) == c.dense_linear_time(t)
