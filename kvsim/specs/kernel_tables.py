@@ -97,7 +97,7 @@ TABLES: dict[str, TableSpec] = {
 """Every kernel table kvsim reads, by name (the file is calibration/<profile>/kernels/<name>.parquet)."""
 
 SYSTEMS = {"a100_sxm": "a100-80gb", "h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200",
-           "gb200": "gb200", "l40s": "l40s"}
+           "gb200": "gb200", "l40s": "l40s", "rtx_pro_6000_server": "rtx-pro-6000"}
 """AIConfigurator's system name -> kvsim's hardware profile with its tables."""
 
 

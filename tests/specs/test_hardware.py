@@ -21,7 +21,7 @@ MINIMAL = {"memory_gb": 80, "hbm_bandwidth": "2 TB/s", "peak_flops": {"bf16": 1e
 
 def test_shipped_profiles():
     assert list_hardware() == ["a100-40gb", "a100-80gb", "b200", "cpu", "gb200", "h100-sxm", "h200", "l40s",
-                              "mi300x"]
+                              "mi300x", "rtx-pro-6000"]
     assert (hardware_profiles_dir() / "h200.yaml").is_file()
 
 
@@ -51,6 +51,19 @@ def test_datasheet_numbers():
     mi300x = load_hardware("mi300x")
     assert (mi300x.memory_gb, mi300x.hbm_bandwidth, mi300x.peak_flops["bf16"]) == (192, 5.3e12, 1307.4e12)
     assert load_hardware("cpu").memory_bytes == 16 * 2**30
+
+
+def test_rtx_pro_6000_figures_and_a_source_for_each():
+    rtx = load_hardware("rtx-pro-6000")
+    assert (rtx.memory_gb, rtx.memory_bytes, rtx.hbm_bandwidth) == (96, 97887 * 2**20, 1792e9)
+    assert (rtx.peak_flops["bf16"], rtx.peak_flops["fp8"], rtx.peak_flops["int8"]) == (467.8e12, 935.6e12, 935.6e12)
+    assert rtx.host_link_bandwidth == rtx.interconnect_bandwidth == 64e9  # PCIe Gen5 x16, no NVLink
+    assert rtx.interconnect_bandwidth_by_tp is None and rtx.usd_per_gpu_hour == 1.57
+    sourced = {"memory_gb", "memory_bytes", "hbm_bandwidth", "peak_flops", "host_link_bandwidth",
+               "interconnect_bandwidth", "network_bandwidth", "host_dram_bytes", "ssd_bytes", "ssd_bandwidth",
+               "usd_per_gpu_hour"}
+    assert set(rtx.sources) == sourced
+    assert all(rtx.sources[k].startswith("assumption") for k in ("network_bandwidth", "host_dram_bytes"))
 
 
 def test_names_are_case_insensitive_and_unknown_names_suggest():
