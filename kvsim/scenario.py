@@ -575,6 +575,10 @@ def cross_check(sc: Scenario) -> str | None:
         if kv.sparsity.enabled and seqs > 1:
             return (f"kv.sparsity.policy: '{kv.sparsity.policy}' does not model parallel sampling or beam "
                     "search (set workload.n and workload.beam_width to 1)")
+    bench = sc.workload.bench_serve
+    if bench is not None and sc.simulation.requests is not None and bench.num_prompts > sc.simulation.requests:
+        return (f"workload.bench_serve.num_prompts: {bench.num_prompts:,} is more than simulation.requests "
+                f"({sc.simulation.requests:,}); raise simulation.requests")
     return None
 
 
@@ -717,7 +721,7 @@ def _exists(path: Path) -> bool:
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing` and
-    `workload.length_pairs` only when set, `scheduler.policy` only when not the default, never
+    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the default, never
     `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing"):
@@ -729,4 +733,6 @@ def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     for workload in (data["workload"], *data["workload"]["mix"]):
         if workload["length_pairs"] is None:
             del workload["length_pairs"]
+        if workload["bench_serve"] is None:
+            del workload["bench_serve"]
     return data
