@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from kvsim.errors import KvsimError
 from kvsim.workload.bench_serve_config import BenchServeConfig
 from kvsim.workload.config import WorkloadConfig
 from kvsim.workload.lengths import load_empirical
@@ -37,20 +36,18 @@ def bench_serve_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requ
 def bench_serve_table(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
                       duration_s: float | None, base_dir: str | Path | None = None) -> RequestTable:
     """num_prompts requests in send order (rid i is the client's i-th request), arrival_s its scheduled
-    send time; those scheduled after duration_s are dropped. num_prompts above max_requests is an error
-    (the client sends them all)."""
+    send time; as for every kind, max_requests keeps the first ones and those scheduled after duration_s
+    are dropped (the schedule is num_prompts' either way)."""
     b = cfg.bench_serve or BenchServeConfig()
     n = b.num_prompts
-    if max_requests is not None and n > max_requests:
-        raise KvsimError(f"workload.bench_serve.num_prompts: {n:,} is more than simulation.requests "
-                         f"({max_requests:,}); raise simulation.requests")
     draw = rng if b.seed is None else np.random.default_rng(b.seed)
     prompt, output = (random_lengths(b, draw, n) if b.dataset == "random"
                       else sharegpt_lengths(b, draw, n, base_dir))
     times = send_times(b, rng, n)
+    keep = n if max_requests is None else min(n, max_requests)
     if duration_s is not None and duration_s != float("inf"):
-        keep = int(np.searchsorted(times, duration_s, side="right"))
-        times, prompt, output = times[:keep], prompt[:keep], output[:keep]
+        keep = min(keep, int(np.searchsorted(times, duration_s, side="right")))
+    times, prompt, output = times[:keep], prompt[:keep], output[:keep]
     shared = b.random_prefix_len + b.num_special_tokens if b.dataset == "random" else 0
     segments = None
     if b.dataset == "random" and b.random_prefix_len > 0:

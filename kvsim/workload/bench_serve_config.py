@@ -28,7 +28,13 @@ def _inf_or_number(value: object, what: str, low: float, high: float) -> object:
         raise ValueError(f"{what} must be a number or inf, got a boolean")
     if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "infinity"):
         return "inf"
-    if isinstance(value, (int, float)) and not low <= value <= high:  # NaN and .inf fail too
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+    if isinstance(number, (int, float)) and not low <= number <= high:  # NaN and .inf fail too
         raise ValueError(f"{what} must be the word inf or a number in [{low:g}, {high:g}], got {value!r}")
     return value
 
@@ -49,7 +55,8 @@ class BenchServeConfig(Strict):
     client for one of that many slots."""
 
     num_prompts: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
-    """--num-prompts (vLLM's default 1000), at most 10^7 and at most simulation.requests."""
+    """--num-prompts (vLLM's default 1000), at most 10^7; simulation.requests (default 2000) still caps the
+    run, keeping the first requests of the schedule."""
     dataset: Literal["random", "sharegpt"] = "random"
     """--dataset-name: random, or sharegpt from a file of (prompt, output) token counts."""
     dataset_path: Annotated[str, Field(max_length=4096), AfterValidator(_no_nul)] | None = None
