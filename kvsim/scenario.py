@@ -716,9 +716,9 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing` and
-    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the default, never
-    `simulation.exact_stepping` (the same results either way)."""
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`,
+    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the
+    default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing"):
         if data[key] is None:

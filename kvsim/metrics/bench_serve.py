@@ -145,7 +145,10 @@ def bench_serve_section(requests: pd.DataFrame, timeline: pd.DataFrame, cfg: dic
     duration = max(end) if end else 0.0
     total_in = int(done["prompt_len"].sum())
     total_out = int(done["output_len"].sum())
-    rate = (lambda x: x / duration if duration > 0 else None)
+
+    def rate(count: int) -> float | None:
+        return count / duration if duration > 0 else None
+
     out: dict[str, Any] = {
         "completed": int(len(done)),
         "failed": int(len(failed)),

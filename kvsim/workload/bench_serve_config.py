@@ -61,7 +61,8 @@ class BenchServeConfig(Strict):
     """--dataset-name: random, or sharegpt from a file of (prompt, output) token counts."""
     dataset_path: Annotated[str, Field(max_length=4096), AfterValidator(_no_nul)] | None = None
     """sharegpt: a CSV with `prompt` and `output` columns of token counts, e.g.
-    workloads/lengths/sharegpt_v3_vllm_bench_llama3.csv (relative: to the working directory)."""
+    workloads/lengths/sharegpt_v3_vllm_bench_llama3.csv (relative: to the scenario file's folder, else the
+    working directory)."""
     sharegpt_output_len: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     """--sharegpt-output-len: every sharegpt request's output length (unset: the row's)."""
     random_input_len: int = Field(default=1024, ge=1, le=MAX_TOKENS)

@@ -291,8 +291,8 @@ class WorkloadConfig(Strict):
                 self.bench_serve = BenchServeConfig()
             for key in _NOT_BENCH_SERVE:
                 if key in self.model_fields_set:
-                    raise ValueError(f"kind 'bench_serve' takes its requests from 'bench_serve' "
-                                     f"(num_prompts, dataset, request_rate, max_concurrency, ...), not '{key}'")
+                    raise ValueError("kind 'bench_serve' takes its requests from 'bench_serve' (num_prompts, "
+                                     f"dataset, request_rate, max_concurrency, ...), not '{key}'")
         elif self.bench_serve is not None:
             raise ValueError("'bench_serve' is for kind 'bench_serve'")
         return self

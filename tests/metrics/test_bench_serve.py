@@ -19,8 +19,13 @@ import numpy as np
 import pytest
 
 from kvsim.engine.client_gate import CLIENT_COLUMNS
-from kvsim.metrics.bench_serve import (bench_serve_rows, bench_serve_section, peak_concurrency, token_gaps,
-                                       weighted_percentile)
+from kvsim.metrics.bench_serve import (
+    bench_serve_rows,
+    bench_serve_section,
+    peak_concurrency,
+    token_gaps,
+    weighted_percentile,
+)
 from kvsim.metrics.recorder import IterationRow, Recorder, RequestRow
 
 NAN = math.nan

@@ -77,7 +77,8 @@ def test_gamma_gaps_rescaled_to_end_at_n_over_rate():
 def test_gamma_gap_mean_and_burstiness():
     n = 20000
     poisson = np.diff(send_times(BenchServeConfig(request_rate=10), np.random.default_rng(0), n))
-    bursty = np.diff(send_times(BenchServeConfig(request_rate=10, burstiness=0.25), np.random.default_rng(0), n))
+    bursty = np.diff(send_times(BenchServeConfig(request_rate=10, burstiness=0.25),
+                                np.random.default_rng(0), n))
     assert poisson.mean() == pytest.approx(0.1, rel=0.01) and bursty.mean() == pytest.approx(0.1, rel=0.01)
     # coefficient of variation 1 / sqrt(shape): 1 for Poisson, 2 at burstiness 0.25
     assert poisson.std() / poisson.mean() == pytest.approx(1.0, rel=0.05)
@@ -100,9 +101,10 @@ def write_pairs(tmp_path, rows):
 def test_sharegpt_rows_without_replacement_then_oversampled(tmp_path):
     path = write_pairs(tmp_path, [(10, 100), (20, 200), (30, 300)])
     t = table(num_prompts=3, dataset="sharegpt", dataset_path=path)
-    assert sorted(zip(t.prompt_len.tolist(), t.output_len.tolist())) == [(10, 100), (20, 200), (30, 300)]
+    rows = zip(t.prompt_len.tolist(), t.output_len.tolist(), strict=True)
+    assert sorted(rows) == [(10, 100), (20, 200), (30, 300)]
     t = table(num_prompts=5, dataset="sharegpt", dataset_path=path)
-    pairs = list(zip(t.prompt_len.tolist(), t.output_len.tolist()))
+    pairs = list(zip(t.prompt_len.tolist(), t.output_len.tolist(), strict=True))
     assert sorted(pairs[:3]) == [(10, 100), (20, 200), (30, 300)]
     assert set(pairs[3:]) <= set(pairs[:3])
     t = table(num_prompts=3, dataset="sharegpt", dataset_path=path, sharegpt_output_len=7)
