@@ -167,6 +167,8 @@ def test_vllm_bench_serve_example():
     assert b["duration_s"] == pytest.approx(rq["finish_s"].max(), rel=1e-12)
     assert b["itl_exact"] is True and b["mean_itl_ms"] == pytest.approx(b["mean_tpot_ms"], rel=1e-9)
     assert (rq["client_wait_s"][16:] > 0).all() and (rq["client_wait_s"][:16] == 0).all()
+    assert s["scenario"]["workload"]["bench_serve"]["max_concurrency"] == 16
     chat = load_scenario(WORKLOADS / "chat.yaml", ["simulation.requests=20"])
     res = Simulation(chat).run()
-    assert "bench_serve" not in build_summary(res.requests, res.timeline, res.meta)
+    s = build_summary(res.requests, res.timeline, res.meta)
+    assert "bench_serve" not in s and "bench_serve" not in s["scenario"]["workload"]

@@ -80,13 +80,15 @@ def _itl(done: pd.DataFrame, timeline: pd.DataFrame, percentiles: list[float]) -
     """The ITL figures and whether the timeline gave every inter-token gap exactly. The mean is exact
     always: a request's gaps sum to e2el - ttft over output_len - 1 gaps. Median, std and percentiles come
     from the timeline's per-iteration gaps when they account for every token and every second of the
-    requests' decode time (no preemption or pause between a sequence's tokens), else None."""
+    requests' decode time (no preemption or pause between a sequence's tokens) and no request moved from a
+    prefill to a decode replica (its first gap spans two replicas' clocks), else None."""
     out_len = done["output_len"].to_numpy(np.int64)
     decode_s = (done["finish_s"] - done["first_token_s"]).to_numpy(np.float64)
     n_gaps = int(np.maximum(out_len - 1, 0).sum())
     total_s = float(decode_s[out_len > 1].sum())
     gaps, counts = token_gaps(timeline)
-    exact = (n_gaps > 0 and int(counts.sum()) == n_gaps
+    handed_off = "prefill_replica" in done.columns and bool((done["prefill_replica"] >= 0).any())
+    exact = (n_gaps > 0 and not handed_off and int(counts.sum()) == n_gaps
              and math.isclose(float(np.multiply(gaps, counts).sum()), total_s, rel_tol=_RTOL, abs_tol=1e-12))
     if n_gaps == 0:
         return _stats("itl", np.zeros(0), percentiles), True

@@ -158,3 +158,13 @@ def test_rows_use_vllms_labels(section):
     assert rows["Mean TTFT (ms):"] == "83.33" and rows["P99 TTFT (ms):"] == "100.00"
     assert rows["P50 ITL (ms):"] == "20.00" and rows["Median E2EL (ms):"] == "120.00"
     assert bench_serve_rows(None) == []
+
+
+def test_a_hand_off_between_replicas_is_not_exact():
+    """With disaggregated prefill / decode a request's first gap spans two replicas' clocks: no ITL
+    percentiles, whatever the sums say."""
+    requests, timeline = frames(ITERATIONS)
+    requests["prefill_replica"] = [1, 1, -1, -1]
+    s = bench_serve_section(requests, timeline, CFG)
+    assert s["itl_exact"] is False and s["p99_itl_ms"] is None
+    assert s["mean_itl_ms"] == pytest.approx(50 / 3)
