@@ -722,9 +722,9 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing` and
-    `workload.length_pairs` only when set, `scheduler.policy` only when not the default, never
-    `simulation.exact_stepping` (the same results either way)."""
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`,
+    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the
+    default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing"):
         if data[key] is None:
@@ -735,4 +735,6 @@ def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     for workload in (data["workload"], *data["workload"]["mix"]):
         if workload["length_pairs"] is None:
             del workload["length_pairs"]
+        if workload["bench_serve"] is None:
+            del workload["bench_serve"]
     return data

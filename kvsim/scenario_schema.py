@@ -50,6 +50,17 @@ UNITS: dict[str, str] = {
     "gemm_efficiency_m_half": "tokens",
     "load_weight": "per unit of load, against one prompt token of overlap",
     "store_weight": "per token in the shared store, against one token in a replica's cache",
+    "num_prompts": "requests",
+    "request_rate": "requests per second, or inf",
+    "burstiness": "gamma shape of the gaps",
+    "max_concurrency": "requests in flight",
+    "random_input_len": "tokens",
+    "random_output_len": "tokens",
+    "random_prefix_len": "tokens",
+    "sharegpt_output_len": "tokens",
+    "num_special_tokens": "tokens",
+    "random_range_ratio": "fraction",
+    "metric_percentiles": "percent",
 }
 
 

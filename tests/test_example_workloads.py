@@ -149,3 +149,26 @@ def test_vidur_example_draws_the_trace_pairs():
     assert pairs <= rows and len(res.requests) == 60
     tl = res.timeline[res.timeline["iteration"] >= 0]
     assert tl["prefill_tokens"].max() <= 512
+
+
+def test_vllm_bench_serve_example():
+    """workloads/vllm_bench_serve.yaml: 200 random 1024 / 128 prompts at most 16 in flight; the bench_serve
+    section agrees with the request rows, every request after the first 16 waited at the client, and the
+    section is absent from a run of another kind."""
+    sc = load_scenario(WORKLOADS / "vllm_bench_serve.yaml")
+    res = Simulation(sc).run()
+    s = build_summary(res.requests, res.timeline, res.meta)
+    b = s["bench_serve"]
+    rq = res.requests
+    assert (b["completed"], b["failed"], b["max_concurrent_requests"]) == (200, 0, 16)
+    assert (rq["prompt_len"] == 1024).all() and (rq["output_len"] == 128).all()
+    assert b["mean_ttft_ms"] == pytest.approx(rq["ttft_s"].mean() * 1000, rel=1e-12)
+    assert b["median_tpot_ms"] == pytest.approx(rq["tpot_s"].median() * 1000, rel=1e-12)
+    assert b["duration_s"] == pytest.approx(rq["finish_s"].max(), rel=1e-12)
+    assert b["itl_exact"] is True and b["mean_itl_ms"] == pytest.approx(b["mean_tpot_ms"], rel=1e-9)
+    assert (rq["client_wait_s"][16:] > 0).all() and (rq["client_wait_s"][:16] == 0).all()
+    assert s["scenario"]["workload"]["bench_serve"]["max_concurrency"] == 16
+    chat = load_scenario(WORKLOADS / "chat.yaml", ["simulation.requests=20"])
+    res = Simulation(chat).run()
+    s = build_summary(res.requests, res.timeline, res.meta)
+    assert "bench_serve" not in s and "bench_serve" not in s["scenario"]["workload"]

@@ -12,6 +12,7 @@ import simpy
 
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
+from kvsim.engine.client_gate import CLIENT_COLUMNS, ClientGate
 from kvsim.engine.clock import Clock
 from kvsim.engine.fleet import pd_columns
 from kvsim.engine.fleet.cluster import Cluster
@@ -74,6 +75,12 @@ class Simulation:
         if self.disaggregated:
             pd_columns.register_columns(self.recorder)
         self.fleet = scenario.cluster is not None or sum(d.replicas for d in self.deployments) > 1
+        self.client_limit = scenario.workload.client_concurrency()
+        """The benchmark client's --max-concurrency (kind bench_serve), or None: no client gate."""
+        self._gate: ClientGate | None = None  # built by run()
+        self._due = np.zeros(0)
+        if self.client_limit is not None:
+            self.recorder.add_request_columns(CLIENT_COLUMNS)
         self._seq_no = 0
         self._completed = 0
 
@@ -151,6 +158,9 @@ class Simulation:
         self.cluster = Cluster(env, self.deployments, sc, self.recorder, self._on_finish,
                                self._timeline_extra)
         self.replicas = self.cluster.replicas
+        if self.client_limit is not None:
+            self._gate = ClientGate(self.client_limit, self._send)
+            self._due = np.full(len(requests), np.nan)
         open_loop: Iterable[Request]
         if isinstance(requests, RequestTable):  # each request built when it arrives or is released
             self._followups: dict[int, list[Request]] | FollowUps = requests.follow_ups()
@@ -165,6 +175,7 @@ class Simulation:
         del requests, open_loop
         env.run()
         self._followups = {}
+        self._gate = None
         meta = self._meta()
         replicas = self.replicas
         if self.sparse:
@@ -185,16 +196,37 @@ class Simulation:
         env = self.env
         front = self.cost.request_overhead  # the front end's latency: a request reaches the engine after it
         for r in open_loop:
-            due = r.arrival_s + front
-            if due > env.now:
-                yield env.timeout(due - env.now)
+            if r.arrival_s > env.now:
+                yield env.timeout(r.arrival_s - env.now)
+            if self._gate is None:
+                self._to_engine(r, front)
+            else:
+                self._due[r.rid] = env.now
+                self._gate.arrive(r)
+
+    def _to_engine(self, r: Request, front: float) -> None:
+        """Dispatch r once the front end has passed it on (`front` seconds after now)."""
+        if front > 0:
+            self.env.timeout(front).callbacks.append(lambda _event: self._dispatch(r))
+        else:
             self._dispatch(r)
+
+    def _send(self, r: Request) -> None:
+        """The client gate gave r a slot: it is sent now (its arrival_s), unless after duration_s."""
+        dur = self.sc.simulation.duration_s
+        if dur is not None and self.env.now > dur:
+            self._gate.done()
+            return
+        r.arrival_s = self.env.now
+        self._to_engine(r, self.cost.request_overhead)
 
     def _dispatch(self, r: Request) -> None:
         """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
         replica, reason = self.cluster.route(r)
         if reason is not None:
             self._record(r, replica, None)
+            if self._gate is not None:
+                self._gate.done()
             # the user goes on: the next turn follows think_s after the refusal
             for child in self._followups.pop(r.rid, ()):
                 self._release(child, self.env.now + child.think_s)
@@ -218,6 +250,8 @@ class Simulation:
 
     def _on_finish(self, g: Group) -> None:
         self._record(g.req, g.replica, g)
+        if self._gate is not None:
+            self._gate.done()
         for child in self._followups.pop(g.req.rid, ()):
             self._release(child, g.finish_s + child.think_s)
 
@@ -251,6 +285,8 @@ class Simulation:
             extra.append(None if g is None else tier_columns.request_values(g, self.tier_media))
         if self.disaggregated:
             extra.append(None if g is None else pd_columns.request_values(g))
+        if self.client_limit is not None:
+            extra.append((r.arrival_s - self._due[r.rid],))
         self.recorder.request(row, *extra)
         self._completed += 1
         if self.progress is not None:

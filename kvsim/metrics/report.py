@@ -104,7 +104,11 @@ def headline(summary: dict[str, Any]) -> str:
     kind, rate = _get(sc, "workload", "kind"), _get(sc, "workload", "arrival", "rate")
     if _get(sc, "workload", "arrival", "process") == "closed_loop" or kind == "trace":
         rate = None  # (a closed loop's users and a trace's timestamps set the rate)
-    if kind is not None:
+    bench = _get(sc, "workload", "bench_serve") if kind == "bench_serve" else None
+    if bench:  # the client's own rate and concurrency
+        parts.append(f"workload bench_serve at request rate {bench.get('request_rate')}, max concurrency "
+                     f"{bench.get('max_concurrency') or 'none'}")
+    elif kind is not None:
         parts.append(f"workload {kind}" + (f" at {rate:g} {rate_unit(kind)}" if rate is not None else ""))
     seed = _get(sc, "simulation", "seed")
     if seed is not None:

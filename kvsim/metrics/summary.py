@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
+from kvsim.metrics.bench_serve import bench_serve_rows, bench_serve_section
 from kvsim.metrics.breakdown import breakdown_means, sharing_saving
 from kvsim.metrics.cost import cost_rows, cost_section
 from kvsim.metrics.fleet import fleet_rows, fleet_section
@@ -56,6 +57,9 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
         summary["goodput"] = goodput_section(meets, summary["throughput"]["makespan_s"])
     if meta.get("fleet") is not None:  # several replicas or a cluster: section (docs/metrics.md, Fleet)
         summary["fleet"] = fleet_section(requests, timeline, meta)
+    workload = (meta.get("scenario") or {}).get("workload") or {}
+    if workload.get("kind") == "bench_serve":  # the benchmark client's figures (docs/metrics.md, bench_serve)
+        summary["bench_serve"] = bench_serve_section(requests, timeline, workload.get("bench_serve") or {})
     for key in META_COPIES:
         summary[key] = meta.get(key)
     return summary
@@ -309,4 +313,5 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if summary.get("fleet") is not None:
         rows += fleet_rows(summary["fleet"], _fmt, _pct)
+    rows += bench_serve_rows(summary.get("bench_serve"))
     return rows

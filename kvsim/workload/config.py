@@ -18,6 +18,7 @@ from kvsim.schema import (
     MIN_RATE,
     Strict,
 )
+from kvsim.workload.bench_serve_config import BenchServeConfig
 from kvsim.workload.rereads import RereadConfig
 
 MAX_TOP_K = 256
@@ -225,12 +226,13 @@ def _seconds_or_dist(value: object, what: str) -> object:
     return value
 
 
-WORKLOAD_KINDS: tuple[str, ...] = ("synthetic", "chat", "trace", "rag", "agentic", "mix")
+WORKLOAD_KINDS: tuple[str, ...] = ("synthetic", "chat", "trace", "rag", "agentic", "mix", "bench_serve")
 """The `workload.kind` names: each one's generator is in kvsim/workload/factory.py `_GENERATORS`."""
 WorkloadKind = Literal[WORKLOAD_KINDS]
 
 RATE_UNITS: dict[str, str] = {"synthetic": "requests/s", "rag": "requests/s", "chat": "sessions/s",
-                              "agentic": "episodes/s", "mix": "arrivals/s", "trace": "requests/s"}
+                              "agentic": "episodes/s", "mix": "arrivals/s", "trace": "requests/s",
+                              "bench_serve": "requests/s"}
 """What `workload.arrival.rate` counts per second, by workload kind: a chat session or agent episode starts
 with its first request and brings its later turns / steps itself; a mix's rate counts its components' own
 units (a session or a request each)."""
@@ -267,6 +269,8 @@ class WorkloadConfig(Strict):
     """Re-reads of earlier prompt content during decode, for token-level sparsity (docs/sparsity.md)."""
     mix: list[MixComponent] = Field(default_factory=list, max_length=MAX_MIX_COMPONENTS)
     """kind mix: the component workloads and their weights (shares of the arrival rate); at most 64."""
+    bench_serve: BenchServeConfig | None = None
+    """kind bench_serve: `vllm bench serve`'s flags (docs/workloads.md); unset: vLLM's defaults."""
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
@@ -282,7 +286,25 @@ class WorkloadConfig(Strict):
                 raise ValueError(f"set either 'length_pairs' or '{sorted(both)[0]}', not both")
         if self.beam_width > 1 and self.n > 1:
             raise ValueError("set either n (parallel sampling) or beam_width (beam search), not both")
+        if self.kind == "bench_serve":
+            if self.bench_serve is None:
+                self.bench_serve = BenchServeConfig()
+            for key in _NOT_BENCH_SERVE:
+                if key in self.model_fields_set:
+                    raise ValueError("kind 'bench_serve' takes its requests from 'bench_serve' (num_prompts, "
+                                     f"dataset, request_rate, max_concurrency, ...), not '{key}'")
+        elif self.bench_serve is not None:
+            raise ValueError("'bench_serve' is for kind 'bench_serve'")
         return self
+
+    def client_concurrency(self) -> int | None:
+        """The benchmark client's limit on requests in flight (bench_serve.max_concurrency), or None."""
+        return self.bench_serve.max_concurrency if self.kind == "bench_serve" and self.bench_serve else None
+
+
+_NOT_BENCH_SERVE = ("arrival", "prompt_len", "output_len", "length_pairs", "n", "beam_width", "chat", "trace",
+                    "rag", "agentic", "mix")
+"""WorkloadConfig keys a bench_serve workload does not read (the client sends one sequence per request)."""
 
 
 class MixComponent(WorkloadConfig):
@@ -296,6 +318,8 @@ class MixComponent(WorkloadConfig):
     def _component(self) -> MixComponent:
         if self.kind == "mix":
             raise ValueError("a mix component cannot itself be a mix")
+        if self.kind == "bench_serve":
+            raise ValueError("a mix component cannot be a bench_serve client (it runs alone)")
         if "arrival" in self.model_fields_set:
             raise ValueError("set 'arrival' on the mix, not on a component")
         return self

@@ -11,6 +11,7 @@ import numpy as np
 from kvsim.errors import KvsimError
 from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.agentic import agentic_requests
+from kvsim.workload.bench_serve import bench_serve_requests, bench_serve_table
 from kvsim.workload.chat import chat_requests, chat_table
 from kvsim.workload.config import WorkloadConfig
 from kvsim.workload.mix import mix_requests
@@ -27,8 +28,9 @@ _GENERATORS = {
     "rag": rag_requests,
     "agentic": agentic_requests,
     "mix": mix_requests,
+    "bench_serve": bench_serve_requests,
 }
-_TABLES = {"synthetic": synthetic_table, "chat": chat_table}
+_TABLES = {"synthetic": synthetic_table, "chat": chat_table, "bench_serve": bench_serve_table}
 """Generators that can hand their stream over as a RequestTable."""
 
 
