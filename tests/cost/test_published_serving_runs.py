@@ -1,6 +1,6 @@
 """The published serving runs (kvsim/cost/published_serving_runs.yaml): the file loads through kvsim's YAML
-reader, every case has the keys a fit needs, names a built-in model and a hardware profile at a tensor-parallel
-size the model allows, and its transcribed figures agree with each other (throughput = tokens / duration)."""
+reader, every case has the keys a fit needs, names a built-in model and a hardware profile at a
+tensor-parallel size the model allows, and its transcribed figures agree with each other (throughput = tokens / duration)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from kvsim.specs.hardware import list_hardware, load_hardware
 PATH = Path(__file__).resolve().parents[2] / "kvsim" / "cost" / "published_serving_runs.yaml"
 CASES = load_yaml(PATH, "published serving runs")["cases"]
 REQUIRED = ("case", "group", "model", "hardware", "tensor_parallel_size", "quantization", "engine",
-            "engine_version", "dataset", "input_len", "output_len", "concurrency", "request_rate", "num_prompts",
-            "metrics", "source", "table", "inferred")
+            "engine_version", "dataset", "input_len", "output_len", "concurrency", "request_rate",
+            "num_prompts", "metrics", "source", "table", "inferred")
 UNITS = {"ms", "s", "tokens/s", "req/s", "tokens"}
 
 
@@ -82,7 +82,8 @@ def test_transcribed_throughputs_agree_with_tokens_over_duration(case):
 
 
 def test_one_case_pinned():
-    # TensorRT-LLM perf-overview, Llama 3.1 8B, 1000/1000 on H100 TP1 (FP8): 15,220 output tokens/s, 3000 requests
+    # TensorRT-LLM perf-overview, Llama 3.1 8B, 1000/1000 on H100 TP1 (FP8): 15,220 output tokens/s,
+    # 3000 requests
     case = next(c for c in CASES if c["case"] == "trtllm_llama3.1-8b_fp8_h100_tp1_1000_1000")
     assert (case["hardware"], case["tensor_parallel_size"], case["quantization"]) == ("h100-sxm", 1, "fp8")
     assert (case["input_len"], case["output_len"], case["num_prompts"]) == (1000, 1000, 3000)

@@ -56,7 +56,8 @@ def test_datasheet_numbers():
 def test_rtx_pro_6000_figures_and_a_source_for_each():
     rtx = load_hardware("rtx-pro-6000")
     assert (rtx.memory_gb, rtx.memory_bytes, rtx.hbm_bandwidth) == (96, 97887 * 2**20, 1792e9)
-    assert (rtx.peak_flops["bf16"], rtx.peak_flops["fp8"], rtx.peak_flops["int8"]) == (467.8e12, 935.6e12, 935.6e12)
+    flops = rtx.peak_flops
+    assert (flops["bf16"], flops["fp8"], flops["int8"]) == (467.8e12, 935.6e12, 935.6e12)
     assert rtx.host_link_bandwidth == rtx.interconnect_bandwidth == 64e9  # PCIe Gen5 x16, no NVLink
     assert rtx.interconnect_bandwidth_by_tp is None and rtx.usd_per_gpu_hour == 1.57
     sourced = {"memory_gb", "memory_bytes", "hbm_bandwidth", "peak_flops", "host_link_bandwidth",
