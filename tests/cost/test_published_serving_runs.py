@@ -1,6 +1,7 @@
 """The published serving runs (kvsim/cost/published_serving_runs.yaml): the file loads through kvsim's YAML
 reader, every case has the keys a fit needs, names a built-in model and a hardware profile at a
-tensor-parallel size the model allows, and its transcribed figures agree with each other (throughput = tokens / duration)."""
+tensor-parallel size the model allows, and its transcribed figures agree with each other (throughput =
+tokens / duration)."""
 
 from __future__ import annotations
 
