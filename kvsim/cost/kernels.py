@@ -47,13 +47,14 @@ from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.kernel_tables import KernelTables
 from kvsim.specs.model import ModelSpec
 
-KERNEL_ITERATION_OVERHEAD_S = 0.0
-KERNEL_LAYER_OVERHEAD_S = 5.81e-5
+KERNEL_ITERATION_OVERHEAD_S = 4.12e-7
+KERNEL_LAYER_OVERHEAD_S = 5.46e-5
 """The overhead terms of this model where the scenario sets none (`cost.iteration_overhead_s`,
-`cost.layer_overhead_s`): fitted (non-negative least squares on relative error, the per-sequence term
-held at the roofline's 1e-5 s) to the four vLLM CI latency runs on H100 and H200 the roofline's are fitted
-to (kvsim/cost/published_runs.yaml); the tables' kernels carry their own launch time, so less is left
-per layer than the roofline's 7.2e-5 s. docs/cost_model.md gives the fit and the held-out A100 runs."""
+`cost.layer_overhead_s`): fitted (kvsim/cost/overhead_fit.py: least squares on relative error, both terms
+>= 0, the eager term 2.8e-5 s above the graph one, the per-sequence term held at the roofline's 1e-5 s) to
+all six vLLM CI latency runs on A100, H100 and H200 (kvsim/cost/published_runs.yaml), each also predicted
+by a fit on the other five (leave-one-out: docs/cost_model.md). The tables' kernels carry their own launch
+time, so less is left per layer than the roofline's 7.2e-5 s, and nearly nothing per iteration."""
 KERNEL_EAGER_LAYER_OVERHEAD_S = KERNEL_LAYER_OVERHEAD_S + 2.8e-5
 """Eager batches: the graph term plus the roofline's estimate of the CPU launches (1.0e-4 - 7.2e-5 s)."""
 KERNEL_DEFAULTS = {"iteration_overhead_s": KERNEL_ITERATION_OVERHEAD_S,

