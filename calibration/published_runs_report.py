@@ -48,7 +48,8 @@ def main() -> None:
         rl.append(r)
         kn.append(k)
         print(f"| {c['case']} | {c['hardware']} | {c['published_ms']:,.1f} | {r:.3f} | {k:.3f} | {out:.3f} |")
-    for name, ratios in (("roofline", rl), ("kernels", kn), ("kernels, leave-one-out", [x for _, x, _ in loo])):
+    outs = [x for _, x, _ in loo]
+    for name, ratios in (("roofline", rl), ("kernels", kn), ("kernels, leave-one-out", outs)):
         s = ratio_summary(ratios)
         print(f"\n{name}: median abs error {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%}", end="")
     print("\n\n| case | device | published req/s | roofline | kernels | kernels' seeds, min-max |")
@@ -64,8 +65,8 @@ def main() -> None:
     for name, ratios in (("roofline", rl), ("kernels", kn)):
         s = ratio_summary(ratios)
         mean = sum(abs(x - 1) for x in ratios) / len(ratios)
-        print(f"\n{name}: mean abs error {mean:.1%}, median {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%}",
-              end="")
+        print(f"\n{name}: mean abs error {mean:.1%}, median {s['median_abs_err']:.1%}, "
+              f"max {s['max_abs_err']:.1%}", end="")
     print()
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 EAGER_EXTRA_S = 2.8e-5
-"""Eager minus graph per-layer overhead: the roofline's estimate of a layer's CPU launches (1.0e-4 - 7.2e-5)."""
+"""Eager minus graph per-layer overhead: the roofline's estimate of a layer's CPU launches
+(1.0e-4 - 7.2e-5 s)."""
 
 
 @dataclass(frozen=True, slots=True)
