@@ -78,7 +78,8 @@ class RooflineCost:
       scheduled) costs the fixed term only.
     - tensor-parallel all-reduce bandwidth: the profile's interconnect_bandwidth_by_tp[tp] where it has
       one (a mesh such as MI300X's Infinity Fabric, where tp GPUs use only the links among them), else
-      interconnect_bandwidth (a switch: NVSwitch).
+      interconnect_bandwidth (a switch: NVSwitch); a TP group larger than the profile's nvlink_domain
+      spans domains and runs at network_bandwidth (the host link where the profile gives none).
 
     The tunables must be finite: overheads >= 0, the efficiencies in (0, 1], m_half > 0 (KvsimError
     naming the `cost.` key otherwise).
@@ -129,7 +130,11 @@ class RooflineCost:
         self.ar_bytes_per_token = 2 * model.hidden_size * 2 * model.num_layers
         self.ar_calls = 2 * model.num_layers
         by_tp = hw.interconnect_bandwidth_by_tp or {}
-        self.ic_bw = by_tp.get(tp) or hw.interconnect_bandwidth or hw.host_link_bandwidth
+        self.beyond_domain = bool(hw.nvlink_domain) and tp > hw.nvlink_domain
+        if self.beyond_domain:  # the group spans scale-up domains: the ring runs at the slowest hop
+            self.ic_bw = hw.network_bandwidth or hw.host_link_bandwidth
+        else:
+            self.ic_bw = by_tp.get(tp) or hw.interconnect_bandwidth or hw.host_link_bandwidth
         self._params = {
             "model": self.name, "iteration_overhead_s": iteration_overhead_s,
             "layer_overhead_s": layer_overhead_s, "eager_layer_overhead_s": eager_layer_overhead_s,
@@ -138,6 +143,8 @@ class RooflineCost:
             "bandwidth_efficiency": bandwidth_efficiency, "attention_efficiency": attention_efficiency,
             "effective_hbm_bandwidth": self.bw, "peak_flops": self.flops,
             "allreduce_bandwidth": self.ic_bw if tp > 1 else None,
+            **({"allreduce_link": f"network (tensor_parallel_size {tp} > nvlink_domain "
+                                  f"{hw.nvlink_domain})"} if self.beyond_domain else {}),
         }
 
     def tunables(self) -> dict[str, float]:

@@ -57,6 +57,10 @@ class HardwareSpec:
     all-reduce across that many GPUs gets, for a direct mesh whose tp GPUs use only the links among them
     (MI300X's Infinity Fabric); a TP size it does not list uses interconnect_bandwidth. None on switched
     fabrics (NVSwitch), where every TP size gets interconnect_bandwidth."""
+    nvlink_domain: int = 0
+    """GPUs one scale-up fabric joins (an NVLink / NVSwitch domain: 8 in a DGX or HGX node, 72 in a GB200
+    NVL72 rack); a tensor-parallel group larger than it all-reduces over network_bandwidth. 0: not
+    stated, no limit."""
     memory_gb: float = 0.0
     usd_per_gpu_hour: float = 0.0
     """Rental price of one GPU for an hour, US dollars (0: unknown; the scenario's `pricing` overrides
@@ -233,6 +237,7 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         network_bandwidth=(_positive(data["network_bandwidth"], "network_bandwidth", source, MAX_RATE)
                            if data.get("network_bandwidth") is not None else 0.0),
         interconnect_bandwidth_by_tp=by_tp,
+        nvlink_domain=_domain(data.get("nvlink_domain", 0), source),
         memory_gb=_positive(data.get("memory_gb", memory / GB), "memory_gb", source, MAX_BYTES / GB),
         usd_per_gpu_hour=_positive(data.get("usd_per_gpu_hour", 0.0), "usd_per_gpu_hour", source, MAX_USD,
                                    True),
@@ -240,6 +245,13 @@ def spec_from_mapping(data: dict[str, Any], source: str) -> HardwareSpec:
         sources=_sources(data.get("sources"), source),
         calibration=data.get("calibration"),
     )
+
+
+def _domain(value: Any, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TP:
+        raise KvsimError(f"{source}: nvlink_domain must be an integer in [0, {MAX_TP}] (GPUs one NVLink "
+                         f"domain joins; 0: not stated), got {excerpt(value)}")
+    return value
 
 
 MAX_USD = 1e6

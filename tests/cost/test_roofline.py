@@ -215,3 +215,21 @@ def test_dense_models_keep_their_linear_term():
         mem = m.weight_stream_bytes() / 1e9
         comp = m.linear_flops_per_token() * t / (1e12 * 0.5 * t / (t + 10.0))
         assert c.linear_time(t) == max(mem, comp) == c.dense_linear_time(t)
+
+
+def test_a_tp_group_beyond_the_nvlink_domain_all_reduces_over_the_network():
+    model = get_model("llama-3-70b")
+    bpb = 16 * model.kv_bytes_per_token("bf16", 8)
+    inside = RooflineCost(model, load_hardware("h100-sxm"), 8, "bf16", bpb)
+    beyond = RooflineCost(model, load_hardware("h100-sxm"), 16, "bf16", bpb)
+    assert inside.describe()["allreduce_bandwidth"] == 450e9 and "allreduce_link" not in inside.describe()
+    d = beyond.describe()
+    assert d["allreduce_bandwidth"] == 50e9  # h100-sxm's network_bandwidth
+    assert d["allreduce_link"] == "network (tensor_parallel_size 16 > nvlink_domain 8)"
+    # by hand: 2 (tp - 1) / tp x 2 bytes x hidden x 2 per layer x layers x tokens / 50 GB/s + 160 calls x 8 us
+    tokens = 100
+    ring = 2 * 15 / 16 * (2 * 8192 * 2 * 80) * tokens / 50e9
+    assert beyond.allreduce_time(tokens) == pytest.approx(ring + 160 * ALLREDUCE_LATENCY_S)
+    # an NVL72 rack keeps tp 16 (and 64) on NVLink
+    nvl = RooflineCost(model, load_hardware("gb200"), 16, "bf16", bpb).describe()
+    assert nvl["allreduce_bandwidth"] == 900e9 and "allreduce_link" not in nvl

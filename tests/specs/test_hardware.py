@@ -238,3 +238,15 @@ def test_bad_interconnect_bandwidth_by_tp_in_a_file_names_the_file(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(KvsimError, match=r"mesh.yaml: interconnect_bandwidth_by_tp.4 must be > 0"):
         load_hardware(str(path))
+
+
+def test_nvlink_domains_of_the_shipped_profiles_and_bad_values():
+    domains = {name: load_hardware(name).nvlink_domain for name in
+               ("a100-80gb", "h100-sxm", "h200", "b200", "gb200", "mi300x", "l40s", "cpu")}
+    assert domains == {"a100-80gb": 8, "h100-sxm": 8, "h200": 8, "b200": 8, "gb200": 72, "mi300x": 8,
+                       "l40s": 0, "cpu": 0}
+    assert "72 GPUs in one NVLink domain" in load_hardware("gb200").sources["nvlink_domain"]
+    assert load_hardware(MINIMAL).nvlink_domain == 0
+    for bad in (-1, 2.5, True, "eight", 4096):
+        with pytest.raises(KvsimError, match=r"inline hardware: nvlink_domain must be an integer in \[0, 10"):
+            load_hardware({**MINIMAL, "nvlink_domain": bad})
