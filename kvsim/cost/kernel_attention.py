@@ -159,6 +159,24 @@ class AttentionOp:
         return self.roofline(batch)
 
 
+class MeanContextOp(AttentionOp):
+    """A decode op read at (b, the mean context) (full and MLA layers: every iteration), unrolled."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, name: str, factor: float, at, roofline: Callable[[Batch], float]) -> None:
+        super().__init__(name, factor, None, roofline)
+        self.at = at
+
+    def time(self, batch: Batch) -> float:
+        n = batch.decode_seqs
+        t = self.at(n, batch.decode_context_tokens / n)
+        if t is not None:
+            return self.factor * t
+        self.fallbacks += 1
+        return self.roofline(batch)
+
+
 class KernelAttention:
     """Decode and prefill attention of one model, KV dtype and TP size on a device's tables (module
     docstring): `decode(batch)` and `prefill(batch)` sum the ops of every layer group; `why` (op -> why
@@ -188,7 +206,9 @@ class KernelAttention:
             reads = self._reads(model, g, tp, kvd, caps, suffix, tables)
             for name, (read, scale), roof_fn, ops in ((DECODE + suffix, reads[0], roof_d, self.decode_ops),
                                                       (PREFILL + suffix, reads[1], roof_p, self.prefill_ops)):
-                ops.append(AttentionOp(name, g.num_layers * scale, read, roof_fn))
+                factor = g.num_layers * scale
+                ops.append(MeanContextOp(name, factor, read.at, roof_fn) if isinstance(read, _MeanContext)
+                           else AttentionOp(name, factor, read, roof_fn))
         self.names = tuple(op.name for op in self.decode_ops + self.prefill_ops)
         if len(self.decode_ops) == 1:
             self.decode = self.decode_ops[0].time
@@ -406,11 +426,23 @@ def _at(grid: KernelGrid):
     return grid.at2 if len(grid.axes) == 2 and min(map(len, grid.axes)) > 1 else grid
 
 
+class _MeanContext:
+    """The decode read at (b, decode_context_tokens / b), built into a MeanContextOp."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at) -> None:
+        self.at = at
+
+    def __call__(self, b: Batch) -> float | None:
+        return self.at(b.decode_seqs, b.decode_context_tokens / b.decode_seqs)
+
+
 def _decode_read(at, i: int, cap: int):
     """One layer's decode time at (b, the mean context; for window cap index i >= 0 the mean of
     min(context, cap))."""
     if i < 0:
-        return lambda b: at(b.decode_seqs, b.decode_context_tokens / b.decode_seqs)
+        return _MeanContext(at)
 
     def capped(b):
         n = b.decode_seqs
