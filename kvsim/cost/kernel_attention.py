@@ -180,13 +180,13 @@ class MeanContextOp(AttentionOp):
 class KernelAttention:
     """Decode and prefill attention of one model, KV dtype and TP size on a device's tables (module
     docstring): `decode(batch)` and `prefill(batch)` sum the ops of every layer group; `why` (op -> why
-    it is on the roofline), `kernels` (op -> what it reads) and `fallback_iterations()` for describe()."""
+    it is on the roofline), `kernels` (op -> what it reads) and `fallback_iterations` for describe()."""
 
     def __init__(self, model: ModelSpec, tp: int, kv_dtype: str, tables: KernelTables, attn: AttentionWork,
                  bw: float, rate: float) -> None:
         self.why: dict[str, str] = {}
         self.kernels: dict[str, str] = {}
-        self._gemm: KernelGrid | None | bool = False  # built on first use (MLA)
+        self._gemm: dict[tuple, KernelGrid | None] = {}  # MLA's projection GEMMs -> their grid
         groups = model.layer_groups(kv_dtype, tp)
         caps = window_caps(groups)
         kvd = kv_table_dtype(model, kv_dtype)
@@ -338,14 +338,14 @@ class KernelAttention:
             self.why[name] = f"no {table} rows of {heads} heads per GPU, {kvd} KV, bf16 GEMMs"
             return None
         sel = sel[sel["model"] == models[0]]
-        gemm = self._gemm_grid(tables)
-        if gemm is None:
-            self.why[name] = "no bf16 gemm table to take the MLA module's projections out"
-            return None
         shape = MLA_TABLE_MODELS[models[0]]
         gemms = ((shape.q_lora_rank + shape.kv_lora_rank + shape.qk_rope_head_dim, shape.hidden),
                  (heads * (shape.qk_nope_head_dim + shape.qk_rope_head_dim), shape.q_lora_rank),
                  (shape.hidden, heads * shape.v_head_dim))
+        gemm = self._gemm_grid(tables, gemms)
+        if gemm is None:
+            self.why[name] = "no bf16 gemm table to take the MLA module's projections out"
+            return None
         m = sel["batch"].to_numpy(np.int64) * (sel["tokens"].to_numpy(np.int64) if "tokens" in sel.columns
                                               else 1)
         proj = {int(x): _gemms_time(gemm, int(x), gemms) for x in np.unique(m)}
@@ -361,12 +361,18 @@ class KernelAttention:
                               "(bf16 gemm table)")
         return KernelGrid.from_rows(rows, axes)
 
-    def _gemm_grid(self, tables) -> KernelGrid | None:
-        if self._gemm is False:
-            df = tables["gemm"] if "gemm" in tables else None
-            df = None if df is None else df[df["dtype"] == "bfloat16"]
-            self._gemm = fastest_grid(df, ("m", "n", "k")) if df is not None and len(df) else None
-        return self._gemm
+    def _gemm_grid(self, tables, gemms) -> KernelGrid | None:
+        """The bf16 gemm grid (fastest kernel per shape) over the measured n and k values around `gemms`'."""
+        if gemms not in self._gemm:
+            grid = None
+            if "gemm" in tables:
+                df = tables["gemm"]
+                df = df[df["dtype"] == "bfloat16"]
+                df = df[df["n"].isin(_around(df["n"], [n for n, _ in gemms]))
+                        & df["k"].isin(_around(df["k"], [k for _, k in gemms]))]
+                grid = fastest_grid(df, ("m", "n", "k")) if len(df) else None
+            self._gemm[gemms] = grid
+        return self._gemm[gemms]
 
     # ---- state (Gated DeltaNet)
     def _gdn_reads(self, model, tp, names, tables):
@@ -402,6 +408,16 @@ class KernelAttention:
             read = _gdn_decode_read(grid) if phase == "generation" else _prefill_tokens_read(_at(grid))
             out.append((read, 1.0))
         return tuple(out)
+
+
+def _around(values, wanted) -> set[int]:
+    """The measured values at or next to each wanted value (what interpolating at it reads)."""
+    vals = np.unique(values.to_numpy())
+    keep: set[int] = set()
+    for w in wanted:
+        i = int(np.searchsorted(vals, w))
+        keep.update(int(v) for v in vals[max(0, i - 1): i + 1])
+    return keep
 
 
 def _gemms_time(grid: KernelGrid, m: int, gemms) -> float | None:
