@@ -33,7 +33,9 @@ ragged batch is costed as b or s equal sequences of each sum's mean):
   batched GEMMs (decode), and the attention kernel: the same for any DeepSeek MLA model of the same
   per-head shapes (kv_lora_rank 512, qk_rope_head_dim 64, head_dim 128), whatever its hidden size or
   q_lora_rank. A core below MIN_CORE_SHARE of the module's time (the separately timed GEMMs measured
-  slower than the module's own, a few rows on B200 and L40S) is raised to it.
+  slower than the module's own: B200 prefill at 1 to 4 heads per GPU, a few L40S rows) is raised to
+  it. (The mla tables' context counts the step's own token, the attention tables' only the cached
+  ones; kvsim's context sum is read on both as it is, one token apart.)
 - state (Gated DeltaNet, ssm_kind gdn): the gdn table's rows of the per-GPU shape (key heads
   ssm_groups / tp of ssm_state_size, value heads ssm_num_heads / tp of ssm_head_dim, conv kernel),
   whichever model they were measured for (the kernels' work depends on these alone): decode = the
