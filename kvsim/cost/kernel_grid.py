@@ -205,11 +205,12 @@ def pick_kernel(rows) -> str:
     return str(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
 
 
-def attention_class(df, q_heads: int, head_dim: int, kv_dtype: str | None):
+def attention_class(df, q_heads: int, head_dim: int, kv_dtype: str | None, window: int = 0):
     """The rows of an attention table (decode or prefill) of one query-head count, head_dim and KV
-    dtype, full attention, whole prompts (no prefix): the KV-head counts measured are its shape classes."""
+    dtype, full attention (or a sliding `window`), whole prompts (no prefix): the KV-head counts
+    measured are its shape classes."""
     sel = df[(df["q_heads"] == q_heads) & (df["head_dim"] == head_dim) & (df["kv_dtype"] == kv_dtype)
-             & (df["window"] == 0)]
+             & (df["window"] == window)]
     return sel[sel["prefix"] == 0] if "prefix" in sel.columns else sel
 
 

@@ -24,6 +24,12 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "allreduce": (("kernel", "backend", "dtype", "gpus"), ("elements",)),
     "moe": (("kernel", "dtype", "hidden", "inter", "topk", "experts", "tp", "ep", "distribution"),
             ("tokens",)),
+    "mla_decode": (("kernel", "model", "dtype", "kv_dtype", "gemm_dtype", "heads", "query", "tp"),
+                   ("batch", "context")),
+    "mla_prefill": (("kernel", "model", "dtype", "kv_dtype", "gemm_dtype", "heads", "prefix", "tp"),
+                    ("batch", "tokens")),
+    "gdn": (("kernel", "phase", "model", "d_model", "d_conv", "k_heads", "k_dim", "v_heads", "v_dim"),
+            ("batch", "seq_len")),
 }
 """Table -> (shape-class key columns, size axes)."""
 EVERY = 5

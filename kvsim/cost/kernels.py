@@ -2,8 +2,8 @@
 tables (kvsim/specs/kernel_tables.py, read off grids by kvsim/cost/kernel_grid.py), the roofline per op
 where no table reaches.
 
-Per iteration, on each GPU, for a model of full-attention layers (an MoE model's routed experts and its
-other GEMMs: kvsim/cost/kernel_moe.py, op `moe`):
+Per iteration, on each GPU (an MoE model's routed experts and its other GEMMs: kvsim/cost/kernel_moe.py,
+op `moe`; attention per layer kind: kvsim/cost/kernel_attention.py):
 
 - linear layers (a GEMM wider than the measured grid is timed as the fewest equal GEMMs of its columns that
   fit, e.g. a 128k-vocabulary lm_head as two): per layer the GEMMs qkv (n = (q + 2 kv heads) x head_dim /
@@ -12,16 +12,8 @@ other GEMMs: kvsim/cost/kernel_moe.py, op `moe`):
   lm_head (n = vocab / tp, k = hidden) at m = the batch's sequences (logits of their last tokens only), at
   the weights' dtype (bf16 -> bfloat16, fp8 -> fp8). The sum is taken at each measured m and interpolated in
   log-log between (one lookup per iteration).
-- decode attention: the table's shape class of (q heads / tp, KV heads / tp, head_dim, KV dtype, full
-  attention; a model with more KV heads than any measured class of its query heads, e.g. MHA, takes the
-  class with the most KV heads below and scales the time by the ratio: decode reads every head's KV) at
-  batch = decode sequences and context = the batch's mean context, times the layers. A ragged batch is
-  costed as `decode_seqs` sequences of its mean context: the scheduler keeps only the sums
-  (Batch.decode_context_tokens), and a paged decode kernel's time follows the KV it reads (the total) and
-  the sequences it launches for.
-- prefill attention: at batch = prefill sequences and tokens = L with L (L + 1) / 2 = the batch's causal
-  (query, key) pairs per sequence (Batch.prefill_attn_pairs: a chunk after a cached prefix has the pairs
-  of a longer prompt), times the layers: the table's prompts are whole (no prefix).
+- decode and prefill attention, per layer kind (full, sliding, MLA, Gated-DeltaNet state; compressed on
+  the roofline): kvsim/cost/kernel_attention.py, summed over the model's layer groups.
 - all-reduce (tp > 1): 2 per layer of tokens x hidden bf16 values, vLLM's custom all-reduce (its CUDA
   graph variant for decode-only batches the roofline replays as graphs, eager otherwise).
 
@@ -40,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from kvsim.cost.batch import Batch
-from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
+from kvsim.cost.kernel_attention import DECODE, PREFILL, KernelAttention
+from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
 from kvsim.cost.kernel_moe import NONEXPERT_GEMM_DTYPES, MoeKernels, nonexpert_gemms
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.specs.hardware import HardwareSpec
@@ -83,15 +76,6 @@ class _Curve:
         return math.exp(float(np.interp(math.log(x), self.log_m, self.log_t)))
 
 
-def _kv_table_dtype(kv_dtype: str, weight_dtype: str) -> str | None:
-    if kv_dtype.startswith("fp8"):
-        return "fp8"
-    if kv_dtype in ("bf16", "fp16", "bfloat16", "float16") or (kv_dtype == "auto"
-                                                                 and weight_dtype in ("bf16", "fp16")):
-        return "bfloat16"
-    return None
-
-
 class KernelCost(RooflineCost):
     """Iteration time from the device's kernel tables (module docstring), the roofline's elsewhere."""
 
@@ -105,20 +89,15 @@ class KernelCost(RooflineCost):
         """Op -> why it is on the roofline (ops on the tables are absent)."""
         self.fallback_iterations = dict.fromkeys(OPS, 0)
         self.kernels: dict[str, str] = {}
-        self.scale = {"decode_attention": 1.0, "prefill_attention": 1.0}
-        """Attention tables measured at fewer KV heads than the model's (MHA): the decode time's factor."""
-        full = not self.attn.grouped and model.attention in ("mha", "gqa", "mqa")
         self._moe = self._moe_kernels(model, tp) if model.is_moe else None
         self._linear, self._lm_head = self._linear_curves(model, tp)
-        self._decode = self._attention_grid(model, tp, kv_dtype, "decode_attention", ("batch", "context"),
-                                            full)
-        self._prefill = self._attention_grid(model, tp, kv_dtype, "prefill_attention", ("batch", "tokens"),
-                                             full)
+        # attention per layer kind (kvsim/cost/kernel_attention.py: its ops' names, reasons and kernels)
+        self.attention = KernelAttention(model, tp, kv_dtype, tables, self.attn, self.bw,
+                                         self.flops * self.e_attn)
+        self.why.update(self.attention.why)
+        self.kernels.update(self.attention.kernels)
         self._ar = self._allreduce_grids(tp)
-        self._decode_scale = self.scale["decode_attention"]
-        self._decode_layers_scale = self.layers * self._decode_scale
-        two_axes = self._decode is not None and min(map(len, self._decode.axes)) > 1
-        self._decode_at = None if self._decode is None else self._decode.at2 if two_axes else self._decode
+        self._decode = self.attention.decode
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
 
@@ -172,35 +151,6 @@ class KernelCost(RooflineCost):
             self.why["linear"] = "the model's GEMM shapes (n, k) lie outside the measured gemm grid"
             return None, None
         return layers, head
-
-    def _attention_grid(self, model: ModelSpec, tp: int, kv_dtype: str, table: str, axes: tuple[str, str],
-                        full: bool) -> KernelGrid | None:
-        if not full:
-            self.why[table] = "the model has sliding, MLA, state or compressed layers (roofline terms)"
-            return None
-        kvd = _kv_table_dtype(kv_dtype, model.weight_dtype)
-        if table not in self.tables or kvd is None:
-            self.why[table] = f"no {table} table for KV dtype {kv_dtype}"
-            return None
-        df = self.tables[table]
-        q, kv = model.num_attention_heads // tp, max(1, model.num_kv_heads // tp)
-        cls = attention_class(df, q, model.head_dim, kvd)
-        measured = sorted(int(k) for k in cls["kv_heads"].unique() if k <= kv)
-        if not measured:
-            self.why[table] = (f"no measured shape class of {q} query heads, {kv} KV heads, head_dim "
-                               f"{model.head_dim}, {kvd} KV per GPU")
-            return None
-        kv_m = measured[-1]
-        sel = cls[cls["kv_heads"] == kv_m]
-        kernel = pick_kernel(sel)
-        # decode reads every KV head's cache: time scales with the KV heads; prefill's FLOPs follow the
-        # query heads, the same in both
-        scale = kv / kv_m if table == "decode_attention" else 1.0
-        self.scale[table] = scale
-        self.kernels[table] = kernel if kv_m == kv else (
-            f"{kernel} (measured at {kv_m} KV heads, x{scale:g} for {kv})" if scale != 1.0
-            else f"{kernel} (measured at {kv_m} KV heads, for {kv})")
-        return KernelGrid.from_rows(sel[sel["kernel"] == kernel], axes)
 
     def _allreduce_grids(self, tp: int) -> dict[str, KernelGrid] | None:
         if tp == 1:
@@ -272,24 +222,10 @@ class KernelCost(RooflineCost):
         return self.allreduce_time(tokens)
 
     def decode_kernel_time(self, batch: Batch) -> float:
-        b = batch.decode_seqs
-        if self._decode is not None:
-            t = self._decode_at(b, batch.decode_context_tokens / b)
-            if t is not None:
-                return self.layers * self._decode_scale * t
-        self._fell_back("decode_attention")
-        return self.attn.decode_bytes(batch) / self.bw
+        return self.attention.decode(batch)
 
     def prefill_kernel_time(self, batch: Batch) -> float:
-        s = batch.prefill_seqs
-        if self._prefill is not None and s:
-            per_seq = batch.prefill_attn_pairs / s
-            length = (math.sqrt(8 * per_seq + 1) - 1) / 2
-            t = self._prefill(s, max(1.0, length))
-            if t is not None:
-                return self.layers * t
-        self._fell_back("prefill_attention")
-        return self.attn.prefill_flops(batch) / (self.flops * self.e_attn)
+        return self.attention.prefill(batch)
 
     def forward_time(self, batch: Batch) -> float:
         # once per iteration: the common decode-only path is inlined (the memo, the graph overhead, the
@@ -311,22 +247,21 @@ class KernelCost(RooflineCost):
         if prefill:
             t += self.prefill_kernel_time(batch)
         if b:
-            at = self._decode_at
-            d = at(b, batch.decode_context_tokens / b) if at is not None else None
-            t += self._decode_layers_scale * d if d is not None else self.decode_kernel_time(batch)
+            t += self._decode(batch)
         return t
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
         prov = self.tables.provenance
+        ops = (*(op for op in self.fallback_iterations if op not in (DECODE, PREFILL)), *self.attention.names)
         out.update({
             "model": self.name,
             "kernel_tables": {"profile": self.tables.profile, "project": prov.get("project"),
                               "commit": prov.get("commit")},
-            "ops_on_tables": sorted(op for op in self.fallback_iterations if op not in self.why
+            "ops_on_tables": sorted(op for op in ops if op not in self.why
                                     and not (op == "allreduce" and self.tp == 1)),
             "ops_on_roofline": dict(sorted(self.why.items())),
             "kernels": dict(sorted(self.kernels.items())),
-            "roofline_fallback_iterations": dict(self.fallback_iterations),
+            "roofline_fallback_iterations": self.attention.fallback_iterations(self.fallback_iterations),
         })
         return out

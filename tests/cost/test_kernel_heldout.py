@@ -27,3 +27,11 @@ def test_shipped_h200_tables_within_the_documented_bands(table, median, p90):
     h = held_out(load_kernel_tables("h200"), table)
     assert h.rows > 10 and h.median <= median and h.p90 <= p90, h
     assert set(FAMILIES) >= {table}
+
+
+@pytest.mark.parametrize("table", ["mla_decode", "mla_prefill", "gdn"])
+def test_shipped_h200_mla_and_gdn_tables_within_the_attention_bands(table):
+    """The layer-kind tables the kernel model reads for MLA and Gated-DeltaNet layers
+    (kvsim/cost/kernel_attention.py): held to the attention targets, median <= 5%, p90 <= 15%."""
+    h = held_out(load_kernel_tables("h200"), table)
+    assert h.rows > 1000 and h.median <= 0.05 and h.p90 <= 0.15, h
