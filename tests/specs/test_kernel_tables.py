@@ -122,3 +122,33 @@ def test_bad_provenance_is_named(copy):
     with pytest.raises(KvsimError) as e:
         load_kernel_tables("h200")
     assert "unknown kernel table 'warp_drive'" in _one_line(e)
+
+
+def test_a_run_on_a_truncated_table_is_one_line_naming_the_file_and_writes_no_folder(copy, tmp_path):
+    from typer.testing import CliRunner
+
+    from kvsim.cli import app
+
+    path = copy / "gemm.parquet"
+    path.write_bytes(path.read_bytes()[:1000])
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["run", "--set", "hardware=h200", "--set", "simulation.requests=5",
+                                   "--out", str(out), "--no-plots"])
+    assert res.exit_code != 0
+    lines = [line for line in res.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in res.output, res.output
+    assert not out.exists()
+
+
+def test_lazy_tables_read_each_file_once_per_process_and_hand_out_copies(copy):
+    a = load_kernel_tables("h200", lazy=True)
+    assert "gemm" in a and not a.tables._frames  # listed, not read
+    first = a["allreduce"]
+    assert set(a.tables._frames) == {"allreduce"}
+    first.loc[first.index[0], "latency_s"] = 123.0  # a caller changing its frame ...
+    b = load_kernel_tables("h200", lazy=True)
+    assert b["allreduce"]["latency_s"].iloc[0] != 123.0  # ... does not change the next one's
+    # a changed file is read again (its size and mtime differ)
+    df = b["allreduce"].iloc[:10]
+    df.to_parquet(copy / "allreduce.parquet")
+    assert len(load_kernel_tables("h200", lazy=True, verify=False)["allreduce"]) == 10
