@@ -1,9 +1,9 @@
 """CI regression of the shipped kernel models: on every device with tables, each family's grids
 (kvsim/cost/kernel_grid.py, as the kernel cost model builds them: all rows of a shape class, isotonic
 along each axis) reproduce a sample of their own measured points (10 a shape class, 1% of a big one)
-within the errors stored in tests/data/kernel_fit_points.json (docs/calibration.md). A change to the grid code or to
-a table that loosens a fit fails here; regenerate the file with KVSIM_UPDATE_GOLDEN=1 only for a change
-that is meant to move them."""
+within the errors stored in tests/data/kernel_fit_points.json (docs/calibration.md). A change to the grid
+code or to a table that loosens a fit fails here; regenerate the file with KVSIM_UPDATE_GOLDEN=1 only for
+a change that is meant to move them."""
 
 from __future__ import annotations
 
