@@ -26,6 +26,7 @@ from kvsim.cost.published_serving import (  # noqa: E402
     cost_models_for,
     implied_overhead_s,
     load_serving_runs,
+    overhead_note,
     render_table,
     replace_between_markers,
     run_case,
@@ -67,13 +68,6 @@ def timed_run(case: dict[str, Any], cost_model: str, **cost: float) -> tuple[dic
     return figures, time.perf_counter() - t0
 
 
-def overhead_note(case: dict[str, Any], cost_model: str, ttft_ms: float) -> str:
-    """The line the docs give per low-load NIM run and cost model."""
-    return (f"Implied cost.request_overhead_s ({case['case']}, {case['model']}, {cost_model}): published TTFT "
-            f"{case['metrics']['ttft_mean']['value']:g} ms - kvsim {ttft_ms:.1f} ms at overhead 0 = "
-            f"{implied_overhead_s(case, ttft_ms):.3f} s.")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only; leave the docs and results file")
@@ -101,8 +95,8 @@ def main() -> None:
     if not args.no_write:
         DOC.write_text(replace_between_markers(DOC.read_text(encoding="utf-8"), table), encoding="utf-8")
         header = ("# kvsim's figures for kvsim/cost/published_serving_runs.yaml, written by "
-                  "calibration/serving_runs_report.py\n# (tests/cost/test_published_serving.py recomputes the "
-                  "cheapest cases); wall_s: each run's seconds on the machine that wrote it.\n")
+                  "calibration/serving_runs_report.py\n# (tests/cost/test_published_serving.py recomputes "
+                  "the cheapest cases); wall_s: each run's seconds on the machine that wrote it.\n")
         body = yaml.safe_dump({"results": results, "request_overhead": overheads}, sort_keys=False)
         RESULTS.write_text(header + body, encoding="utf-8")
 

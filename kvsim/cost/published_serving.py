@@ -81,10 +81,11 @@ def _bench_serve(case: dict[str, Any], n: int) -> dict[str, Any]:
     if case["dataset"] == "sharegpt":
         b.update(dataset="sharegpt", dataset_path=str(SHAREGPT_LENGTHS))
     else:
+        stated_ratio = (case.get("random_range_ratio") or 0.0) if case["dataset"] == "random" else 0.0
         measured = case["group"] == "gpustack-perf-lab" and "total_generated_tokens" in case["metrics"]
         b.update(dataset="random", random_input_len=case["input_len"],
                  random_output_len=measured_output_len(case) if measured else case["output_len"],
-                 random_range_ratio=case.get("random_range_ratio", 0.0) if case["dataset"] == "random" else 0.0)
+                 random_range_ratio=stated_ratio)
         if case["group"] == "gpustack-perf-lab":
             b["seed"] = 42  # the page's `vllm bench serve --seed 42`
     if case["concurrency"] is not None:
@@ -197,6 +198,33 @@ def implied_overhead_s(case: dict[str, Any], kvsim_ttft_ms: float) -> float:
     return (case["metrics"]["ttft_mean"]["value"] - kvsim_ttft_ms) / 1000
 
 
+def overhead_note(case: dict[str, Any], cost_model: str, ttft_ms: float) -> str:
+    """The docs' line for one low-load run and cost model: the request_overhead_s it implies."""
+    return (f"Implied cost.request_overhead_s ({case['case']}, {case['model']}, {cost_model}): "
+            f"published TTFT {case['metrics']['ttft_mean']['value']:g} ms - kvsim {ttft_ms:.1f} ms at "
+            f"overhead 0 = {implied_overhead_s(case, ttft_ms):.3f} s.")
+
+
+def load_results(path: str | Path = RESULTS) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The report script's figures file: (case -> cost model -> figures or why none, the request_overhead
+    entries)."""
+    data = load_yaml(path, "published serving results")
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise KvsimError(f"{path}: needs a 'results' list (rerun calibration/serving_runs_report.py)")
+    figures: dict[str, dict[str, Any]] = {}
+    for entry in data["results"]:
+        figures.setdefault(entry["case"], {})[entry["cost_model"]] = entry["figures"]
+    return figures, list(data.get("request_overhead") or [])
+
+
+def render_from_results(cases: list[dict[str, Any]], path: str | Path = RESULTS) -> str:
+    """The docs' block rebuilt from the figures file."""
+    figures, overheads = load_results(path)
+    by_name = {c["case"]: c for c in cases}
+    notes = tuple(overhead_note(by_name[o["case"]], o["cost_model"], o["ttft_mean_ms"]) for o in overheads)
+    return render_table(comparison_rows(cases, figures), notes)
+
+
 def ratio(kvsim: float | None, published: float) -> float | None:
     """kvsim / published (None when kvsim has no figure)."""
     return None if kvsim is None else kvsim / published
@@ -230,7 +258,8 @@ def render_table(rows: list[dict[str, Any]], notes: tuple[str, ...] = ()) -> str
     for r in rows:
         out.append(f"| {r['case']} | {r['hardware']} | {r['metric']} | {r['published']:g} {r['unit']} | "
                    f"{_cell(r['roofline'])} | {_cell(r['kernels'])} |")
-    out += ["", "| cost model | rows of | rows | median abs error | max abs error |", "|---|---|---:|---:|---:|"]
+    out += ["", "| cost model | rows of | rows | median abs error | max abs error |",
+            "|---|---|---:|---:|---:|"]
     shared = [r for r in rows if isinstance(r["kernels"], float) and isinstance(r["roofline"], float)]
     for cm in COST_MODELS:
         for by in ("model", "group"):
@@ -246,7 +275,7 @@ def render_table(rows: list[dict[str, Any]], notes: tuple[str, ...] = ()) -> str
 
 
 def replace_between_markers(text: str, table: str) -> str:
-    """`text` with the part from BEGIN to END replaced by `table` (KvsimError when the markers are missing)."""
+    """`text` with the part from BEGIN to END replaced by `table` (KvsimError without the markers)."""
     start, stop = text.find(BEGIN), text.find(END)
     if start < 0 or stop < start:
         raise KvsimError(f"docs/cost_model.md: needs the markers {BEGIN!r} and {END!r}")
