@@ -80,7 +80,7 @@ def main() -> None:
         for cm in cost_models_for(case, has_kernel_tables):
             got, wall = timed_run(case, cm)
             figures.setdefault(case["case"], {})[cm] = got
-            results.append({"case": case["case"], "cost_model": cm, "wall_s": round(wall, 1), "figures": got})
+            results.append({"case": case["case"], "cost_model": cm, "figures": got})  # no wall time: reruns alike
             print(f"{case['case']} {cm}: {wall:.1f} s", file=sys.stderr)
     for case in (c for c in cases if c["group"] == "nim-benchmarking" and c["concurrency"] == 1):
         for cm in cost_models_for(case, has_kernel_tables):
@@ -96,7 +96,7 @@ def main() -> None:
         DOC.write_text(replace_between_markers(DOC.read_text(encoding="utf-8"), table), encoding="utf-8")
         header = ("# kvsim's figures for kvsim/cost/published_serving_runs.yaml, written by "
                   "calibration/serving_runs_report.py\n# (tests/cost/test_published_serving.py recomputes "
-                  "the cheapest cases); wall_s: each run's seconds on the machine that wrote it.\n")
+                  "the cheapest cases).\n")
         body = yaml.safe_dump({"results": results, "request_overhead": overheads}, sort_keys=False)
         RESULTS.write_text(header + body, encoding="utf-8")
 

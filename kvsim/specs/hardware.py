@@ -31,7 +31,7 @@ class HardwareSpec:
     hbm_bandwidth, host_link_bandwidth (GPU<->host, one direction), interconnect_bandwidth (GPU<->GPU
         for tensor-parallel all-reduce, one direction), network_bandwidth (the GPU's scale-out NIC, one
         direction; optional), ssd_bandwidth (read): bytes/s.
-    peak_flops: dtype -> dense FLOP/s (no sparsity); keys among fp32, tf32, bf16, fp16, fp8, int8.
+    peak_flops: dtype -> dense FLOP/s (no sparsity); keys among fp32, tf32, bf16, fp16, fp8, fp4, int8.
     host_dram_bytes, ssd_bytes: this GPU's share of the host's DRAM and local NVMe.
     sources: field -> citation. calibration: raw mapping from a kernel-measurement fit, or None
         (kvsim.cost.calibrated checks the parts it reads).
@@ -74,10 +74,12 @@ class HardwareSpec:
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for math in `dtype`, falling back to the nearest format the device has
-        (fp8 -> bf16 on devices without fp8, int4 -> int8)."""
+        (fp8 -> bf16 on devices without fp8, int4 -> int8). FP4 weights (nvfp4, mxfp4) run at the fp4 rate
+        where the device has FP4 tensor cores (Blackwell), else as vLLM runs them on older GPUs: 4-bit weights
+        dequantized to bf16 for the math (W4A16, Marlin), at the bf16 rate."""
         chain = {"fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16"), "fp8": ("fp8", "bf16", "fp16"),
                  "int8": ("int8", "fp8", "bf16"), "int4": ("int8", "fp8", "bf16"),
-                 "fp8_block": ("fp8", "bf16", "fp16"), "nvfp4": ("fp8", "bf16"), "mxfp4": ("fp8", "bf16"),
+                 "fp8_block": ("fp8", "bf16", "fp16"), "nvfp4": ("fp4", "bf16"), "mxfp4": ("fp4", "bf16"),
                  "fp32": ("fp32", "tf32"), "tf32": ("tf32", "fp32")}.get(dtype, (dtype,))
         for key in (*chain, "bf16", "fp16", "fp32"):
             if key in self.peak_flops:
@@ -88,7 +90,7 @@ class HardwareSpec:
 _REQUIRED = ("memory_bytes", "hbm_bandwidth", "peak_flops", "host_link_bandwidth", "host_dram_bytes",
              "ssd_bytes", "ssd_bandwidth", "interconnect_bandwidth")
 _KNOWN = tuple(f.name for f in fields(HardwareSpec))
-_FLOPS_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+_FLOPS_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
 
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15,
            "ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40, "pi": 2.0**50}

@@ -81,6 +81,10 @@ def test_flops_fall_back_to_a_format_the_device_has():
     assert load_hardware("cpu").flops("tf32") == 268.8e9  # no tf32: plain fp32
     assert len({a100, load_hardware("a100-80gb")}) == 1  # hashable, equal by value
     assert load_hardware("h200").flops("fp8") == 1979e12
+    # FP4 weights: the fp4 rate on Blackwell, W4A16 (bf16 math) where the device has no FP4 tensor cores
+    h100, b200 = load_hardware("h100-sxm"), load_hardware("b200")
+    assert h100.flops("mxfp4") == h100.flops("nvfp4") == h100.flops("bf16")
+    assert b200.flops("nvfp4") == b200.flops("mxfp4") == 9000e12 == b200.peak_flops["fp4"]
 
 
 @pytest.mark.parametrize("text, value", [
