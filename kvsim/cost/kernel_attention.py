@@ -46,7 +46,10 @@ ragged batch is costed as b or s equal sequences of each sum's mean):
 - compressed (DeepSeek-V4): the roofline (the DeepSeek-V4 attention module tables of the source are not
   imported).
 
-A point outside an op's grid takes that op's roofline term and counts one fallback iteration for it.
+A point outside a full-attention decode or prefill grid (above it, or in a hole at the largest batch x
+context products) takes the per-op roofline fitted on the table (`_fit_beyond`: seconds per unit of work
+of the grid's top decile), counted in `fitted`; any other point outside an op's grid takes that op's
+datasheet roofline term and counts one fallback iteration for it.
 """
 
 from __future__ import annotations
@@ -142,20 +145,33 @@ class KindRoofline:
 
 class AttentionOp:
     """One kind's decode or prefill op: `factor` (its layers x the KV-head scale) x the table's time of
-    one layer (`read`, None outside the grid), else `roofline` (the group's roofline term, already over
-    all its layers), counted in `fallbacks`."""
+    one layer (`read`, None outside the grid); outside it, where the op has one, the per-op roofline
+    fitted on the table (`beyond`: full-attention layers above the grid or in a hole, counted in
+    `fitted`), else `roofline` (the group's datasheet roofline term, already over all its layers), counted
+    in `fallbacks`."""
 
-    __slots__ = ("name", "factor", "read", "roofline", "fallbacks")
+    __slots__ = ("name", "factor", "read", "roofline", "fallbacks", "beyond", "fitted")
 
     def __init__(self, name: str, factor: float, read: Callable[[Batch], float | None] | None,
-                 roofline: Callable[[Batch], float]) -> None:
+                 roofline: Callable[[Batch], float], beyond: Callable[[Batch], float | None] | None = None
+                 ) -> None:
         self.name, self.factor, self.read, self.roofline = name, factor, read, roofline
-        self.fallbacks = 0
+        self.beyond = beyond
+        self.fallbacks = self.fitted = 0
 
     def time(self, batch: Batch) -> float:
         if self.read is not None:
             t = self.read(batch)
             if t is not None:
+                return self.factor * t
+        return self.outside(batch)
+
+    def outside(self, batch: Batch) -> float:
+        """The op's time where its grid does not reach."""
+        if self.beyond is not None:
+            t = self.beyond(batch)
+            if t is not None:
+                self.fitted += 1
                 return self.factor * t
         self.fallbacks += 1
         return self.roofline(batch)
@@ -166,8 +182,9 @@ class MeanContextOp(AttentionOp):
 
     __slots__ = ("at",)
 
-    def __init__(self, name: str, factor: float, at, roofline: Callable[[Batch], float]) -> None:
-        super().__init__(name, factor, None, roofline)
+    def __init__(self, name: str, factor: float, at, roofline: Callable[[Batch], float],
+                 beyond: Callable[[Batch], float | None] | None = None) -> None:
+        super().__init__(name, factor, None, roofline, beyond)
         self.at = at
 
     def time(self, batch: Batch) -> float:
@@ -175,8 +192,7 @@ class MeanContextOp(AttentionOp):
         t = self.at(n, batch.decode_context_tokens / n)
         if t is not None:
             return self.factor * t
-        self.fallbacks += 1
-        return self.roofline(batch)
+        return self.outside(batch)
 
 
 class KernelAttention:
@@ -209,8 +225,10 @@ class KernelAttention:
             for name, (read, scale), roof_fn, ops in ((DECODE + suffix, reads[0], roof_d, self.decode_ops),
                                                       (PREFILL + suffix, reads[1], roof_p, self.prefill_ops)):
                 factor = g.num_layers * scale
-                ops.append(MeanContextOp(name, factor, read.at, roof_fn) if isinstance(read, _MeanContext)
-                           else AttentionOp(name, factor, read, roof_fn))
+                beyond = getattr(read, "beyond", None)
+                op = (MeanContextOp(name, factor, read.at, roof_fn, beyond) if isinstance(read, _MeanContext)
+                      else AttentionOp(name, factor, read, roof_fn, beyond))
+                ops.append(op)
         self.names = tuple(op.name for op in self.decode_ops + self.prefill_ops)
         if len(self.decode_ops) == 1:
             self.decode = self.decode_ops[0].time
@@ -236,6 +254,11 @@ class KernelAttention:
             else:
                 out.update((op.name, op.fallbacks) for op in ops)
         return out
+
+    def fitted_iterations(self) -> dict[str, int]:
+        """Op -> iterations it was timed outside its grid by the per-op roofline fitted on its table
+        (the ops that have one: full-attention decode and prefill)."""
+        return {op.name: op.fitted for op in (*self.decode_ops, *self.prefill_ops) if op.beyond is not None}
 
     # ----------------------------------------------------------------- per kind
     def _reads(self, model, g, tp, kvd, caps, suffix, tables):
@@ -269,9 +292,14 @@ class KernelAttention:
                 continue
             grid, scale, windowed = got
             if table == DECODE:
-                out.append((_decode_read(_at(grid), i, cap), scale))
+                read = _decode_read(_at(grid), i, cap)
+                if i < 0:
+                    read.beyond = _mean_context_beyond(_fit_beyond(grid, lambda b, c: b * c))
             else:
-                out.append((_prefill_read(_at(grid), i, window if windowed else 0), scale))
+                read = _prefill_read(_at(grid), i, window if windowed else 0)
+                if i < 0:
+                    read.beyond = _whole_prompt_beyond(_fit_beyond(grid, lambda s, n: s * n * (n + 1) / 2))
+            out.append((read, scale))
         return tuple(out)
 
     def _attention_grid(self, model, tp, kvd, table, axes, name, window, tables):
@@ -444,13 +472,54 @@ def _at(grid: KernelGrid):
     return grid.at2 if len(grid.axes) == 2 and min(map(len, grid.axes)) > 1 else grid
 
 
+BEYOND_TOP = 0.9
+"""The fitted per-op roofline outside a grid is fitted on its measured points of the most work (this
+quantile and above), where a kernel runs at its sustained rate."""
+
+
+def _fit_beyond(grid: KernelGrid, work: Callable[[float, float], float]):
+    """(x, y) -> seconds outside the grid: tau x work(x, y), tau the median seconds per unit of work over
+    the grid's points of the top work decile (decode: batch x context tokens read; prefill: batch x causal
+    pairs); None below the grid's first values (small work, where launch time dominates: the roofline)."""
+    xs, ys = np.meshgrid(grid.axes[0], grid.axes[1], indexing="ij")
+    seconds = np.exp(grid.log_latency)
+    measured = ~np.isnan(seconds)
+    w = work(xs, ys)[measured]
+    t = seconds[measured]
+    top = w >= np.quantile(w, BEYOND_TOP)
+    tau = float(np.median(t[top] / w[top]))
+    x0, y0 = float(grid.axes[0][0]), float(grid.axes[1][0])
+
+    def beyond(x: float, y: float) -> float | None:
+        return tau * work(x, y) if x >= x0 and y >= y0 else None
+    beyond.tau = tau
+    return beyond
+
+
+def _mean_context_beyond(fit):
+    def read(b: Batch) -> float | None:
+        n = b.decode_seqs
+        return fit(n, b.decode_context_tokens / n)
+    read.tau = fit.tau
+    return read
+
+
+def _whole_prompt_beyond(fit):
+    def read(b: Batch) -> float | None:
+        s = b.prefill_seqs
+        return fit(s, max(1.0, whole_prompt(b.prefill_attn_pairs / s))) if s else None
+    read.tau = fit.tau
+    return read
+
+
 class _MeanContext:
     """The decode read at (b, decode_context_tokens / b), built into a MeanContextOp."""
 
-    __slots__ = ("at",)
+    __slots__ = ("at", "beyond")
 
     def __init__(self, at) -> None:
         self.at = at
+        self.beyond = None
 
     def __call__(self, b: Batch) -> float | None:
         return self.at(b.decode_seqs, b.decode_context_tokens / b.decode_seqs)

@@ -263,5 +263,6 @@ class KernelCost(RooflineCost):
             "ops_on_roofline": dict(sorted(self.why.items())),
             "kernels": dict(sorted(self.kernels.items())),
             "roofline_fallback_iterations": self.attention.fallback_iterations(self.fallback_iterations),
+            "fitted_outside_grid_iterations": self.attention.fitted_iterations(),
         })
         return out
