@@ -2,10 +2,15 @@
 
 `kvsim.run(scenario, **overrides) -> Result`, `kvsim.load`, `kvsim.compare`, `kvsim.sweep` and `kvsim.plan`
 (kvsim/api.py) are the Python API;
-they are imported on first use, so `import kvsim` stays light.
+they are imported on first use, so `import kvsim` stays light. Every bad input raises `kvsim.KvsimError`
+with the one-line message the command line prints.
 """
 
 __version__ = "0.1.0"
+
+from kvsim.errors import KvsimError  # noqa: E402  (light: the one error every API call raises)
+
+__all__ = ["KvsimError", "__version__"]
 
 _API = ("run", "load", "Result", "compare", "sweep", "plan")
 

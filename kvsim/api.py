@@ -46,6 +46,19 @@ def load(scenario: str | Path | dict[str, Any] | Scenario | None = None,
          overrides: dict[str, Any] | None = None, **kw_overrides: Any) -> Scenario:
     """The validated scenario: a YAML path, a dict of sections, a Scenario, or None (the built-in
     default), with overrides applied (see the module docstring)."""
+    if not (scenario is None or isinstance(scenario, (str, Path, dict, Scenario))):
+        raise KvsimError(f"scenario: a YAML path, a dict of sections, a Scenario or None, got "
+                         f"{type(scenario).__name__}")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise KvsimError(f"overrides: a dict of dotted keys to values, got {type(overrides).__name__}")
+    try:
+        return _load(scenario, overrides, kw_overrides)
+    except RecursionError:
+        raise KvsimError("scenario: nested too deeply (a mapping inside a mapping more than Python's "
+                         "recursion limit allows)") from None
+
+
+def _load(scenario, overrides: dict[str, Any] | None, kw_overrides: dict[str, Any]) -> Scenario:
     if isinstance(scenario, Scenario):
         data = scenario_dict(scenario)
         data["simulation"]["exact_stepping"] = scenario.simulation.exact_stepping
@@ -79,6 +92,14 @@ def compare(scenario: str | Path | None, vary: dict[str, list[Any]], overrides: 
     figures as columns (compare.csv's), the identical request stream for every variant."""
     from kvsim.sweep.compare import compare_frame, run_compare
 
+    if not isinstance(vary, dict) or not vary:
+        raise KvsimError("vary: a non-empty dict of scenario key -> list of values, got "
+                         f"{type(vary).__name__}")
+    for key, values in vary.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise KvsimError(f"vary.{key}: a non-empty list of values, got {yaml_text(values)}")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise KvsimError(f"overrides: a dict of dotted keys to values, got {type(overrides).__name__}")
     axes = [f"{k}={','.join(yaml_text(v) for v in values)}" for k, values in vary.items()]
     return compare_frame(run_compare(scenario, axes, set_items((overrides or {}).items()), seed, jobs))
 

@@ -72,3 +72,36 @@ def test_compare_sweep_and_plan_from_python():
     doc = kvsim.plan(None, "min_replicas", {"ttft_s": {"p50": 5.0}},
                      {"simulation.requests": 600, "workload.arrival.rate": 2}, max_extension=2)
     assert doc["answer"] == 1 and doc["find"] == "min_replicas"
+
+
+def test_kvsim_error_is_importable_from_the_package():
+    from kvsim import KvsimError as Exported
+
+    assert Exported is KvsimError
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: kvsim.run(123), "scenario: a YAML path, a dict of sections, a Scenario or None, got int"),
+    (lambda: kvsim.run(None, overrides="x"), "overrides: a dict of dotted keys to values, got str"),
+    (lambda: kvsim.load(None, ["kv.block_size=32"]), "overrides: a dict of dotted keys to values, got list"),
+    (lambda: kvsim.compare(None, {"kv.block_size": None}), "vary.kv.block_size: a non-empty list of values"),
+    (lambda: kvsim.compare(None, {"kv.block_size": "16"}), "vary.kv.block_size: a non-empty list of values"),
+    (lambda: kvsim.compare(None, {}), "vary: a non-empty dict of scenario key"),
+    (lambda: kvsim.compare(None, [16, 32]), "vary: a non-empty dict of scenario key -> list of values, got "
+                                            "list"),
+])
+def test_wrong_types_are_one_line_kvsim_errors(call, needle):
+    with pytest.raises(KvsimError, match=needle) as exc:
+        call()
+    assert "\n" not in str(exc.value)
+
+
+def test_a_scenario_nested_past_the_recursion_limit_is_a_kvsim_error():
+    deep: dict = {}
+    node = deep
+    for _ in range(sys.getrecursionlimit() + 100):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(KvsimError, match="nested too deeply") as exc:
+        kvsim.load(deep)
+    assert "\n" not in str(exc.value)
