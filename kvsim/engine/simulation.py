@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder, RequestRow
 from kvsim.metrics.slo import meets_slo
 from kvsim.scenario import MAX_GPU_BLOCKS, Pricing, Scenario, cross_check, pool_scenarios, scenario_dict
+from kvsim.specs.hardware import list_hardware
 from kvsim.workload.factory import build_request_stream
 from kvsim.workload.request import FollowUps, Request, RequestTable
 
@@ -88,6 +90,16 @@ class Simulation:
         """Rules across pools: the simulator's block bound, one set of timeline columns (same tiers,
         sparsity on or off everywhere), what P/D hands over, one shared store."""
         deps = self.deployments
+        prices = self.sc.pricing.usd_per_gpu_hour if self.sc.pricing is not None else None
+        if isinstance(prices, dict):  # a price per profile: this run's, or another's (plan, sweeps)
+            names = sorted({d.hw.name for d in deps})
+            unknown = sorted(k for k in prices if k not in names and k not in list_hardware())
+            if unknown:
+                close = difflib.get_close_matches(unknown[0], [*names, *list_hardware()], n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise KvsimError(f"pricing.usd_per_gpu_hour.{unknown[0]}: no hardware profile and no GPU "
+                                 f"of this run is named '{unknown[0]}' ({hint}this run's GPUs: "
+                                 f"{', '.join(names)})")
         total = sum(d.num_blocks * d.replicas for d in deps)
         if total > MAX_GPU_BLOCKS:
             replicas = sum(d.replicas for d in deps)

@@ -163,3 +163,13 @@ def test_an_odd_name_is_quoted_in_one_line():
 def test_linear_flops_never_negative():
     # a hand-written spec whose active_params (1000) are fewer than its embedding (1000 x 64)
     assert tiny(num_params=1000, active_params=1000).linear_flops_per_token() == 0.0
+
+
+def test_a_model_without_any_kv_or_state_layer_is_one_line_naming_it():
+    with pytest.raises(KvsimError) as exc:
+        get_model({"base": "llama-3-8b", "name": "nokv", "num_layers": 4, "layer_types": ["none"] * 4})
+    assert str(exc.value) == ("inline model: model nokv: no layer holds KV or state (every layer_types entry "
+                              "is 'none'): nothing for kvsim to size or time")
+    # one KV layer among them is a model kvsim can size
+    assert get_model({"base": "llama-3-8b", "name": "one", "num_layers": 4,
+                      "layer_types": ["none", "none", "full", "none"]}).layers_by_kind()["full"] == (2,)
