@@ -250,8 +250,8 @@ class ModelSpec:
             object.__setattr__(self, "sliding_window_layers", sliding)
         present = set(by_kind)
         if self.layer_types and present <= {"none"}:
-            raise KvsimError(f"{who}: no layer holds KV or state (every layer_types entry is 'none'): nothing "
-                             "for kvsim to size or time")
+            raise KvsimError(f"{who}: no layer holds KV or state (every layer_types entry is 'none'): "
+                             "nothing for kvsim to size or time")
         if "sliding" in present and self.sliding_window is None:
             raise KvsimError(f"{who}: sliding layers need sliding_window")
         if "mla" in self.layer_types and self.attention != "mla":
