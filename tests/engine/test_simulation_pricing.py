@@ -12,7 +12,8 @@ from kvsim.scenario import build_scenario
 
 
 def _sim(prices):
-    return Simulation(build_scenario({"simulation": {"requests": 5}, "pricing": {"usd_per_gpu_hour": prices}}))
+    sc = build_scenario({"simulation": {"requests": 5}, "pricing": {"usd_per_gpu_hour": prices}})
+    return Simulation(sc)
 
 
 def test_a_typo_in_a_pricing_key_is_an_error_with_a_suggestion():
