@@ -126,6 +126,9 @@ def run(
         rep = repeats_section(summaries, seed_list)
         extra["repeats.json"] = json.dumps(rep, indent=2, sort_keys=True, allow_nan=False) + "\n"
     _guard(lambda: write_outputs(folder, summary, result.requests, result.timeline, run_info, plots, extra))
+    none_done = nothing_completed(summary, result.meta)
+    if none_done:
+        console.print(none_done, markup=False, soft_wrap=True)
     table = Table(title=f"kvsim: {printable(sc.name)}", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -136,6 +139,21 @@ def run(
         _print_repeats(rep)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
                   f"simulated requests per wall-second); outputs in {printable(out)}/")
+
+
+def nothing_completed(summary: dict, meta: dict) -> str | None:
+    """The first console line of a run in which no request completed (an empty latency table otherwise
+    looks like a result): how many were refused outright and why, or None when any completed."""
+    req = summary.get("requests") or {}
+    total, done = req.get("total") or 0, req.get("completed") or 0
+    if not total or done:
+        return None
+    why = "; ".join(f"{n} {reason}" for reason, n in (meta.get("refusals") or {}).items())
+    refused = sum((meta.get("refusals") or {}).values())
+    tail = f": {refused} refused ({why})" if refused else " (none refused: the run ended first)"
+    return (f"warning: 0 of {total} requests completed{tail}; the latency figures below are empty "
+            "(scheduler.max_model_len, kv.gpu_memory_utilization and kv.num_gpu_blocks_override set the "
+            "limits)")
 
 
 def _print_repeats(rep: dict) -> None:

@@ -409,3 +409,23 @@ def test_hardware_lists_the_good_profiles_and_one_error_line_per_broken_file(tmp
     assert "h200" in result.stdout
     bad = tmp_path / "bad.yaml"
     assert result.stderr.strip().splitlines() == [f"error: {bad}:1: not UTF-8 text (byte 8)"]
+
+
+def test_a_run_with_nothing_completed_says_so_on_its_first_line(tmp_path):
+    res = runner.invoke(app, ["run", "--set", "simulation.requests=5", "--set", "scheduler.max_model_len=64",
+                              "--out", str(tmp_path / "out"), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == (
+        "warning: 0 of 5 requests completed: 5 refused (5 prompt longer than max_model_len); the latency "
+        "figures below are empty (scheduler.max_model_len, kv.gpu_memory_utilization and "
+        "kv.num_gpu_blocks_override set the limits)")
+
+
+def test_nothing_completed_by_hand():
+    assert cli.nothing_completed({"requests": {"total": 3, "completed": 1}}, {}) is None
+    assert cli.nothing_completed({"requests": {"total": 0, "completed": 0}}, {}) is None
+    line = cli.nothing_completed({"requests": {"total": 4, "completed": 0}},
+                                 {"refusals": {"a": 1, "b": 3}})
+    assert line.startswith("warning: 0 of 4 requests completed: 4 refused (1 a; 3 b);")
+    assert "(none refused: the run ended first)" in cli.nothing_completed(
+        {"requests": {"total": 2, "completed": 0}}, {"refusals": {}})

@@ -71,6 +71,8 @@ class Simulation:
         if self.sparse:
             sparse_columns.register_columns(self.recorder)
         self.tier_media = first.tier_media
+        self.refusals: dict[str, int] = {}
+        """Why requests were refused outright (Deployment.reject_reason) -> how many."""
         if self.tier_media:
             tier_columns.register_columns(self.recorder, self.tier_media)
         self.disaggregated = any(d.role.receives_kv for d in self.deployments)
@@ -163,6 +165,7 @@ class Simulation:
 
     def run(self) -> SimResult:
         sc = self.sc
+        self.refusals = {}
         requests = self.build_requests()
         self.total_requests = len(requests)
         env = Clock()
@@ -236,6 +239,7 @@ class Simulation:
         """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
         replica, reason = self.cluster.route(r)
         if reason is not None:
+            self.refusals[reason] = self.refusals.get(reason, 0) + 1
             self._record(r, replica, None)
             if self._gate is not None:
                 self._gate.done()
@@ -313,6 +317,7 @@ class Simulation:
             "bytes_per_block": cap.bytes_per_block,
             "weight_bytes_per_gpu": cap.weight_bytes,
             "max_model_len": self.max_model_len,
+            "refusals": dict(sorted(self.refusals.items())),
             "replicas": sum(d.replicas for d in self.deployments),
             "model": self.model.name,
             "hardware": self.hw.name,
