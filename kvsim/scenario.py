@@ -91,15 +91,22 @@ class Parallelism(Strict):
         return _one_of(data, "replicas", "data_parallel_size")
 
 
+MIN_LINK_GBPS = 1e-3
+"""The slowest link a tier or KV transfer may name: 1 MB/s (a slower one is a typo whose transfers would
+take longer than any run, e.g. 1e-300 GB/s: ~1e299 s a block)."""
+
+
 class TierConfig(Strict):
     """One KV tier below the GPU (docs/tiers.md): its medium, capacity in GB (10^9 bytes), eviction
-    policy, and optionally its link (bandwidth in GB/s, latency in s; default: the hardware profile's
-    host link for cpu, its SSD bandwidth for ssd, none for remote: a remote tier needs them)."""
+    policy, and optionally its link (bandwidth in GB/s, at least MIN_LINK_GBPS, latency in s; default: the
+    hardware profile's host link for cpu, its SSD bandwidth for ssd, none for remote: a remote tier needs
+    them). A cpu tier's link is the host link: its bandwidth and latency, where set, are the host link's
+    for every tier's loads."""
 
     medium: TierMedium
     capacity_gb: float = Field(ge=0, le=MAX_TIER_GB)
     eviction: TierEviction = "lru"
-    bandwidth_gbps: float | None = Field(default=None, gt=0, le=1e6)
+    bandwidth_gbps: float | None = Field(default=None, ge=MIN_LINK_GBPS, le=1e6)
     latency_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
     shared: bool = False
     """remote only: one store shared by every replica (the fleet issue builds on it)."""
@@ -265,7 +272,7 @@ class KVTransferConfig(Strict):
 
     mode: TransferMode = "after_prefill"
     link: Literal["network", "nvlink"] = "network"
-    bandwidth_gbps: float | None = Field(default=None, gt=0, le=1e6)
+    bandwidth_gbps: float | None = Field(default=None, ge=MIN_LINK_GBPS, le=1e6)
     latency_s: float = Field(default=1e-5, ge=0, le=MAX_SECONDS)
 
 

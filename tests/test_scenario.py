@@ -444,3 +444,10 @@ def test_cost_overhead_keys_default_to_the_fitted_terms_and_iteration_overhead_i
     assert (c.iteration_overhead_s, c.layer_overhead_s, c.eager_layer_overhead_s, c.seq_overhead_s) == (
         None, None, None, None)
     assert build_scenario({"cost": {"iteration_overhead_s": 0.003}}).cost.iteration_overhead_s == 0.003
+
+
+@pytest.mark.parametrize("path, key", [("workloads/mooncake_tiers.yaml", "kv.tiers.0.bandwidth_gbps"),
+                                       ("workloads/fleet_pd.yaml", "cluster.kv_transfer.bandwidth_gbps")])
+def test_a_link_slower_than_1_mb_per_s_is_refused_naming_the_key(path, key):
+    with pytest.raises(KvsimError, match=f"{key}: Input should be greater than or equal to 0.001"):
+        load_scenario(Path(__file__).parents[1] / path, [f"{key}=1e-300"])

@@ -69,10 +69,12 @@ class TierLinks:
 
     def __init__(self, host_bandwidth: float, tiers: list[tuple[str, float, float]],
                  bytes_per_token: float, shards: int = 1) -> None:
-        """tiers: (medium, bandwidth, latency) of each tier's own link (ignored for cpu: the host link).
+        """tiers: (medium, bandwidth, latency) of each tier's own link; a cpu tier's is the host link
+        itself (its bandwidth and latency, where the tier sets them, are the host link's for every tier).
         bytes_per_token: one GPU's KV per token; shards: the GPUs of the replica (tensor parallel), each
         loading its shard over its own host link, all of them over a tier's own link."""
-        self.h2d = Link("h2d", host_bandwidth)
+        cpu = [(bw, lat) for medium, bw, lat in tiers if medium == "cpu"]
+        self.h2d = Link("h2d", *cpu[0]) if cpu else Link("h2d", host_bandwidth)
         self.paths: dict[str, tuple[Link, ...]] = {}
         for medium, bandwidth, latency in tiers:
             if medium == "cpu":
