@@ -55,20 +55,26 @@ def _fail(msg: str) -> None:
 
 SET_METAVAR = "KEY=VALUE"
 SLO_HELP = ("A service-level objective METRIC.PNN=SECONDS, e.g. ttft_s.p99=2 (repeatable; metrics ttft_s, "
-            "tpot_s, e2e_s, queue_s): requests get meets_slo, the summary slo and goodput.")
+            "tpot_s, e2e_s, queue_s; one percentile per metric): requests get meets_slo, the summary slo and "
+            "goodput. An objective given here replaces the scenario's on that metric.")
 
 
 def slo_overrides(items: list[str]) -> list[str]:
     """--slo METRIC.PNN=SECONDS items as `slo.METRIC={PNN: SECONDS}` overrides (the percentile may hold a
-    dot: p99.9); the scenario checks metric, percentile and value. A malformed item is a one-line error."""
-    out = []
+    dot: p99.9); the scenario checks metric, percentile and value. A metric takes one objective, so a
+    second --slo on it is an error (it used to replace the first silently); a metric given here replaces
+    the scenario's objective on it (the --slo help says so). A malformed item is a one-line error."""
+    out: dict[str, str] = {}
     for item in items:
         key, eq, value = item.partition("=")
         metric, dot, stat = key.strip().partition(".")
         if not eq or not dot or not metric or not stat or not value.strip():
             raise KvsimError(f"--slo {excerpt(item)}: expected METRIC.PNN=SECONDS, e.g. ttft_s.p99=2")
-        out.append(f"slo.{metric}={{{stat}: {value.strip()}}}")
-    return out
+        if metric in out:
+            raise KvsimError(f"--slo {excerpt(item)}: {metric} already has an objective ({out[metric]}); "
+                             "one percentile per metric")
+        out[metric] = f"{stat}={value.strip()}"
+    return [f"slo.{metric}={{{objective.replace('=', ': ', 1)}}}" for metric, objective in out.items()]
 
 
 def _guard(fn):

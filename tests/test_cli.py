@@ -429,3 +429,14 @@ def test_nothing_completed_by_hand():
     assert line.startswith("warning: 0 of 4 requests completed: 4 refused (1 a; 3 b);")
     assert "(none refused: the run ended first)" in cli.nothing_completed(
         {"requests": {"total": 2, "completed": 0}}, {"refusals": {}})
+
+
+def test_a_second_slo_on_one_metric_is_refused_not_silently_replacing_the_first(tmp_path):
+    res = runner.invoke(app, ["run", "--set", "simulation.requests=5", "--slo", "ttft_s.p99=2", "--slo",
+                              "ttft_s.p50=1", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert res.output.strip() == ("error: --slo 'ttft_s.p50=1': ttft_s already has an objective (p99=2); "
+                                  "one percentile per metric")
+    assert not (tmp_path / "out").exists()
+    assert cli.slo_overrides(["ttft_s.p99.9=2", "tpot_s.p50=0.1"]) == ["slo.ttft_s={p99.9: 2}",
+                                                                        "slo.tpot_s={p50: 0.1}"]
