@@ -278,6 +278,11 @@ class WorkloadConfig(Strict):
             raise ValueError("kind 'trace' needs a 'trace' section")
         if self.kind == "mix" and not self.mix:
             raise ValueError("kind 'mix' needs a 'mix' list of components")
+        if self.trace is not None and self.kind != "trace":  # (it used to be ignored without a word)
+            raise ValueError(f"'trace' is for kind 'trace', this workload is kind '{self.kind}' (set "
+                             "workload.kind: trace to replay it)")
+        if self.mix and self.kind != "mix":
+            raise ValueError(f"'mix' is for kind 'mix', this workload is kind '{self.kind}'")
         if self.length_pairs is not None:
             if self.kind != "synthetic":
                 raise ValueError("'length_pairs' is for kind 'synthetic'")

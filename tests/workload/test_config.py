@@ -57,3 +57,13 @@ def test_length_pairs_only_for_synthetic_and_not_with_lengths():
         WorkloadConfig(kind="chat", length_pairs={"path": "x.csv"})
     with pytest.raises(ValueError, match="either 'length_pairs' or 'output_len'"):
         WorkloadConfig(length_pairs={"path": "x.csv"}, output_len={"dist": "fixed", "value": 3})
+
+
+def test_a_section_of_another_kind_is_refused_not_ignored():
+    from kvsim.errors import KvsimError
+    from kvsim.scenario import build_scenario
+
+    with pytest.raises(KvsimError, match="workload: 'trace' is for kind 'trace', this workload is kind 'ch"):
+        build_scenario({"workload": {"kind": "chat", "trace": {"path": "x.csv"}}})
+    with pytest.raises(KvsimError, match="workload: 'mix' is for kind 'mix', this workload is kind 'rag'"):
+        build_scenario({"workload": {"kind": "rag", "mix": [{"kind": "chat"}]}})
