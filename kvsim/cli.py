@@ -247,8 +247,9 @@ def plan(
     set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
                                    help="Override a key in every probe (repeatable)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (the first repeat's)."),
-    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Seeds per run: an objective holds "
-                                "when the upper end of its 95% interval is within the threshold."),
+    repeats: int = typer.Option(1, "--repeats", min=1, max=100, help="Seeds per run (at most 100): an "
+                                "objective holds when the upper end of its 95% interval is within the "
+                                "threshold."),
     precision: float = typer.Option(0.05, "--precision", help="max_rate: stop when the failing rate is "
                                     "within this fraction above the answer (at least 0.0001)."),
     max_extension: int = typer.Option(32, "--max-extension", min=1, max=1024, help="A probe's runs are "
