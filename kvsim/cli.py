@@ -330,11 +330,12 @@ def sweep(
                                          help="Progress bar (default: on a terminal)."),
 ) -> None:
     """Run every point of a sweep file (x repeats); one Parquet row per run, every summary figure a column."""
-    from kvsim.sweep.backends import run_tasks
+    from kvsim.sweep.backends import check_backend, run_tasks
     from kvsim.sweep.grid import load_sweep
     from kvsim.sweep.table import previous_rows, write_sweep
 
     t0 = time.perf_counter()
+    _guard(lambda: check_backend(backend, address))  # (before the grid: its points may take long to check)
     sw = _guard(lambda: load_sweep(grid_file, seed))
     folder = _guard(lambda: _output_folder(out, "sweep", grid_file))
     done = previous_rows(folder.path, sw)
