@@ -3,7 +3,9 @@ an optional extra). Each yields (task, row) as simulations finish; rows do not d
 
 from __future__ import annotations
 
+import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -16,6 +18,8 @@ BACKENDS = ("process", "ray")
 RAY_HINT = "pip install 'kvsim[ray]' (or pip install ray)"
 CONNECT_TIMEOUT_S = 5.0
 """Seconds at most for an --address to accept a connection and answer the gRPC handshake."""
+RAY_INIT_TIMEOUT_S = 60.0
+"""Seconds at most for ray.init to connect to an --address that passed the handshake."""
 
 
 def run_tasks(scenario: str | None, tasks: list[Task], backend: str = "process", jobs: int = 1,
@@ -123,6 +127,43 @@ def _import_ray():
     return ray
 
 
+class _NotMainThreadNote(logging.Filter):
+    """Drops Ray's note that it set no SIGTERM handler off the main thread (kvsim handles SIGTERM itself)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _init(ray, address: str | None, kw: dict[str, Any]) -> None:
+    """ray.init. Connecting to --address runs in a daemon thread given RAY_INIT_TIMEOUT_S (a server that
+    passes the handshake but is no Ray keeps Ray's own init waiting for minutes); a local instance starts
+    on the calling thread, since Ray ties the processes it starts to the life of the thread starting them."""
+    options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False, **kw}
+    if address is None:
+        ray.init(**options)
+        return
+    failed: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(**options)
+        except BaseException as exc:  # (handed to the caller's thread)
+            failed.append(exc)
+
+    worker_log = logging.getLogger("ray._private.worker")
+    quiet = _NotMainThreadNote()
+    worker_log.addFilter(quiet)
+    th = threading.Thread(target=connect, name="kvsim-ray-init", daemon=True)
+    th.start()
+    th.join(RAY_INIT_TIMEOUT_S)
+    worker_log.removeFilter(quiet)
+    if th.is_alive():
+        raise KvsimError(f"--address {excerpt(address)}: Ray did not connect within {RAY_INIT_TIMEOUT_S:g} s "
+                         "(the address answers gRPC but no Ray cluster came up there)")
+    if failed:
+        raise failed[0]
+
+
 def _ray(scenario: str | None, tasks: list[Task], jobs: int,
          address: str | None) -> Iterator[tuple[Task, dict[str, Any]]]:
     ray = _import_ray()
@@ -132,7 +173,9 @@ def _ray(scenario: str | None, tasks: list[Task], jobs: int,
     if started:
         kw: dict[str, Any] = {"address": address} if address else {"num_cpus": max(1, jobs)}
         try:
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kw)
+            _init(ray, address, kw)
+        except KvsimError:
+            raise
         except Exception as exc:  # (Ray's own connection and start-up errors: ConnectionError, RuntimeError)
             where = f"--address {excerpt(address)}" if address else "--backend ray"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

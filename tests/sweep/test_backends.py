@@ -224,3 +224,42 @@ def test_bad_backend_is_refused_before_a_20000_point_grid_is_checked(tmp_path):
         import kvsim
 
         kvsim.sweep(str(path), backend="dask")
+
+
+def test_ray_init_that_never_returns_is_bounded(tmp_path, monkeypatch):
+    """A server that passes the handshake but is no Ray keeps ray.init waiting (minutes, ray 2.60):
+    connecting to --address runs under RAY_INIT_TIMEOUT_S."""
+    import threading
+
+    ray = pytest.importorskip("ray")
+    never = threading.Event()
+    monkeypatch.setattr(ray, "init", lambda **kw: never.wait())
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr("kvsim.sweep.backends.check_address", lambda address: None)
+    monkeypatch.setattr("kvsim.sweep.backends.RAY_INIT_TIMEOUT_S", 0.5)
+    sw = load_sweep(_sweep(tmp_path))
+    t0 = time.monotonic()
+    with pytest.raises(KvsimError) as exc:
+        list(run_tasks(sw.scenario, sw.tasks, "ray", 2, "10.0.0.1:6379"))
+    never.set()
+    assert time.monotonic() - t0 < 3
+    assert str(exc.value) == ("--address '10.0.0.1:6379': Ray did not connect within 0.5 s (the address answers "
+                              "gRPC but no Ray cluster came up there)")
+
+
+def test_connecting_off_the_main_thread_keeps_rays_thread_note_quiet(tmp_path, monkeypatch, caplog):
+    """ray.init on the helper thread logs that it set no SIGTERM handler; kvsim drops that one line."""
+    import logging
+
+    ray = pytest.importorskip("ray")
+    from kvsim.sweep import backends
+
+    def init(**kw):
+        logging.getLogger("ray._private.worker").warning("SIGTERM handler is not set because current thread "
+                                                         "is not the main thread.")
+        logging.getLogger("ray._private.worker").warning("another note")
+
+    monkeypatch.setattr(ray, "init", init)
+    with caplog.at_level(logging.WARNING, logger="ray._private.worker"):
+        backends._init(ray, "10.0.0.1:6379", {"address": "10.0.0.1:6379"})
+    assert [r.getMessage() for r in caplog.records] == ["another note"]
