@@ -271,8 +271,9 @@ def plan(
     set_: list[str] = typer.Option([], "--set", metavar=SET_METAVAR,
                                    help="Override a key in every probe (repeatable)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (the first repeat's)."),
-    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Seeds per run: an objective holds "
-                                "when the upper end of its 95% interval is within the threshold."),
+    repeats: int = typer.Option(1, "--repeats", min=1, max=100, help="Seeds per run (at most 100): an "
+                                "objective holds when the upper end of its 95% interval is within the "
+                                "threshold."),
     precision: float = typer.Option(0.05, "--precision", help="max_rate: stop when the failing rate is "
                                     "within this fraction above the answer (at least 0.0001)."),
     max_extension: int = typer.Option(32, "--max-extension", min=1, max=1024, help="A probe's runs are "
@@ -353,11 +354,12 @@ def sweep(
                                          help="Progress bar (default: on a terminal)."),
 ) -> None:
     """Run every point of a sweep file (x repeats); one Parquet row per run, every summary figure a column."""
-    from kvsim.sweep.backends import run_tasks
+    from kvsim.sweep.backends import check_backend, run_tasks
     from kvsim.sweep.grid import load_sweep
     from kvsim.sweep.table import previous_rows, write_sweep
 
     t0 = time.perf_counter()
+    _guard(lambda: check_backend(backend, address))  # (before the grid: its points may take long to check)
     sw = _guard(lambda: load_sweep(grid_file, seed))
     folder = _guard(lambda: _output_folder(out, "sweep", grid_file))
     done = previous_rows(folder.path, sw)

@@ -34,6 +34,8 @@ from kvsim.scenario import load_scenario, scenario_dict, set_items, yaml_text
 from kvsim.sweep.repeats import MAX_REPEATS, summary_of
 
 MAX_POINTS = 100_000
+"""Runs (points x grid combinations x repeats) at most in one sweep, counted from the axes before any
+point is built or validated."""
 KEYS = ("scenario", "set", "grid", "points", "repeats")
 
 
@@ -100,9 +102,12 @@ def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | 
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
         raise KvsimError(f"{p}: repeats: a whole number from 1 to {MAX_REPEATS}, got {excerpt(repeats)}")
+    combinations = math.prod(len(v) for v in grid.values())  # (counted from the axes: nothing built yet)
+    runs = len(points) * combinations * repeats
+    if runs > MAX_POINTS:
+        raise KvsimError(f"{p}: grid: {runs:,} runs ({len(points):,} points x {combinations:,} grid "
+                         f"combinations x {repeats} repeats); at most {MAX_POINTS:,}")
     combos = list(itertools.product(*grid.values()))
-    if len(points) * len(combos) * repeats > MAX_POINTS:
-        raise KvsimError(f"{p}: {len(points) * len(combos) * repeats:,} runs; at most {MAX_POINTS:,}")
     keys = list(dict.fromkeys([*(k for pt in points for k in pt), *grid]))
     tasks: list[Task] = []
     index = 0

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
 from kvsim.output_folder import OutputFolder, folder_for
 from kvsim.scenario import Scenario, load_scenario
 from kvsim.schema import MAX_RATE, MIN_RATE
@@ -52,6 +52,15 @@ NEEDS_SLO = "kvsim plan needs an SLO: --slo METRIC.PNN=SECONDS (e.g. ttft_s.p99=
 MAX_BISECTIONS = 60
 """Bisection steps at most (the precision is at least MIN_PRECISION, so it ends long before)."""
 MIN_PRECISION = 1e-4
+"""The finest --precision: bisecting a factor-2 bracket down to it takes 14 probes (a float's spacing,
+about 2.2e-16 of the rate, is far below it)."""
+MAX_PROBES = 64
+"""Probes at most in one search (one candidate's, for min_cost). The widest max_rate search, from
+MIN_RATE doubling to MAX_RATE (41) and bisecting to MIN_PRECISION (14), takes at most 55; min_replicas up to
+MAX_REPLICAS takes 21: reaching it is a one-line error with the bracket found so far."""
+MAX_PLAN_REPEATS = 100
+"""--repeats at most for a plan: every run of every probe simulates each seed (kvsim run allows
+MAX_REPEATS, one scenario's seeds once)."""
 RATIO_REQUESTS = 100_000
 """Requests per arrival is counted over a stream of at least this many requests."""
 MAX_HALVINGS = 10
@@ -142,6 +151,9 @@ class Planner:
     def probe(self, value: float) -> Probe:
         if value in self._seen:
             return self._seen[value]
+        if len(self.plan.probes) >= MAX_PROBES:
+            raise KvsimError(f"kvsim plan stopped at its limit of {MAX_PROBES} probes without an answer: "
+                             f"{_bracket(self.plan)}")
         text = _rate_text(value) if self.find == "max_rate" else str(int(value))
         rps = value * self.ratio if self.find == "max_rate" else self.rate
 
@@ -219,6 +231,17 @@ def _check_knob(sc: Scenario, find: str, qps: float | None = None) -> None:
         raise KvsimError(f"--qps {qps}: give a request rate > 0 (requests per second)")
 
 
+def _bracket(plan: Plan) -> str:
+    """Where a search stands, as text: the envelope's holding and failing values so far."""
+    if plan.find == "max_rate":
+        lo, hi = _holds_below_fail(plan.probes)
+    else:
+        hi, lo = _holds_above_fail(plan.probes)
+    held = "nothing" if lo is None else f"{lo:g}"
+    failed = "nothing" if hi is None else f"{hi:g}"
+    return f"{plan.key} holds at {held} and fails at {failed} so far"
+
+
 def _holds_below_fail(probes: list[Probe]) -> tuple[float | None, float | None]:
     """max_rate's monotone envelope: (the highest value that holds below every value that does not, the
     lowest value that does not hold), None where there is none."""
@@ -270,7 +293,10 @@ def find_max_rate(pl: Planner, precision: float) -> Plan:
         lo, hi = _holds_below_fail(plan.probes)
         if lo is None or hi is None or hi - lo <= precision * lo:
             break
-        pl.probe((lo + hi) / 2)
+        mid = (lo + hi) / 2
+        if not lo < mid < hi:  # (adjacent floats: nothing lies between them)
+            break
+        pl.probe(mid)
     plan.answer, plan.failing = _holds_below_fail(plan.probes)
     if plan.answer is None:
         raise KvsimError(f"no rate meets the SLO below the lowest failing rate, {plan.failing:g} {plan.unit}")
@@ -397,6 +423,7 @@ def find_min_cost(scenario: str | Path | None, overrides: list[str], seed: int |
     count up to MAX_REPLICAS serves within the SLO, is listed with the reason."""
     if not hardware or not tps:
         raise KvsimError("--find min_cost needs --hardware NAME,... and --tp N,... to search over")
+    _check_candidates(hardware, tps)
     base = load_scenario(None if scenario is None else str(scenario), overrides, seed)
     if base.slo is None:
         raise KvsimError(NEEDS_SLO)
@@ -432,14 +459,46 @@ def run_plan(scenario: str | Path | None, overrides: list[str], seed: int | None
              tps: list[int] | None = None, max_extension: int = MAX_EXTENSION, qps: float | None = None,
              on_attempt: OnAttempt | None = None,
              on_candidate: Callable[[str, int], None] | None = None) -> Plan | CostPlan:
-    """The search `find` on the scenario (see the module docstring)."""
-    if not MIN_PRECISION <= precision < 1:
-        raise KvsimError(f"--precision {precision}: give a fraction in [{MIN_PRECISION:g}, 1), e.g. 0.02")
+    """The search `find` on the scenario (see the module docstring); at most MAX_PROBES probes, each of
+    `repeats` (at most MAX_PLAN_REPEATS) seeds."""
+    _check_precision(precision)
+    _check_repeats(repeats)
     if find == "min_cost":
         return find_min_cost(scenario, overrides, seed, hardware or [], tps or [], repeats, jobs, on_probe,
                              max_extension, qps, on_attempt, on_candidate)
     pl = Planner(scenario, overrides, seed, find, repeats, jobs, on_probe, max_extension, qps, on_attempt)
     return find_max_rate(pl, precision) if find == "max_rate" else find_min_replicas(pl)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_precision(precision: Any) -> None:
+    """--precision (kvsim.plan's `precision`): a fraction in [MIN_PRECISION, 1); below it the bisection
+    needs more probes than a plan runs, and far below a float cannot tell the rates apart."""
+    if not (_number(precision) and MIN_PRECISION <= precision < 1):
+        shown = precision if _number(precision) else excerpt(precision)
+        raise KvsimError(f"--precision {shown} (kvsim.plan: precision): give a fraction in "
+                         f"[{MIN_PRECISION:g}, 1), e.g. 0.02; a finer step is more than the search can resolve")
+
+
+def _check_repeats(repeats: Any) -> None:
+    """--repeats (kvsim.plan's `repeats`): a whole number from 1 to MAX_PLAN_REPEATS."""
+    if not (isinstance(repeats, int) and not isinstance(repeats, bool) and 1 <= repeats <= MAX_PLAN_REPEATS):
+        raise KvsimError(f"--repeats {excerpt(repeats)} (kvsim.plan: repeats): give 1 to {MAX_PLAN_REPEATS} "
+                         "seeds per run for a plan")
+
+
+def _check_candidates(hardware: Any, tps: Any) -> None:
+    """min_cost's --hardware (kvsim.plan's `hardware`): names; --tp (`tps`): whole numbers >= 1."""
+    if not isinstance(hardware, (list, tuple)) or not all(isinstance(h, str) and h for h in hardware):
+        raise KvsimError(f"--hardware {excerpt(hardware)} (kvsim.plan: hardware): give a list of hardware "
+                         "profile names")
+    if not isinstance(tps, (list, tuple)) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tps):
+        raise KvsimError(f"--tp {excerpt(tps)} (kvsim.plan: tps): give tensor-parallel sizes as whole "
+                         "numbers >= 1")
 
 
 def write_plan(out: str | Path | OutputFolder, plan: Plan | CostPlan, label: str = "") -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from kvsim.sweep.backends import run_tasks
+from kvsim.sweep.backends import check_backend, run_tasks
 from kvsim.sweep.grid import load_sweep, sweep_from
 from kvsim.sweep.table import frame
 
@@ -17,6 +17,7 @@ from kvsim.sweep.table import frame
 def sweep_table(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int = 1,
                 address: str | None = None) -> pd.DataFrame:
     """Every run of the sweep (`scenario`, `set`, `grid`, `points`, `repeats`) on `backend`, as one table."""
+    check_backend(backend, address)
     sw = sweep_from(copy.deepcopy(spec), "sweep", None) if isinstance(spec, dict) else load_sweep(spec)
     rows = [row for _, row in run_tasks(sw.scenario, sw.tasks, backend, jobs, address)]
     return frame(sw, rows)

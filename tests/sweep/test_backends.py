@@ -113,3 +113,153 @@ def test_ray_start_failure_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(KvsimError, match=r"^--address '10.0.0.1:6379': Ray did not start: Failed to connect "
                                          r"to Ray cluster at 10.0.0.1:6379$"):
         list(run_tasks(sw.scenario, sw.tasks, "ray", 2, "10.0.0.1:6379"))
+
+
+def _server(tmp_path, answer: bytes | None):
+    """A local TCP server on a free port that accepts every connection and then sends `answer` (None:
+    nothing, ever); returns (address, stop)."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.1)
+    held, stop = [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            held.append(conn)
+            if answer is not None:
+                conn.sendall(answer)
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+
+    def close():
+        stop.set()
+        th.join(2)
+        for c in held:
+            c.close()
+        srv.close()
+
+    return f"127.0.0.1:{srv.getsockname()[1]}", close
+
+
+def test_an_address_that_accepts_but_never_answers_is_one_line_within_the_timeout(tmp_path):
+    address, close = _server(tmp_path, None)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KvsimError) as exc:
+            check_address(address)
+        took = time.monotonic() - t0
+    finally:
+        close()
+    assert 4.5 < took < 7
+    assert str(exc.value) == (f"--address '{address}': something accepts connections there but does not answer "
+                              "as Ray (no gRPC handshake within 5 s)")
+
+
+def test_silent_address_on_the_command_line_exits_2_before_the_grid(tmp_path, monkeypatch):
+    monkeypatch.setattr("kvsim.sweep.backends.CONNECT_TIMEOUT_S", 1.0)
+    address, close = _server(tmp_path, None)
+    try:
+        res = CliRunner().invoke(app, ["sweep", str(_sweep(tmp_path, "grid: {kv.block_size: [0]}")), "--backend",
+                                       "ray", "--address", address, "--out", str(tmp_path / "o")])
+    finally:
+        close()
+    assert res.exit_code == 2
+    assert res.output == (f"error: --address '{address}': something accepts connections there but does not "
+                          "answer as Ray (no gRPC handshake within 1 s)\n")
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_address_that_answers_but_not_http2_is_not_ray(tmp_path):
+    address, close = _server(tmp_path, b"SSH-2.0-OpenSSH_9.6\r\n")
+    try:
+        with pytest.raises(KvsimError) as exc:
+            check_address("ray://" + address)
+    finally:
+        close()
+    assert str(exc.value) == (f"--address 'ray://{address}': something answers there but not as Ray (no gRPC "
+                              "handshake; a Ray address is the head's GCS port, 6379 by default, or "
+                              "ray://HOST:10001)")
+
+
+def test_an_address_that_answers_the_grpc_handshake_passes(tmp_path):
+    """A server whose first frame is HTTP/2 SETTINGS (what Ray's GCS sends: checked against a ray 2.60
+    head node) passes the probe; whether it is a Ray cluster is then Ray's to say."""
+    address, close = _server(tmp_path, b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64")
+    try:
+        check_address(address)
+    finally:
+        close()
+
+
+def test_address_without_ray_backend_is_an_error(tmp_path):
+    bad_point = _sweep(tmp_path, "grid: {kv.block_size: [0]}")  # (would fail later: the flags come first)
+    res = CliRunner().invoke(app, ["sweep", str(bad_point), "--address", "127.0.0.1:6379", "--out",
+                                   str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert res.output == ("error: --address '127.0.0.1:6379': only --backend ray connects to a cluster (this "
+                          "sweep runs on --backend process); drop --address or add --backend ray\n")
+    import kvsim
+
+    with pytest.raises(KvsimError, match=r"^--address '127.0.0.1:6379': only --backend ray"):
+        kvsim.sweep({"grid": {"kv.block_size": [16]}}, address="127.0.0.1:6379")
+
+
+def test_bad_backend_is_refused_before_a_20000_point_grid_is_checked(tmp_path):
+    rates = ", ".join(str(1 + i / 1000) for i in range(20_000))
+    path = _sweep(tmp_path, f"grid: {{workload.arrival.rate: [{rates}]}}")
+    t0 = time.monotonic()
+    res = CliRunner().invoke(app, ["sweep", str(path), "--backend", "dask", "--out", str(tmp_path / "o")])
+    assert time.monotonic() - t0 < 5
+    assert res.exit_code == 2 and res.output == "error: --backend 'dask': choose one of process, ray\n"
+    with pytest.raises(KvsimError, match=r"^--backend 'dask': choose one of process, ray$"):
+        import kvsim
+
+        kvsim.sweep(str(path), backend="dask")
+
+
+def test_ray_init_that_never_returns_is_bounded(tmp_path, monkeypatch):
+    """A server that passes the handshake but is no Ray keeps ray.init waiting (minutes, ray 2.60):
+    connecting to --address runs under RAY_INIT_TIMEOUT_S."""
+    import threading
+
+    ray = pytest.importorskip("ray")
+    never = threading.Event()
+    monkeypatch.setattr(ray, "init", lambda **kw: never.wait())
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr("kvsim.sweep.backends.check_address", lambda address: None)
+    monkeypatch.setattr("kvsim.sweep.backends.RAY_INIT_TIMEOUT_S", 0.5)
+    sw = load_sweep(_sweep(tmp_path))
+    t0 = time.monotonic()
+    with pytest.raises(KvsimError) as exc:
+        list(run_tasks(sw.scenario, sw.tasks, "ray", 2, "10.0.0.1:6379"))
+    never.set()
+    assert time.monotonic() - t0 < 3
+    assert str(exc.value) == ("--address '10.0.0.1:6379': Ray did not connect within 0.5 s (the address answers "
+                              "gRPC but no Ray cluster came up there)")
+
+
+def test_connecting_off_the_main_thread_keeps_rays_thread_note_quiet(tmp_path, monkeypatch, caplog):
+    """ray.init on the helper thread logs that it set no SIGTERM handler; kvsim drops that one line."""
+    import logging
+
+    ray = pytest.importorskip("ray")
+    from kvsim.sweep import backends
+
+    def init(**kw):
+        logging.getLogger("ray._private.worker").warning("SIGTERM handler is not set because current thread "
+                                                         "is not the main thread.")
+        logging.getLogger("ray._private.worker").warning("another note")
+
+    monkeypatch.setattr(ray, "init", init)
+    with caplog.at_level(logging.WARNING, logger="ray._private.worker"):
+        backends._init(ray, "10.0.0.1:6379", {"address": "10.0.0.1:6379"})
+    assert [r.getMessage() for r in caplog.records] == ["another note"]

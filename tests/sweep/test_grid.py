@@ -67,3 +67,16 @@ def test_example_sweep_file_loads():
 
     sw = load_sweep(Path(__file__).parents[2] / "workloads" / "sweeps" / "chat_gpus_dtypes.yaml")
     assert len(sw.tasks) == 32 and sw.keys == ["hardware", "kv.dtype", "workload.arrival.rate"]
+
+
+def test_a_huge_grid_is_counted_from_its_axes_before_anything_is_built(tmp_path):
+    """14 axes of 10 values: 10^14 runs, refused at once (the product is never built, no point checked)."""
+    import time
+
+    axes = "\n".join(f"  k{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" for i in range(14))
+    t0 = time.monotonic()
+    with pytest.raises(KvsimError) as exc:
+        load_sweep(write(tmp_path, f"grid:\n{axes}\npoints: [{{}}, {{}}]\nrepeats: 3\n"))
+    assert time.monotonic() - t0 < 2
+    assert str(exc.value) == (f"{tmp_path / 'sweep.yaml'}: grid: 600,000,000,000,000 runs (2 points x "
+                              "100,000,000,000,000 grid combinations x 3 repeats); at most 100,000")

@@ -194,3 +194,76 @@ def test_a_close_call_keeps_the_lengths_steady_status(monkeypatch):
     base = load_scenario(None, ["slo.ttft_s={p99: 1}"])
     p = Prober(None, [], base, [0], max_extension=1).probe(16.0, ["workload.arrival.rate=16"], 16.0)
     assert p.verdict == "holds" and p.attempts[-1].steady.status == "stable" and p.attempts[-1].pooled
+
+
+PRECISION_ERROR = ("--precision 1e-17 (kvsim.plan: precision): give a fraction in [0.0001, 1), e.g. 0.02; a "
+                   "finer step is more than the search can resolve")
+
+
+def test_a_precision_the_search_cannot_resolve_is_refused(tmp_path):
+    """1e-17 is below a float's spacing at any rate (about 2.2e-16 of it): refused before any probe."""
+    res = CliRunner().invoke(app, ["plan", "--find", "max_rate", "--slo", "ttft_s.p99=1", "--precision",
+                                   "1e-17", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and res.output == f"error: {PRECISION_ERROR}\n"
+    with pytest.raises(KvsimError, match=r"^--precision 'fine' \(kvsim.plan: precision\): give a fraction"):
+        run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate", precision="fine")
+    import kvsim
+
+    with pytest.raises(KvsimError) as exc:
+        kvsim.plan(None, "max_rate", {"ttft_s": {"p99": 1}}, precision=1e-17)
+    assert str(exc.value) == PRECISION_ERROR
+
+
+def test_the_widest_max_rate_search_fits_in_max_probes(monkeypatch):
+    """From the lowest rate (1e-6): 40 probes doubling to 5.5e5, then 1e6 (the bound) fails and 13
+    bisections reach the finest precision: 54 probes, within MAX_PROBES (64)."""
+    monkeypatch.setattr(Prober, "probe", _fake(lambda r: "holds" if r <= 7e5 else "fails"))
+    plan = run_plan(None, ["slo.ttft_s={p99: 1}", "workload.arrival.rate=1e-6"], None, "max_rate",
+                    precision=plan_mod.MIN_PRECISION)
+    assert len(plan.probes) == 54 <= plan_mod.MAX_PROBES
+    assert plan.answer <= 7e5 < plan.failing <= plan.answer * (1 + plan_mod.MIN_PRECISION)
+
+
+def test_a_search_stops_at_max_probes_with_its_bracket(monkeypatch):
+    monkeypatch.setattr(Prober, "probe", _fake(lambda r: "holds" if r <= 21 else "fails"))
+    monkeypatch.setattr(plan_mod, "MAX_PROBES", 4)
+    with pytest.raises(KvsimError) as exc:
+        run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate", precision=0.01)
+    assert str(exc.value) == ("kvsim plan stopped at its limit of 4 probes without an answer: "
+                              "workload.arrival.rate holds at 20 and fails at 24 so far")
+
+
+def test_plan_repeats_are_bounded(tmp_path, monkeypatch, capsys):
+    """As kvsim run's --repeats: typer's range on the flag (one line through the console entry point), and
+    the library's own check for the Python API."""
+    from kvsim.cli import main
+
+    monkeypatch.setattr("sys.argv", ["kvsim", "plan", "--find", "max_rate", "--slo", "ttft_s.p99=1",
+                                     "--repeats", "1000", "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == ("error: kvsim plan: Invalid value for '--repeats': Input should be less "
+                                       f"than or equal to {plan_mod.MAX_PLAN_REPEATS}\n")
+    for bad in (1000, 0, True, 2.5):
+        with pytest.raises(KvsimError) as exc:
+            run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate", repeats=bad)
+        assert str(exc.value) == f"--repeats {bad!r} (kvsim.plan: repeats): give 1 to 100 seeds per run for a plan"
+
+
+@pytest.mark.parametrize("tps, shown", [([0], "[0]"), ([2, -1], "[2, -1]"), ([True], "[True]"), (4, "4"),
+                                        (["2"], "['2']")])
+def test_min_cost_tps_must_be_positive_whole_numbers(tps, shown):
+    import kvsim
+
+    with pytest.raises(KvsimError) as exc:
+        kvsim.plan(None, "min_cost", {"ttft_s": {"p99": 1}}, hardware=["h100-sxm"], tps=tps)
+    assert str(exc.value) == (f"--tp {shown} (kvsim.plan: tps): give tensor-parallel sizes as whole numbers "
+                              ">= 1")
+
+
+def test_min_cost_tp_zero_on_the_command_line(tmp_path):
+    res = CliRunner().invoke(app, ["plan", "--find", "min_cost", "--slo", "ttft_s.p99=1", "--hardware",
+                                   "h100-sxm", "--tp", "0", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert res.output == "error: --tp [0] (kvsim.plan: tps): give tensor-parallel sizes as whole numbers >= 1\n"
