@@ -80,7 +80,8 @@ def main() -> None:
         for cm in cost_models_for(case, has_kernel_tables):
             got, wall = timed_run(case, cm)
             figures.setdefault(case["case"], {})[cm] = got
-            results.append({"case": case["case"], "cost_model": cm, "figures": got})  # no wall time: reruns alike
+            # no wall time in the file: a rerun writes the same bytes
+            results.append({"case": case["case"], "cost_model": cm, "figures": got})
             print(f"{case['case']} {cm}: {wall:.1f} s", file=sys.stderr)
     for case in (c for c in cases if c["group"] == "nim-benchmarking" and c["concurrency"] == 1):
         for cm in cost_models_for(case, has_kernel_tables):

@@ -52,8 +52,8 @@ def check_backend(backend: object, address: object) -> None:
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise KvsimError(f"--backend {excerpt(backend)}: choose one of {', '.join(BACKENDS)}")
     if address is not None and backend != "ray":
-        raise KvsimError(f"--address {excerpt(address)}: only --backend ray connects to a cluster (this sweep "
-                         f"runs on --backend {backend}); drop --address or add --backend ray")
+        raise KvsimError(f"--address {excerpt(address)}: only --backend ray connects to a cluster (this "
+                         f"sweep runs on --backend {backend}); drop --address or add --backend ray")
     if backend == "ray":
         _import_ray()
         if address is not None:
@@ -85,8 +85,9 @@ def check_address(address: object) -> None:
             sock.sendall(H2_PREFACE)
             head = _read(sock, 9, deadline)
         except TimeoutError:
-            raise KvsimError(f"--address {excerpt(address)}: something accepts connections there but does not "
-                             f"answer as Ray (no gRPC handshake within {CONNECT_TIMEOUT_S:g} s)") from None
+            raise KvsimError(f"--address {excerpt(address)}: something accepts connections there but does "
+                             f"not answer as Ray (no gRPC handshake within {CONNECT_TIMEOUT_S:g} s)"
+                             ) from None
         except OSError as exc:
             head = b""
             if not isinstance(exc, ConnectionError):

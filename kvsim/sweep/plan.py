@@ -480,7 +480,8 @@ def _check_precision(precision: Any) -> None:
     if not (_number(precision) and MIN_PRECISION <= precision < 1):
         shown = precision if _number(precision) else excerpt(precision)
         raise KvsimError(f"--precision {shown} (kvsim.plan: precision): give a fraction in "
-                         f"[{MIN_PRECISION:g}, 1), e.g. 0.02; a finer step is more than the search can resolve")
+                         f"[{MIN_PRECISION:g}, 1), e.g. 0.02; a finer step is more than the search can "
+                         "resolve")
 
 
 def _check_repeats(repeats: Any) -> None:

@@ -160,16 +160,17 @@ def test_an_address_that_accepts_but_never_answers_is_one_line_within_the_timeou
     finally:
         close()
     assert 4.5 < took < 7
-    assert str(exc.value) == (f"--address '{address}': something accepts connections there but does not answer "
-                              "as Ray (no gRPC handshake within 5 s)")
+    assert str(exc.value) == (f"--address '{address}': something accepts connections there but does not "
+                              "answer as Ray (no gRPC handshake within 5 s)")
 
 
 def test_silent_address_on_the_command_line_exits_2_before_the_grid(tmp_path, monkeypatch):
     monkeypatch.setattr("kvsim.sweep.backends.CONNECT_TIMEOUT_S", 1.0)
     address, close = _server(tmp_path, None)
     try:
-        res = CliRunner().invoke(app, ["sweep", str(_sweep(tmp_path, "grid: {kv.block_size: [0]}")), "--backend",
-                                       "ray", "--address", address, "--out", str(tmp_path / "o")])
+        sweep_file = str(_sweep(tmp_path, "grid: {kv.block_size: [0]}"))
+        res = CliRunner().invoke(app, ["sweep", sweep_file, "--backend", "ray", "--address", address, "--out",
+                                       str(tmp_path / "o")])
     finally:
         close()
     assert res.exit_code == 2
@@ -243,8 +244,8 @@ def test_ray_init_that_never_returns_is_bounded(tmp_path, monkeypatch):
         list(run_tasks(sw.scenario, sw.tasks, "ray", 2, "10.0.0.1:6379"))
     never.set()
     assert time.monotonic() - t0 < 3
-    assert str(exc.value) == ("--address '10.0.0.1:6379': Ray did not connect within 0.5 s (the address answers "
-                              "gRPC but no Ray cluster came up there)")
+    assert str(exc.value) == ("--address '10.0.0.1:6379': Ray did not connect within 0.5 s (the address "
+                              "answers gRPC but no Ray cluster came up there)")
 
 
 def test_connecting_off_the_main_thread_keeps_rays_thread_note_quiet(tmp_path, monkeypatch, caplog):

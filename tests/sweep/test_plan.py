@@ -243,12 +243,13 @@ def test_plan_repeats_are_bounded(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         main()
     assert exc.value.code == 2
-    assert capsys.readouterr().err == ("error: kvsim plan: Invalid value for '--repeats': Input should be less "
-                                       f"than or equal to {plan_mod.MAX_PLAN_REPEATS}\n")
+    assert capsys.readouterr().err == ("error: kvsim plan: Invalid value for '--repeats': Input should be "
+                                       f"less than or equal to {plan_mod.MAX_PLAN_REPEATS}\n")
     for bad in (1000, 0, True, 2.5):
         with pytest.raises(KvsimError) as exc:
             run_plan(None, ["slo.ttft_s={p99: 1}"], None, "max_rate", repeats=bad)
-        assert str(exc.value) == f"--repeats {bad!r} (kvsim.plan: repeats): give 1 to 100 seeds per run for a plan"
+        want = f"--repeats {bad!r} (kvsim.plan: repeats): give 1 to 100 seeds per run for a plan"
+        assert str(exc.value) == want
 
 
 @pytest.mark.parametrize("tps, shown", [([0], "[0]"), ([2, -1], "[2, -1]"), ([True], "[True]"), (4, "4"),
@@ -266,4 +267,5 @@ def test_min_cost_tp_zero_on_the_command_line(tmp_path):
     res = CliRunner().invoke(app, ["plan", "--find", "min_cost", "--slo", "ttft_s.p99=1", "--hardware",
                                    "h100-sxm", "--tp", "0", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2
-    assert res.output == "error: --tp [0] (kvsim.plan: tps): give tensor-parallel sizes as whole numbers >= 1\n"
+    want = "error: --tp [0] (kvsim.plan: tps): give tensor-parallel sizes as whole numbers >= 1\n"
+    assert res.output == want
