@@ -110,6 +110,7 @@ def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | 
     combos = list(itertools.product(*grid.values()))
     keys = list(dict.fromkeys([*(k for pt in points for k in pt), *grid]))
     tasks: list[Task] = []
+    seen: dict[str, int] = {}  # scenario_hash -> its task's index
     index = 0
     for pt in points:
         for combo in combos:
@@ -124,7 +125,15 @@ def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | 
                 raise KvsimError(f"{p}: repeats {repeats} from seed {base_seed} pass 2^63 - 1")
             for r in range(repeats):
                 s = base_seed + r
-                tasks.append(Task(index, r, s, tuple(values.items()), tuple(over), _hash(sc, s)))
+                h = _hash(sc, s)
+                if h in seen:  # a row is keyed by its scenario: two runs of one would keep one row
+                    first = tasks[seen[h]]
+                    raise KvsimError(f"{p}: point {index} repeat {r} ({_label(values)}, seed {s}) runs the "
+                                     f"same scenario and seed as point {first.point} repeat {first.repeat}; "
+                                     "a sweep runs each once (drop the duplicate point, or seeds that "
+                                     "repeats already cover)")
+                seen[h] = len(tasks)
+                tasks.append(Task(index, r, s, tuple(values.items()), tuple(over), h))
             index += 1
     return Sweep(source, scenario, tasks, keys)
 

@@ -80,3 +80,17 @@ def test_a_huge_grid_is_counted_from_its_axes_before_anything_is_built(tmp_path)
     assert time.monotonic() - t0 < 2
     assert str(exc.value) == (f"{tmp_path / 'sweep.yaml'}: grid: 600,000,000,000,000 runs (2 points x "
                               "100,000,000,000,000 grid combinations x 3 repeats); at most 100,000")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("grid: {simulation.seed: [0, 1]}\nrepeats: 2",
+     "point 1 repeat 0 (simulation.seed=1, seed 1) runs the same scenario and seed as point 0 repeat 1"),
+    ("points: [{kv.block_size: 16}, {kv.block_size: 16}]",
+     "point 1 repeat 0 (kv.block_size=16, seed 0) runs the same scenario and seed as point 0 repeat 0"),
+])
+def test_two_runs_of_one_scenario_and_seed_are_refused(tmp_path, text, needle):
+    """A row is keyed by its scenario hash: two runs of one scenario would keep one row, and a rerun would
+    never see the sweep complete."""
+    with pytest.raises(KvsimError, match=needle.replace("(", r"\(").replace(")", r"\)")) as exc:
+        load_sweep(write(tmp_path, text))
+    assert "\n" not in str(exc.value)
