@@ -22,7 +22,7 @@ from __future__ import annotations
 from kvsim.cost.batch import Batch
 from kvsim.specs import compute
 from kvsim.specs.kinds import AttentionTerms
-from kvsim.specs.layers import window_caps
+from kvsim.specs.layers import LayerGroup, window_caps
 from kvsim.specs.model import ModelSpec
 
 
@@ -35,12 +35,15 @@ class AttentionWork:
     __slots__ = ("grouped", "kv_bytes_per_token", "flops_per_pair", "ctx_bytes", "window_bytes", "seq_bytes",
                  "ctx_flops", "window_flops", "token_flops", "attention_layers")
 
-    def __init__(self, model: ModelSpec, kv_dtype, tp: int) -> None:
-        groups = model.layer_groups(kv_dtype, tp)
-        caps = window_caps(groups)
+    def __init__(self, model: ModelSpec, kv_dtype, tp: int, group: LayerGroup | None = None,
+                 caps: tuple[int, ...] | None = None) -> None:
+        """The whole model's work, or with `group` (and the model's window `caps`) that layer group's
+        alone, always by the per-group terms (the kernel model's roofline per layer kind)."""
+        groups = model.layer_groups(kv_dtype, tp) if group is None else [group]
+        caps = window_caps(groups) if caps is None else caps
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype, tp)
         self.flops_per_pair = model.attention_flops_per_pair(tp)
-        self.grouped = not (len(groups) == 1 and groups[0].kind_spec.full_context)
+        self.grouped = group is not None or not (len(groups) == 1 and groups[0].kind_spec.full_context)
         terms = AttentionTerms(len(caps))
         pair = compute.layer_pair_flops(model, tp)
         for g in groups:
@@ -62,11 +65,14 @@ class AttentionWork:
             total += coeff * tokens
         return total
 
-    def prefill_flops(self, b: Batch) -> float:
-        """FLOPs of the iteration's prefill attention (and of state layers' updates, for every token)."""
+    def prefill_flops(self, b: Batch, tokens: int | None = None) -> float:
+        """FLOPs of the iteration's prefill attention (and of state layers' updates, for every token of
+        the batch, or for `tokens` of them)."""
         if not self.grouped:
             return self.flops_per_pair * b.prefill_attn_pairs
-        total = self.ctx_flops * b.prefill_attn_pairs + self.token_flops * (b.prefill_tokens + b.decode_seqs)
+        if tokens is None:
+            tokens = b.prefill_tokens + b.decode_seqs
+        total = self.ctx_flops * b.prefill_attn_pairs + self.token_flops * tokens
         for coeff, pairs in zip(self.window_flops, b.prefill_window_pairs, strict=False):
             total += coeff * pairs
         return total

@@ -63,9 +63,7 @@ import numpy as np
 from kvsim.cost.attention import AttentionWork
 from kvsim.cost.batch import Batch
 from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
-from kvsim.specs import compute
 from kvsim.specs.kernel_tables import KernelTables
-from kvsim.specs.kinds import AttentionTerms
 from kvsim.specs.layers import LayerGroup, window_caps
 from kvsim.specs.model import ModelSpec
 
@@ -116,31 +114,23 @@ def windowed_prompt(pairs: float, window: int) -> float:
 
 
 class KindRoofline:
-    """The roofline's attention terms of one layer group (kvsim/cost/attention.py, restricted to it):
-    decode = its KV bytes read / bandwidth + its state FLOPs of the decode tokens; prefill = its FLOPs of
-    the prefill chunks / attention FLOP rate."""
+    """The roofline's attention terms of one layer group (AttentionWork restricted to it): decode = its
+    KV bytes read / bandwidth + its state FLOPs of the decode tokens; prefill = its FLOPs of the prefill
+    chunks / attention FLOP rate."""
 
-    __slots__ = ("t", "bw", "rate")
+    __slots__ = ("work", "bw", "rate")
 
     def __init__(self, model: ModelSpec, group: LayerGroup, caps: tuple[int, ...], tp: int, bw: float,
-                 rate: float) -> None:
-        self.t = AttentionTerms(len(caps))
-        group.kind_spec.add_attention(self.t, model, group, caps, compute.layer_pair_flops(model, tp), tp)
+                 rate: float, kv_dtype="auto") -> None:
+        self.work = AttentionWork(model, kv_dtype, tp, group, caps)
         self.bw, self.rate = bw, rate
 
     def decode(self, b: Batch) -> float:
-        t = self.t
-        total = t.ctx_bytes * b.decode_context_tokens + t.seq_bytes * b.decode_seqs
-        for coeff, tokens in zip(t.window_bytes, b.decode_window_tokens, strict=False):
-            total += coeff * tokens
-        return total / self.bw + t.token_flops * b.decode_seqs / self.rate
+        w = self.work
+        return w.decode_bytes(b) / self.bw + w.token_flops * b.decode_seqs / self.rate
 
     def prefill(self, b: Batch) -> float:
-        t = self.t
-        total = t.ctx_flops * b.prefill_attn_pairs + t.token_flops * b.prefill_tokens
-        for coeff, pairs in zip(t.window_flops, b.prefill_window_pairs, strict=False):
-            total += coeff * pairs
-        return total / self.rate
+        return self.work.prefill_flops(b, b.prefill_tokens) / self.rate
 
 
 class AttentionOp:
@@ -215,7 +205,7 @@ class KernelAttention:
             if not g.kind_spec.attends and g.kind != "state":
                 continue
             if attn.grouped:
-                roof = KindRoofline(model, g, caps, tp, bw, rate)
+                roof = KindRoofline(model, g, caps, tp, bw, rate, kv_dtype)
                 roof_d, roof_p = roof.decode, roof.prefill
             else:  # a lone full group: the roofline's own (classic) formulas, unchanged numbers
                 roof_d = lambda b, a=attn: a.decode_bytes(b) / bw  # noqa: E731
