@@ -49,9 +49,6 @@ MOE_DTYPES: dict[str, tuple[str, ...]] = {
 """Weight dtype -> the moe table's dtypes, first measured first. fp8: per-tensor scales, else the block
 (128 x 128) scales DeepSeek-V3's checkpoint has (kvsim's `fp8` names both unless `quantization:
 fp8_block`); mxfp4: MXFP4 weights with bf16 activations (gpt-oss on Hopper and Blackwell)."""
-NONEXPERT_GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block",
-                         "nvfp4": "nvfp4", "mxfp4": "bfloat16"}
-"""Weight dtype -> the gemm table's dtype for an MoE model's non-expert GEMMs (mxfp4: bf16, see above)."""
 DISTRIBUTION = "balanced"
 
 

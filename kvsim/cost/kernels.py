@@ -34,7 +34,7 @@ import numpy as np
 from kvsim.cost.batch import Batch
 from kvsim.cost.kernel_attention import DECODE, PREFILL, KernelAttention
 from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
-from kvsim.cost.kernel_moe import NONEXPERT_GEMM_DTYPES, MoeKernels, nonexpert_gemms
+from kvsim.cost.kernel_moe import MoeKernels, nonexpert_gemms
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.kernel_tables import KernelTables
@@ -57,6 +57,9 @@ GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp8_block"
                "nvfp4": "nvfp4"}
 """Weight dtypes (ModelSpec.weight_dtype) -> the gemm table's dtype (fp16 runs as bf16 would; mxfp4 has
 no GEMM table: the roofline)."""
+NONEXPERT_GEMM_DTYPES = {**GEMM_DTYPES, "mxfp4": "bfloat16"}
+"""The same for an MoE model's non-expert GEMMs: an mxfp4 model's are bf16 (vLLM's mxfp4 method quantizes
+only the experts: kvsim/cost/kernel_moe.py)."""
 OPS = ("linear", "decode_attention", "prefill_attention", "allreduce")
 
 
@@ -103,13 +106,11 @@ class KernelCost(RooflineCost):
 
     # ----------------------------------------------------------------- building the grids
     def _linear_curves(self, model: ModelSpec, tp: int) -> tuple[_Curve | None, _Curve | None]:
-        dtype = GEMM_DTYPES.get(model.weight_dtype)
         gemms = nonexpert_gemms(model, tp) if model.is_moe else None  # kvsim/cost/kernel_moe.py
         if isinstance(gemms, str):
             self.why["linear"] = gemms
             return None, None
-        if gemms is not None:
-            dtype = NONEXPERT_GEMM_DTYPES.get(model.weight_dtype)
+        dtype = (GEMM_DTYPES if gemms is None else NONEXPERT_GEMM_DTYPES).get(model.weight_dtype)
         if dtype is None or "gemm" not in self.tables:
             self.why["linear"] = f"no gemm table for weight dtype {model.weight_dtype}"
             return None, None

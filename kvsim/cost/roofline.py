@@ -32,6 +32,11 @@ steps of the latency tests)."""
 SEQ_OVERHEAD_S = 1.0e-5
 """Seconds per sequence in the batch per iteration (sampling, scheduling, detokenizing one sequence): an
 estimate; the published batch-8 tests cannot tell it from the fixed term (docs/cost_model.md)."""
+GEMM_EFFICIENCY_MAX, GEMM_EFFICIENCY_M_HALF = 0.75, 64.0
+"""GEMMs reach e_max * T / (T + m_half) of peak FLOP/s at T tokens (`cost.gemm_efficiency_*`)."""
+BANDWIDTH_EFFICIENCY, ATTENTION_EFFICIENCY = 0.85, 0.5
+"""Shares of peak HBM bandwidth and of peak FLOP/s (attention) reached (`cost.bandwidth_efficiency`,
+`cost.attention_efficiency`)."""
 REQUEST_OVERHEAD_S = 0.0
 """Seconds from a request's arrival until the engine can schedule it (the serving front end: HTTP,
 tokenization, the hand-off to the engine core), once per request; every request's TTFT and E2E latency
@@ -90,9 +95,12 @@ class RooflineCost:
     """With `cost.model: auto`, which model it chose and why (summary.json's cost_model.selected)."""
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, bytes_per_block: float,
-                 iteration_overhead_s: float = ITERATION_OVERHEAD_S, gemm_efficiency_max: float = 0.75,
-                 gemm_efficiency_m_half: float = 64.0, bandwidth_efficiency: float = 0.85,
-                 attention_efficiency: float = 0.5, layer_overhead_s: float = LAYER_OVERHEAD_S,
+                 iteration_overhead_s: float = ITERATION_OVERHEAD_S,
+                 gemm_efficiency_max: float = GEMM_EFFICIENCY_MAX,
+                 gemm_efficiency_m_half: float = GEMM_EFFICIENCY_M_HALF,
+                 bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY,
+                 attention_efficiency: float = ATTENTION_EFFICIENCY,
+                 layer_overhead_s: float = LAYER_OVERHEAD_S,
                  eager_layer_overhead_s: float = EAGER_LAYER_OVERHEAD_S,
                  seq_overhead_s: float = SEQ_OVERHEAD_S,
                  request_overhead_s: float = REQUEST_OVERHEAD_S) -> None:

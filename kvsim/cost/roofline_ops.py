@@ -23,10 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvsim.cost.roofline import ALLREDUCE_LATENCY_S
+from kvsim.cost.roofline import (
+    ALLREDUCE_LATENCY_S,
+    ATTENTION_EFFICIENCY,
+    BANDWIDTH_EFFICIENCY,
+    GEMM_EFFICIENCY_M_HALF,
+    GEMM_EFFICIENCY_MAX,
+)
 from kvsim.specs.hardware import HardwareSpec
 
-E_BW, E_MAX, M_HALF, E_ATTN = 0.85, 0.75, 64.0, 0.5
+E_BW, E_MAX, M_HALF, E_ATTN = (BANDWIDTH_EFFICIENCY, GEMM_EFFICIENCY_MAX, GEMM_EFFICIENCY_M_HALF,
+                                ATTENTION_EFFICIENCY)
 BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "w4a16_mxfp4": 0.5}
 FLOPS_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "w4a16_mxfp4": "bf16"}
 BIG_S = 1e-4

@@ -54,3 +54,12 @@ def test_an_overhead_set_in_the_scenario_is_used_by_either_model(model):
     d = _build(hardware="h200", cost={"model": model, "layer_overhead_s": 1e-4,
                                       "request_overhead_s": 0.02}).describe()
     assert (d["layer_overhead_s"], d["request_overhead_s"]) == (1e-4, 0.02)
+
+
+def test_the_scenarios_efficiency_defaults_are_the_roofline_constants():
+    from kvsim.scenario import CostConfig
+
+    c = CostConfig()
+    got = (c.gemm_efficiency_max, c.gemm_efficiency_m_half, c.bandwidth_efficiency, c.attention_efficiency)
+    assert got == (roofline.GEMM_EFFICIENCY_MAX, roofline.GEMM_EFFICIENCY_M_HALF, roofline.BANDWIDTH_EFFICIENCY,
+        roofline.ATTENTION_EFFICIENCY)
