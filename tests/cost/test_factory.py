@@ -61,5 +61,5 @@ def test_the_scenarios_efficiency_defaults_are_the_roofline_constants():
 
     c = CostConfig()
     got = (c.gemm_efficiency_max, c.gemm_efficiency_m_half, c.bandwidth_efficiency, c.attention_efficiency)
-    assert got == (roofline.GEMM_EFFICIENCY_MAX, roofline.GEMM_EFFICIENCY_M_HALF, roofline.BANDWIDTH_EFFICIENCY,
-        roofline.ATTENTION_EFFICIENCY)
+    assert got == (roofline.GEMM_EFFICIENCY_MAX, roofline.GEMM_EFFICIENCY_M_HALF,
+                   roofline.BANDWIDTH_EFFICIENCY, roofline.ATTENTION_EFFICIENCY)
