@@ -10,21 +10,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvsim.cost.kernels import KernelCost  # noqa: E402
 from kvsim.cost.overhead_fit import case_terms, leave_one_out, ratio_summary  # noqa: E402
-from kvsim.cost.published import latency_run_s, load_published_runs, predict_ms, predict_req_s  # noqa: E402
+from kvsim.cost.published import load_published_runs, predict_ms, predict_req_s  # noqa: E402
 from kvsim.engine.simulation import Simulation  # noqa: E402
 from kvsim.scenario import build_scenario  # noqa: E402
-from kvsim.specs.catalog import get_model  # noqa: E402
-from kvsim.specs.hardware import load_hardware  # noqa: E402
-from kvsim.specs.kernel_tables import load_kernel_tables  # noqa: E402
-
-
-def kernel_ms(c: dict, **overheads: float) -> float:
-    model, hw, tp = get_model(c["model"]), load_hardware(c["hardware"]), c["tensor_parallel_size"]
-    cost = KernelCost(model, hw, tp, "bf16", 16 * model.kv_bytes_per_token("bf16", tp),
-                      load_kernel_tables(c["hardware"], lazy=True), **overheads)
-    return 1e3 * latency_run_s(cost, c["batch_size"], c["input_len"], c["output_len"])
 
 
 def makespan_s(scenario: dict) -> float:
@@ -33,18 +22,16 @@ def makespan_s(scenario: dict) -> float:
 
 
 def main() -> None:
-    from kvsim.cost.kernels import KERNEL_DEFAULTS
-
     cases = load_published_runs()
     latency = [c for c in cases if c["kind"] == "latency"]
-    terms = [case_terms(c["case"], c["published_ms"] / 1e3, lambda ov, c=c: kernel_ms(c, **ov) / 1e3, 1e-5)
-             for c in latency]
+    terms = [case_terms(c["case"], c["published_ms"] / 1e3,
+                        lambda ov, c=c: predict_ms(c, "kernels", **ov) / 1e3, 1e-5) for c in latency]
     loo = leave_one_out(terms)
     print("| case | device | published ms | roofline | kernels | kernels, leave-one-out |")
     print("|---|---|---:|---:|---:|---:|")
     rl, kn = [], []
     for c, (_, out, _) in zip(latency, loo, strict=True):
-        r, k = predict_ms(c) / c["published_ms"], kernel_ms(c, **KERNEL_DEFAULTS) / c["published_ms"]
+        r, k = predict_ms(c) / c["published_ms"], predict_ms(c, "kernels") / c["published_ms"]
         rl.append(r)
         kn.append(k)
         print(f"| {c['case']} | {c['hardware']} | {c['published_ms']:,.1f} | {r:.3f} | {k:.3f} | {out:.3f} |")

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from kvsim.cost.batch import Batch
+from kvsim.cost.kernels import KERNEL_DEFAULTS, KernelCost
 from kvsim.cost.roofline import RooflineCost
 from kvsim.errors import KvsimError
 from kvsim.inputs import load_yaml
 from kvsim.specs.catalog import get_model
 from kvsim.specs.hardware import load_hardware
+from kvsim.specs.kernel_tables import load_kernel_tables
 
 PUBLISHED_RUNS = Path(__file__).with_name("published_runs.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -65,12 +67,18 @@ def latency_run_s(cost: RooflineCost, batch: int, input_len: int, output_len: in
     return t
 
 
-def predict_ms(case: dict[str, Any], **tunables: float) -> float:
-    """kvsim's latency for a latency case, in ms: the roofline with its defaults (or `tunables`), bf16
-    weights and KV (vLLM's dtype auto for these checkpoints), blocks of 16 tokens."""
+def predict_ms(case: dict[str, Any], cost_model: str = "roofline", **tunables: float) -> float:
+    """kvsim's latency for a latency case, in ms: the roofline (or with cost_model "kernels" the kernel
+    model on the device's tables) with its defaults (or `tunables`), bf16 weights and KV (vLLM's dtype
+    auto for these checkpoints), blocks of 16 tokens."""
     model, hw = get_model(case["model"]), load_hardware(case["hardware"])
     tp = case["tensor_parallel_size"]
-    cost = RooflineCost(model, hw, tp, "bf16", 16 * model.kv_bytes_per_token("bf16", tp), **tunables)
+    per_block = 16 * model.kv_bytes_per_token("bf16", tp)
+    if cost_model == "kernels":
+        cost = KernelCost(model, hw, tp, "bf16", per_block, load_kernel_tables(case["hardware"], lazy=True),
+                          **(KERNEL_DEFAULTS | tunables))
+    else:
+        cost = RooflineCost(model, hw, tp, "bf16", per_block, **tunables)
     return 1e3 * latency_run_s(cost, case["batch_size"], case["input_len"], case["output_len"])
 
 

@@ -145,15 +145,10 @@ def test_published_latency_runs(fitted, band):
     """vLLM CI latency runs (kvsim/cost/published_runs.yaml), with the overheads fitted on all six
     (tests/cost/test_overhead_fit.py): the H100 / H200 ones within 3%, the A100 ones within 6% (the
     roofline's: 5.6% and 10.2%)."""
-    from kvsim.cost.kernels import KERNEL_DEFAULTS
-    from kvsim.cost.published import latency_run_s, load_published_runs
-    from kvsim.specs.kernel_tables import load_kernel_tables
+    from kvsim.cost.published import load_published_runs, predict_ms
 
     cases = [c for c in load_published_runs() if c["kind"] == "latency" and c["fitted"] == fitted]
     assert len(cases) == (4 if fitted else 2)
     for c in cases:
-        model, hw, tp = get_model(c["model"]), load_hardware(c["hardware"]), c["tensor_parallel_size"]
-        cost = KernelCost(model, hw, tp, "bf16", 16 * model.kv_bytes_per_token("bf16", tp),
-                          load_kernel_tables(c["hardware"]), **KERNEL_DEFAULTS)
-        ms = 1e3 * latency_run_s(cost, c["batch_size"], c["input_len"], c["output_len"])
+        ms = predict_ms(c, "kernels")  # with KERNEL_DEFAULTS
         assert abs(ms / c["published_ms"] - 1) <= band, (c["case"], c["hardware"], ms)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvsim.cost.kernels import KERNEL_DEFAULTS, KernelCost
+from kvsim.cost.kernels import KERNEL_DEFAULTS
 from kvsim.cost.overhead_fit import CaseTerms, case_terms, fit, leave_one_out, ratio_summary
-from kvsim.cost.published import latency_run_s, load_published_runs
-from kvsim.specs.catalog import get_model
-from kvsim.specs.hardware import load_hardware
-from kvsim.specs.kernel_tables import load_kernel_tables
+from kvsim.cost.published import load_published_runs, predict_ms
 
 
 def test_fit_recovers_terms_by_hand():
@@ -35,17 +32,9 @@ def test_ratio_summary_by_hand():
 
 
 def _latency_terms() -> list[CaseTerms]:
-    out = []
-    for c in (c for c in load_published_runs() if c["kind"] == "latency"):
-        model, hw, tp = get_model(c["model"]), load_hardware(c["hardware"]), c["tensor_parallel_size"]
-        tables = load_kernel_tables(c["hardware"], lazy=True)
-
-        def run(ov, model=model, hw=hw, tp=tp, c=c, tables=tables):
-            cost = KernelCost(model, hw, tp, "bf16", 16 * model.kv_bytes_per_token("bf16", tp), tables, **ov)
-            return latency_run_s(cost, c["batch_size"], c["input_len"], c["output_len"])
-
-        out.append(case_terms(f"{c['case']}/{c['hardware']}", c["published_ms"] / 1e3, run, 1e-5))
-    return out
+    return [case_terms(f"{c['case']}/{c['hardware']}", c["published_ms"] / 1e3,
+                       lambda ov, c=c: predict_ms(c, "kernels", **ov) / 1e3, 1e-5)
+            for c in load_published_runs() if c["kind"] == "latency"]
 
 
 def test_kernel_defaults_are_the_fit_on_all_six_latency_runs_and_leave_one_out_is_reported():
