@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import simpy
 
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
@@ -95,9 +94,10 @@ class Simulation:
         prices = self.sc.pricing.usd_per_gpu_hour if self.sc.pricing is not None else None
         if isinstance(prices, dict):  # a price per profile: this run's, or another's (plan, sweeps)
             names = sorted({d.hw.name for d in deps})
-            unknown = sorted(k for k in prices if k not in names and k not in list_hardware())
+            known = [*names, *list_hardware()]
+            unknown = sorted(k for k in prices if k not in known)
             if unknown:
-                close = difflib.get_close_matches(unknown[0], [*names, *list_hardware()], n=1)
+                close = difflib.get_close_matches(unknown[0], known, n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 raise KvsimError(f"pricing.usd_per_gpu_hour.{unknown[0]}: no hardware profile and no GPU "
                                  f"of this run is named '{unknown[0]}' ({hint}this run's GPUs: "
@@ -219,10 +219,11 @@ class Simulation:
                 self._due[r.rid] = env.now
                 self._gate.arrive(r)
 
-    def _to_engine(self, r: Request, front: float) -> None:
-        """Dispatch r once the front end has passed it on (`front` seconds after now)."""
-        if front > 0:
-            self.env.timeout(front).callbacks.append(lambda _event: self._dispatch(r))
+    def _to_engine(self, r: Request, delay: float) -> None:
+        """Dispatch r `delay` seconds from now (the front end's latency, after its arrival), at once if
+        none is left."""
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _event: self._dispatch(r))
         else:
             self._dispatch(r)
 
@@ -254,15 +255,7 @@ class Simulation:
         if dur is not None and t > dur:
             return
         r.arrival_s = t
-        t += self.cost.request_overhead
-
-        def fire(_event: simpy.Event) -> None:
-            self._dispatch(r)
-
-        if t > self.env.now:
-            self.env.timeout(t - self.env.now).callbacks.append(fire)
-        else:
-            self._dispatch(r)
+        self._to_engine(r, t + self.cost.request_overhead - self.env.now)
 
     def _on_finish(self, g: Group) -> None:
         self._record(g.req, g.replica, g)
