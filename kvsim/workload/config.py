@@ -278,14 +278,11 @@ class WorkloadConfig(Strict):
             raise ValueError("kind 'trace' needs a 'trace' section")
         if self.kind == "mix" and not self.mix:
             raise ValueError("kind 'mix' needs a 'mix' list of components")
-        if self.trace is not None and self.kind != "trace":  # (it used to be ignored without a word)
-            raise ValueError(f"'trace' is for kind 'trace', this workload is kind '{self.kind}' (set "
-                             "workload.kind: trace to replay it)")
-        if self.mix and self.kind != "mix":
-            raise ValueError(f"'mix' is for kind 'mix', this workload is kind '{self.kind}'")
+        for section, owner in _KIND_SECTIONS:
+            if getattr(self, section) not in (None, []) and self.kind != owner:
+                raise ValueError(f"'{section}' is for kind '{owner}', this workload is kind '{self.kind}' "
+                                 f"(set workload.kind: {owner}, or drop '{section}')")
         if self.length_pairs is not None:
-            if self.kind != "synthetic":
-                raise ValueError("'length_pairs' is for kind 'synthetic'")
             both = {"prompt_len", "output_len"} & self.model_fields_set
             if both:
                 raise ValueError(f"set either 'length_pairs' or '{sorted(both)[0]}', not both")
@@ -298,8 +295,6 @@ class WorkloadConfig(Strict):
                 if key in self.model_fields_set:
                     raise ValueError("kind 'bench_serve' takes its requests from 'bench_serve' (num_prompts, "
                                      f"dataset, request_rate, max_concurrency, ...), not '{key}'")
-        elif self.bench_serve is not None:
-            raise ValueError("'bench_serve' is for kind 'bench_serve'")
         return self
 
     def client_concurrency(self) -> int | None:
@@ -307,6 +302,9 @@ class WorkloadConfig(Strict):
         return self.bench_serve.max_concurrency if self.kind == "bench_serve" and self.bench_serve else None
 
 
+_KIND_SECTIONS = (("trace", "trace"), ("mix", "mix"), ("length_pairs", "synthetic"),
+                  ("bench_serve", "bench_serve"))
+"""(section, the one workload kind that reads it): set under another kind it is an error, not ignored."""
 _NOT_BENCH_SERVE = ("arrival", "prompt_len", "output_len", "length_pairs", "n", "beam_width", "chat", "trace",
                     "rag", "agentic", "mix")
 """WorkloadConfig keys a bench_serve workload does not read (the client sends one sequence per request)."""
