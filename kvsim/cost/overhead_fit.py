@@ -10,7 +10,7 @@ each case in turn and predicts it: the error a user should expect on a run the f
 
 from __future__ import annotations
 
-import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -82,7 +82,5 @@ def leave_one_out(cases: Sequence[CaseTerms]) -> list[tuple[str, float, tuple[fl
 
 def ratio_summary(ratios: Sequence[float]) -> dict[str, float]:
     """Median and max absolute relative error of kvsim / published ratios."""
-    errs = sorted(abs(r - 1) for r in ratios)
-    n = len(errs)
-    median = errs[n // 2] if n % 2 else (errs[n // 2 - 1] + errs[n // 2]) / 2
-    return {"median_abs_err": median, "max_abs_err": errs[-1] if errs else math.nan}
+    errs = [abs(r - 1) for r in ratios]
+    return {"median_abs_err": statistics.median(errs), "max_abs_err": max(errs)}

@@ -8,11 +8,11 @@ is fitted: every case is held out."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kvsim.cost.overhead_fit import ratio_summary
 from kvsim.errors import KvsimError
 from kvsim.inputs import load_yaml
 
@@ -239,8 +239,12 @@ def error_summary(rows: list[dict[str, Any]], cost_model: str, by: str = "model"
         r = row.get(cost_model)
         if isinstance(r, float):
             for g in (row[by], "all"):
-                groups.setdefault(g, []).append(abs(r - 1))
-    return {g: {"n": len(e), "median": statistics.median(e), "max": max(e)} for g, e in groups.items()}
+                groups.setdefault(g, []).append(r)
+    out = {}
+    for g, ratios in groups.items():
+        s = ratio_summary(ratios)
+        out[g] = {"n": len(ratios), "median": s["median_abs_err"], "max": s["max_abs_err"]}
+    return out
 
 
 def _cell(value: Any) -> str:
