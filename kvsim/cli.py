@@ -446,7 +446,8 @@ def models() -> None:
 
 @app.command()
 def hardware() -> None:
-    """List hardware profiles (a profile file that does not load is one error line, and exit 2)."""
+    """List hardware profiles. A profile file that does not load makes the whole listing one error line
+    naming it (and how many more are broken), exit 2 and no table: the error contract's one line."""
     from kvsim.specs.footprint import format_bytes
     from kvsim.specs.hardware import HardwareSpec, scan_hardware
 
@@ -463,11 +464,11 @@ def hardware() -> None:
                       f"{hw.hbm_bandwidth / 1e9:.0f} GB/s", f"{bf16 / 1e12:.0f} TFLOP/s",
                       f"{hw.host_link_bandwidth / 1e9:.0f} GB/s",
                       f"{hw.usd_per_gpu_hour:.2f}" if hw.usd_per_gpu_hour else "-")
-    console.print(table)
-    for msg in broken:
-        _say(f"error: {msg}")
     if broken:
+        more = f" (and {len(broken) - 1} more broken profile files)" if len(broken) > 1 else ""
+        _say(f"error: {broken[0]}{more}")
         raise typer.Exit(code=2)
+    console.print(table)
 
 
 @app.command()

@@ -399,16 +399,21 @@ def test_sigterm_while_writing_exits_143_and_keeps_the_old_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_hardware_lists_the_good_profiles_and_one_error_line_per_broken_file(tmp_path, monkeypatch):
+def test_a_broken_hardware_profile_is_one_error_line_and_no_table(tmp_path, monkeypatch):
     (tmp_path / "h200.yaml").write_text((Path(__file__).parents[1] / "hardware_profiles" / "h200.yaml")
                                         .read_text())
     (tmp_path / "bad.yaml").write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe")
     monkeypatch.setenv("KVSIM_HARDWARE_DIR", str(tmp_path))
     result = invoke("hardware")
     assert result.exit_code == 2
-    assert "h200" in result.stdout
+    assert result.stdout == ""
     bad = tmp_path / "bad.yaml"
     assert result.stderr.strip().splitlines() == [f"error: {bad}:1: not UTF-8 text (byte 8)"]
+    (tmp_path / "worse.yaml").write_text("name: [")
+    result = invoke("hardware")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: {bad}:1: not UTF-8 text (byte 8) (and 1 more broken profile files)"]
 
 
 def test_a_run_with_nothing_completed_says_so_on_its_first_line(tmp_path):

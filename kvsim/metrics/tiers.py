@@ -37,7 +37,10 @@ def tiers_section(done: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, An
     for name, e in info["links"].items():
         links[name] = {**e, "utilization": e["busy_s"] / makespan if makespan else None}
     hit = done[done[[f"hit_tokens_{m}" for m in media]].sum(axis=1) > 0] if len(done) else done
-    waits = hit["load_wait_s"] if len(hit) else pd.Series(dtype=float)
+    # hit tokens count the first admission only, load waits every admission (a request re-admitted after
+    # preemption may load from a tier it missed at first): the wait figures cover both kinds of request
+    waited = done[done.index.isin(hit.index) | (done["load_wait_s"] > 0)] if len(done) else done
+    waits = waited["load_wait_s"] if len(waited) else pd.Series(dtype=float)
     return {
         "placement": info["placement"], "store": info["store"], "load": info["load"],
         "chunk_blocks": info["chunk_blocks"], "store_min_uses": info["min_uses"],

@@ -88,3 +88,15 @@ def test_check_slo_says_what_is_wrong(slo, needle):
 
 def test_check_slo_reads_numbers_yaml_left_as_text():
     assert check_slo({"e2e_s": {"p50": "1e3"}}) == {"e2e_s": {"p50": 1000.0}}
+
+
+def test_no_completed_request_attains_no_objective():
+    # every request refused: no TTFT / E2E measured, so no objective is reported as attained
+    df = pd.DataFrame({"ttft_s": [np.nan, np.nan], "tpot_s": [np.nan, np.nan], "e2e_s": [np.nan, np.nan],
+                       "output_len": [4, 4], "finish_s": [np.nan, np.nan], "rejected": [1, 1]})
+    slo = check_slo({"ttft_s": {"p99": 1e9}, "e2e_s": {"p50": 1e9}})
+    section = slo_section(df, slo)
+    assert section["attained"] is False
+    assert section["ttft_s"]["value_s"] is None and section["ttft_s"]["within_fraction"] is None
+    goodput = goodput_section(meets_slo(df, slo), None)
+    assert goodput == {"requests_per_s": None, "requests": 0, "fraction": 0.0}
