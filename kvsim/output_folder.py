@@ -161,13 +161,18 @@ class OutputFolder:
                 return
             if self.keep_foreign:
                 _move_foreign(self.path, tmp)
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
-            os.rmdir(old)
-            os.rename(self.path, old)
             try:
-                os.rename(tmp, self.path)
+                old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
+                os.rmdir(old)
+                os.rename(self.path, old)
+                try:
+                    os.rename(tmp, self.path)
+                except BaseException:
+                    os.rename(old, self.path)
+                    raise
             except BaseException:
-                os.rename(old, self.path)
+                if self.keep_foreign:  # (tmp is discarded next: put the files kvsim did not write back)
+                    _move_foreign(tmp, self.path)
                 raise
             _remove_own(old)
 
