@@ -180,12 +180,13 @@ def _print_repeats(rep: dict) -> None:
     console.print(table)
 
 
-def _output_folder(out: Path, command: str, scenario: Path | None, sc=None):
-    """The checked output folder; it must not hold the scenario or the trace being read."""
+def _output_folder(out: Path, command: str, scenario: Path | None, sc=None, keep_foreign: bool = False):
+    """The checked output folder; it must not hold the scenario or the trace being read. `keep_foreign`:
+    a sweep's rewrites keep files that appeared in its folder (OutputFolder)."""
     from kvsim.output_folder import OutputFolder
 
     trace = sc.workload.trace.path if sc is not None and sc.workload.trace is not None else None
-    return OutputFolder(out, command, protect=(scenario, trace))
+    return OutputFolder(out, command, protect=(scenario, trace), keep_foreign=keep_foreign)
 
 
 def _simulate(sc, show_progress: bool):
@@ -377,7 +378,7 @@ def sweep(
             if bar is not None:
                 bar.advance(task_id)
             if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
-                write_sweep(_output_folder(out, "sweep", grid_file), sw, rows)
+                write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
                 last_write = time.monotonic()
 
     if show and todo:
@@ -388,7 +389,7 @@ def sweep(
             _guard(lambda: consume(bar, task_id))
     else:
         _guard(lambda: consume())
-    files = _guard(lambda: write_sweep(_output_folder(out, "sweep", grid_file), sw, rows))
+    files = _guard(lambda: write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows))
     console.print(f"{len(sw.tasks)} runs ({len(todo)} simulated now) in {time.perf_counter() - t0:.1f} s; "
                   f"wrote {', '.join(files)} to {printable(out)}/")
 

@@ -6,7 +6,9 @@ a reader sees the old output or the new one, never a mix. Each folder carries a 
 kvsim replaces an existing folder only when it carries that manifest and holds nothing else: no file the
 manifest does not list, no listed file changed since. Anything else (a project folder with a stray
 `summary.json`, an output folder with the user's `notes.md` added, `--out .`, a parent of the scenario
-being run) is refused with a one-line error before any simulation runs.
+being run) is refused with a one-line error before any simulation runs. `kvsim sweep` rewrites its folder
+at checkpoints while it runs, so there a file kvsim did not write (a file browser's `.DS_Store`) in a
+folder it did is tolerated: moved, untouched, into the new folder, never deleted.
 
 SIGINT and SIGTERM while writing remove the temporary folder; while the old folder is swapped for the new
 one they are held back until the swap is done, so an interrupt leaves the old output or the new one,
@@ -44,10 +46,14 @@ class OutputFolder:
     """One output folder to (re)write. Construction checks the target (call it before simulating, so a
     bad --out fails fast); `with folder as tmp:` yields the temporary folder to write files into and,
     when the block ends without an exception, swaps it into place. `protect` lists input files (the
-    scenario, a trace) the folder must not contain."""
+    scenario, a trace) the folder must not contain. `keep_foreign` (a sweep's checkpoints): files kvsim did
+    not write in a folder it did (a file browser's `.DS_Store`) are tolerated and moved, untouched, into
+    the new folder."""
 
-    def __init__(self, path: str | Path, command: str, protect: Iterable[str | Path | None] = ()) -> None:
+    def __init__(self, path: str | Path, command: str, protect: Iterable[str | Path | None] = (),
+                 keep_foreign: bool = False) -> None:
         self.given = Path(path)
+        self.keep_foreign = keep_foreign
         self.command = command
         self.protect = [Path(os.path.realpath(p)) for p in protect if p is not None]
         self.path = Path(os.path.realpath(self.given))
@@ -102,6 +108,8 @@ class OutputFolder:
             if name == MANIFEST:
                 continue
             if name not in listed:
+                if self.keep_foreign:
+                    continue
                 return f"holds {name!r}, which kvsim did not write there"
             entry = self.path / name
             if entry.is_symlink() or not entry.is_file():
@@ -151,13 +159,20 @@ class OutputFolder:
             if not existing:
                 os.rename(tmp, self.path)
                 return
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
-            os.rmdir(old)
-            os.rename(self.path, old)
+            if self.keep_foreign:
+                _move_foreign(self.path, tmp)
             try:
-                os.rename(tmp, self.path)
+                old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old-", dir=self.path.parent))
+                os.rmdir(old)
+                os.rename(self.path, old)
+                try:
+                    os.rename(tmp, self.path)
+                except BaseException:
+                    os.rename(old, self.path)
+                    raise
             except BaseException:
-                os.rename(old, self.path)
+                if self.keep_foreign:  # (tmp is discarded next: put the files kvsim did not write back)
+                    _move_foreign(tmp, self.path)
                 raise
             _remove_own(old)
 
@@ -206,6 +221,14 @@ def _remove_own(old: Path) -> None:
         os.rmdir(old)
     except OSError:
         pass
+
+
+def _move_foreign(folder: Path, tmp: Path) -> None:
+    """Move the entries of folder its manifest does not list (files kvsim did not write) into tmp."""
+    listed = read_manifest(folder) or {}
+    for name in os.listdir(folder):
+        if name != MANIFEST and name not in listed and not os.path.lexists(tmp / name):
+            os.rename(folder / name, tmp / name)
 
 
 def _umask() -> int:
