@@ -36,11 +36,11 @@ def tiers_section(done: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, An
     links = {}
     for name, e in info["links"].items():
         links[name] = {**e, "utilization": e["busy_s"] / makespan if makespan else None}
-    hit = done[done[[f"hit_tokens_{m}" for m in media]].sum(axis=1) > 0] if len(done) else done
+    tier_hit = done[[f"hit_tokens_{m}" for m in media]].sum(axis=1) > 0 if len(done) else None
+    hit = done[tier_hit] if len(done) else done
     # hit tokens count the first admission only, load waits every admission (a request re-admitted after
     # preemption may load from a tier it missed at first): the wait figures cover both kinds of request
-    waited = done[done.index.isin(hit.index) | (done["load_wait_s"] > 0)] if len(done) else done
-    waits = waited["load_wait_s"] if len(waited) else pd.Series(dtype=float)
+    waits = done["load_wait_s"][tier_hit | (done["load_wait_s"] > 0)] if len(done) else pd.Series(dtype=float)
     return {
         "placement": info["placement"], "store": info["store"], "load": info["load"],
         "chunk_blocks": info["chunk_blocks"], "store_min_uses": info["min_uses"],
