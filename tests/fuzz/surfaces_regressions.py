@@ -93,6 +93,9 @@ _CASES: list[tuple[str, Case]] = [
     _sweep("sweep-address-without-ray", {"scenario": "s.yaml"}, "--address", "127.0.0.1:6379"),
     _sweep("sweep-ray-nothing-listening", {"scenario": "s.yaml"}, "--backend", "ray", "--address",
            "127.0.0.1:1"),
+    # (the "N runs: ..." line comes first: Ray is asked once the runs are counted)
+    _sweep("sweep-ray-auto-without-a-cluster", {"scenario": "s.yaml"}, "--backend", "ray", "--address",
+           "auto", progress=True),
     _sweep("sweep-repeats-true", {"scenario": "s.yaml", "repeats": True}),
     _sweep("sweep-mapping-axis",
            {"scenario": "s.yaml", "grid": {"slo": [{"ttft_s": {"p99": 2}}, {"e2e_s": {"p50": 9}}]},
