@@ -18,6 +18,9 @@ CALLS = [
     ("raise SystemExit(2)", "any", "", "traceback", "the Python API raised SystemExit(2)"),
     ("open('x.txt', 'w').write('x')\nresult = 1", "any", "", "leftover-output", "wrote files: new x.txt"),
     ("result = 1", "fail", "", "accepted-nonsense", ""),
+    ("import warnings\nwarnings.warn('w', DeprecationWarning)\nresult = 1", "any", "", "warning", "Warning"),
+    ("import warnings\nclass KvsimWarning(UserWarning): pass\nwarnings.warn('0 done', KvsimWarning)\n"
+     "result = 1", "any", "", "ok", ""),
 ]
 
 

@@ -8,7 +8,8 @@ API mode (a case with `call`): the worker executes the case's Python source inst
 the same limits, and reports it as the command line would: a `kvsim.KvsimError` as its message on one
 stderr line after "error: " (written as is: a newline in the message shows as a second line) and exit 2,
 a return as exit 0 with "returned TYPE" on stdout, any other exception (SystemExit included) as a
-traceback.
+traceback. A `KvsimWarning` (kvsim's own "nothing completed" warning) is output, written to stdout; any
+other Python warning goes to stderr, where it fails a valid call as it fails a command.
 
 Started as `python tests/fuzz/worker.py --worker MEMORY_BYTES` (harness.py --worker does the same).
 """
@@ -276,19 +277,30 @@ def _call_api(source: str) -> int:
     the error line), 0 after a return. Any other exception propagates (a traceback); so does a SystemExit,
     as a RuntimeError: the API must never exit the interpreter."""
     import math
+    import warnings
     from pathlib import Path, PosixPath
 
     import kvsim
 
     scope: dict[str, Any] = {"kvsim": kvsim, "math": math, "Path": Path, "PosixPath": PosixPath,
                              "nan": math.nan, "inf": math.inf}
-    try:
-        exec(compile(source, "<fuzz call>", "exec"), scope)  # noqa: S102 - the case's own source
-    except kvsim.KvsimError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+    error: kvsim.KvsimError | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            exec(compile(source, "<fuzz-call>", "exec"), scope)  # noqa: S102 - the case's own source
+        except kvsim.KvsimError as exc:
+            error = exc
+        except SystemExit as exc:
+            raise RuntimeError(f"the Python API raised SystemExit({exc.code!r})") from exc
+    for w in caught:  # (shown once the recording is over: showing one records it again)
+        if type(w.message).__name__ == "KvsimWarning":  # kvsim's own (nothing completed): output, not noise
+            sys.stdout.write(f"kvsim warning: {w.message}\n")
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if error is not None:
+        sys.stderr.write(f"error: {error}\n")
         return 2
-    except SystemExit as exc:
-        raise RuntimeError(f"the Python API raised SystemExit({exc.code!r})") from exc
     sys.stdout.write(f"returned {type(scope.get('result')).__name__}\n")
     return 0
 
