@@ -120,8 +120,8 @@ class Planner:
                  repeats: int = 1, jobs: int = 1, on_probe: OnProbe | None = None,
                  max_extension: int = MAX_EXTENSION, qps: float | None = None,
                  on_attempt: OnAttempt | None = None) -> None:
-        if find not in FINDS:
-            raise KvsimError(f"--find {find!r}: choose one of {', '.join(FINDS)}")
+        if not isinstance(find, str) or find not in FINDS:  # (a list raised TypeError: unhashable)
+            raise KvsimError(f"--find {excerpt(find)}: choose one of {', '.join(FINDS)}")
         self.path = None if scenario is None else str(scenario)
         self.overrides = list(overrides)
         self.find = find

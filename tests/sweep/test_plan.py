@@ -6,6 +6,7 @@ with nothing written."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -280,3 +281,17 @@ def test_hardware_and_tp_are_refused_outside_min_cost(tmp_path, find):
     with pytest.raises(KvsimError, match="candidates of --find min_cost"):
         run_plan(None, ["slo={ttft_s: {p99: 2}}"], None, find, tps=[2])
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"find": ["max_rate"]}, "--find ['max_rate']: choose one of"),
+    ({"find": "max_rate", "max_extension": "2"}, "--max-extension '2': give 1 to 1024"),
+    ({"find": "max_rate", "max_extension": True}, "--max-extension True: give 1 to 1024"),
+])
+def test_plan_arguments_of_the_wrong_type_are_kvsim_errors(kwargs, needle):
+    """kvsim.plan(find=[...]) and max_extension="2" raised TypeError (found by the fuzz suite's long mode)."""
+    import kvsim
+
+    find = kwargs.pop("find")
+    with pytest.raises(KvsimError, match=re.escape(needle)):
+        kvsim.plan(None, find, {"ttft_s": {"p99": 2}}, **kwargs)
