@@ -133,6 +133,9 @@ _CASES: list[tuple[str, Case]] = [
     _api("api-plan-precision-1e-17",
          "kvsim.plan('s.yaml', 'max_rate', {'ttft_s': {'p99': 2}}, precision=1e-17)"),
     _api("api-plan-overrides-str", "kvsim.plan('s.yaml', 'max_rate', {'ttft_s': {'p99': 2}}, overrides='x')"),
+    _api("api-plan-find-list", "kvsim.plan('s.yaml', ['max_rate'], {'ttft_s': {'p99': 2}})"),
+    _api("api-plan-max-extension-str", "kvsim.plan('s.yaml', 'max_rate', {'ttft_s': {'p99': 2}}, "
+         "max_extension='2')"),
     _api("api-plan-qps-str", "kvsim.plan('s.yaml', 'min_replicas', {'ttft_s': {'p99': 2}}, qps='x')"),
     _api("api-kvsim-error-importable", "__import__('kvsim').KvsimError\nfrom kvsim import KvsimError\n"
          "result = KvsimError('x')", expect="pass", returns="KvsimError"),

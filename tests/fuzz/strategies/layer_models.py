@@ -37,7 +37,7 @@ LAYER_BAD: tuple[tuple[str, Any, str], ...] = (  # (ssm_* may be 0 on a model wi
     ("layer_types", ["sliding_attention", "full", "full", "full"], "any"),
     ("sliding_window", 0, "fail"), ("sliding_window", -1, "fail"), ("sliding_window", None, "fail"),
     ("sliding_window", 1.5, "fail"), ("sliding_window", 10**12, "fail"), ("sliding_window", 1, "any"),
-    ("ssm_kind", "rwkv", "fail"), ("ssm_kind", "", "fail"), ("ssm_kind", None, "fail"),
+    ("ssm_kind", "rwkv", "fail"), ("ssm_kind", "", "any"), ("ssm_kind", None, "fail"),
     ("ssm_kind", "gdn", "any"),
     ("ssm_num_heads", 0, "any"), ("ssm_num_heads", 3, "any"), ("ssm_num_heads", -8, "fail"),
     ("ssm_head_dim", 0, "any"), ("ssm_state_size", 0, "any"), ("ssm_state_size", True, "fail"),

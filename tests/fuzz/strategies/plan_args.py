@@ -4,7 +4,9 @@ scenario's own `slo:`), --qps, --hardware, --tp, --precision, --repeats, --max-e
 
 The scenario is a few requests long and --max-extension small, so a probe that passes the flag checks
 is judged "too short" at once (a one-line error after the probe lines): plans that reach an answer take
-seconds and are the hand-written cases in surfaces_regressions.py."""
+seconds and are the hand-written cases in surfaces_regressions.py. --repeats and --max-extension stay at
+most 2 and min_cost at most 4 candidates, so a case costs a few seconds at worst (under the 10 s limit
+on a loaded machine)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ HARDWARE: tuple[tuple[str, bool | None], ...] = (
     ("", None), ("/etc/passwd", None), ("h100-sxm,,h200", None), ("[bold]x[/]", None),
 )
 TP: tuple[tuple[str, bool | None], ...] = (
-    ("1", None), ("1,2", None), ("2,1,2", None), ("0", True), ("-1", True), ("1.5", True), ("abc", True),
+    ("1", None), ("1,2", None), ("2,2", None), ("0", True), ("-1", True), ("1.5", True), ("abc", True),
     ("1,,2", None), (",", None), ("", None), ("3", None), ("2048", None), ("99999999999999999999", None),
     ("1e3", True), ("true", True),
 )
@@ -51,11 +53,11 @@ PRECISION: tuple[tuple[str, bool | None], ...] = (
     ("-0.1", True), ("1", True), ("2", True), ("nan", True), ("inf", True), ("0.00009", True), ("abc", True),
 )
 REPEATS: tuple[tuple[str, bool | None], ...] = (
-    ("1", None), ("2", None), ("3", None), ("0", True), ("-1", True), ("101", True), ("1000", True),
+    ("1", None), ("2", None), ("0", True), ("-1", True), ("101", True), ("1000", True),
     ("1.5", True), ("abc", True), ("99999999999999999999", True),
 )
 MAX_EXTENSION: tuple[tuple[str, bool | None], ...] = (
-    ("1", None), ("1", None), ("2", None), ("4", None), ("0", True), ("-3", True), ("1025", True),
+    ("1", None), ("1", None), ("2", None), ("0", True), ("-3", True), ("1025", True),
     ("x", True),
 )
 JOBS: tuple[tuple[str, bool | None], ...] = (("1", None), ("1", None), ("2", None), ("0", True),

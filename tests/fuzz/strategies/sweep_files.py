@@ -88,6 +88,8 @@ def broken_sweeps(draw) -> tuple[Any, str, str, dict[str, Any]]:
             doc["points"] = [*(doc.get("points") or []), {key: value}]
         else:
             doc["set"] = {**(doc.get("set") or {}), key: value}
+            if key in doc.get("grid", {}) or any(key in pt for pt in doc.get("points") or []):
+                expect = "any"  # (a point's or the grid's value replaces the shared one)
         how = f"{where} {key}: {value!r}"
     elif how == "axis-not-list":
         doc["grid"] = {"kv.block_size": draw(st.sampled_from([16, "16,32", {"a": 1}, None,

@@ -23,7 +23,7 @@ TIER_BAD: tuple[tuple[str, Any, str], ...] = (
     ("bandwidth_gbps", 1e7, "fail"), ("bandwidth_gbps", Raw(".nan"), "fail"), ("bandwidth_gbps", "x", "fail"),
     ("latency_s", -1, "fail"), ("latency_s", 1e10, "fail"), ("latency_s", Raw(".inf"), "fail"),
     ("latency_s", [0.1], "fail"), ("eviction", "random", "fail"), ("eviction", "LRU", "fail"),
-    ("eviction", "length", "fail"), ("shared", "yes", "fail"), ("shared", 2, "fail"), ("size_gb", 4, "fail"),
+    ("eviction", "length", "fail"), ("shared", "yes", "any"), ("shared", 2, "fail"), ("size_gb", 4, "fail"),
     ("bandwidth", 4, "fail"),
 )
 CHAIN_BAD: tuple[tuple[str, Any, str], ...] = (
