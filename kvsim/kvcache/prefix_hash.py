@@ -324,13 +324,12 @@ class PrefixHashKVManager(PagedKVManager):
                 self.shared_dup_tokens += bs - ntok % bs
         return len(table) - len(kept)
 
-    def check_invariants(self) -> None:
+    def check_invariants(self) -> int:
         """Paged invariants plus the cache's: the key map and per-block keys agree, evictable blocks are
         exactly the cached ones with refcount 0, and free + evictable + referenced = all blocks (over the
         blocks with state: the others were never handed out); the tiers below within capacity, an exclusive
-        chain holding each block once."""
-        if self.tiers is not None:
-            self.tiers.check()
+        chain holding each block once. Returns the entries read (KVManager.check_invariants)."""
+        read = self.tiers.check() if self.tiers is not None else 0
         counts = check_tables(self)
         pool = self.pool
         key_of = pool.key_of
@@ -342,3 +341,4 @@ class PrefixHashKVManager(PagedKVManager):
         assert set(pool.queue.items()) == evictable, "evictable set drifted"
         referenced = sum(1 for c in counts if c > 0)
         assert len(free) + len(evictable) + referenced == pool.known, "leaked block"
+        return read + pool.known + sum(counts)
