@@ -6,8 +6,9 @@ Each iteration earns `credit` entries; a full check runs once the iterations sin
 earned as many entries as that check read (its cost, `KVManager.check_invariants`'s return), and after
 the first iteration. A state of at most `credit` entries is so checked after every iteration, a larger
 one every ceil(cost / credit) iterations: at most ~`credit` entries read per iteration on average. The
-replica's cheap checks (O(1) counts) run after every iteration, and a full check after the run's last
-(`Replica.final_check`). Deterministic: the pacing counts entries, never time.
+replica's cheap checks (O(1) counts) run after every iteration, and every replica's full check once more
+when the run has ended (`Simulation.run` calls `Replica.full_check`). Deterministic: the pacing counts
+entries, never time.
 """
 
 from __future__ import annotations

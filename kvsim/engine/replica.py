@@ -158,15 +158,16 @@ class Replica:
         kv = sched.kv
         pacing = self.pacing
         if pacing is None or pacing.due():
-            self.final_check()
+            self.full_check()
         states = sched.token_states()
         assert 0 <= states <= kv.used_blocks * kv.block_size, "token states exceed allocated slots"
         assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
         assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"
         check_scheduler_breakdown(sched)
 
-    def final_check(self) -> None:
-        """The KV manager's full invariant check, now (check mode: after the run's last iteration too)."""
+    def full_check(self) -> None:
+        """The KV manager's full invariant check, now (check mode: when the pacing says so, and once the run
+        has ended)."""
         cost = self.sched.kv.check_invariants()
         if self.pacing is not None:
             self.pacing.done(cost)

@@ -191,7 +191,7 @@ class Simulation:
         env.run()
         for rep in self.replicas:
             if rep.check:  # check mode: the state the run ends in, whatever the pacing skipped
-                rep.final_check()
+                rep.full_check()
         self._followups = {}
         self._gate = None
         meta = self._meta()

@@ -237,8 +237,8 @@ class RadixKVManager(PagedKVManager):
     def check_invariants(self) -> int:
         """Paged invariants plus the tree's: node shapes and depths, locks equal the sequences whose path
         crosses the node, locked nodes' blocks referenced and unlocked ones' not, evictable = unlocked
-        leaves, and free + cached + referenced = all blocks. Returns the entries read (KVManager
-        .check_invariants): the blocks with state, table entries, and the tree's blocks."""
+        leaves, and free + cached + referenced = all blocks. Returns the entries read: the blocks with
+        state, the table entries and the tree's blocks."""
         counts = check_tables(self)
         pool, tree = self.pool, self.tree
         locks: dict[int, int] = {}

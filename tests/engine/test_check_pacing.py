@@ -51,7 +51,7 @@ def test_a_large_state_is_checked_less_often_but_at_the_end():
     assert 2 <= p.full_checks <= p.iterations // 16 + 1 and p.cost >= 4096
 
 
-def test_a_state_broken_after_the_last_iteration_is_caught_by_the_final_check(monkeypatch):
+def test_a_state_broken_after_the_last_iteration_is_caught_by_the_full_check(monkeypatch):
     free = PrefixHashKVManager.free
 
     def leaky_free(self, seq):
