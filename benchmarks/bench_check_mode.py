@@ -5,7 +5,8 @@ by side in one process, and their ratio.
     .venv/bin/python benchmarks/bench_check_mode.py tiers_n3 --rounds 3
 
 Configurations: `tiers_n3` (issue 25's slow one: the Mooncake conversation trace's head, n = 3 parallel
-samples, cpu + remote tiers, hash prefix cache, a 4,000-block pool), `chat_hash` (workloads/chat.yaml with
+samples, cpu + remote tiers, hash prefix cache, a 4,000-block pool; `tiers_n3_400` the same over 400
+requests, not run by default: x300 before the pacing), `chat_hash` (workloads/chat.yaml with
 the hash cache), `pd_tiers` (1 prefill + 1 decode replica, chat, cpu tier), `radix_swap` (radix cache, a
 tight pool, swap preemption). Each round runs a configuration without and with check mode (CPU time of
 the whole run, workload generation included: time.process_time); the best round of each is reported.
@@ -27,6 +28,11 @@ CONFIGS: dict[str, tuple[Path, list[str]]] = {
     "tiers_n3": (W / "mooncake_conversation.yaml", [
         "kv.num_gpu_blocks_override=4000", "workload.n=3", "workload.trace.limit=100",
         "simulation.requests=100", "scheduler.max_num_seqs=128",
+        "kv.tiers=[{medium: cpu, capacity_gb: 64}, "
+        "{medium: remote, capacity_gb: 2000, bandwidth_gbps: 10}]"]),
+    "tiers_n3_400": (W / "mooncake_conversation.yaml", [
+        "kv.num_gpu_blocks_override=4000", "workload.n=3", "workload.trace.limit=400",
+        "simulation.requests=400", "scheduler.max_num_seqs=128",
         "kv.tiers=[{medium: cpu, capacity_gb: 64}, "
         "{medium: remote, capacity_gb: 2000, bandwidth_gbps: 10}]"]),
     "chat_hash": (W / "chat.yaml", ["kv.prefix_cache=hash", "simulation.requests=600"]),
@@ -55,7 +61,7 @@ def main() -> None:
     unknown = [c for c in args.configs if c not in CONFIGS]
     if unknown:
         ap.error(f"unknown configuration {unknown[0]!r}; choose from {', '.join(CONFIGS)}")
-    for name in args.configs or list(CONFIGS):
+    for name in args.configs or [c for c in CONFIGS if c != "tiers_n3_400"]:
         path, overrides = CONFIGS[name]
         off, on = [], []
         for _ in range(args.rounds):
