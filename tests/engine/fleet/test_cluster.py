@@ -8,6 +8,7 @@ import pytest
 
 from kvsim.engine.simulation import Simulation
 from kvsim.errors import KvsimError
+from kvsim.metrics.summary import build_summary
 from kvsim.scenario import load_scenario
 from kvsim.workload.request import Request
 
@@ -135,6 +136,9 @@ def test_a_shared_store_serves_another_replica_prefill():
         r = res.requests.set_index("rid")
         assert list(r["replica"]) == [0, 1]
         got[shared] = int(r.loc[1, "hit_tokens_remote"])
+        assert list(r["loaded_tokens_remote"]) == [0, got[shared]]
+        remote = build_summary(res.requests, res.timeline, res.meta)["tiers"]["per_tier"]["remote"]
+        assert remote["loaded_tokens"] == got[shared] == remote["loads"] * 16  # the store counted once
         assert res.meta["tiers"]["tiers"]["remote"]["stores"] == (10 if shared == "true" else 20)
     # 161 tokens: (161 - 1) // 16 = 10 blocks the second replica finds in the store, none in its own
     assert got == {"true": 160, "false": 0}
@@ -182,6 +186,28 @@ def test_a_prompt_the_decode_replica_holds_moves_nothing_and_frees_the_prefill_c
     # 160 tokens: all ten full blocks cached there, nothing to move, the prefill replica holds nothing
     assert list(q["kv_transfer_bytes"]) == [160 * 131_072] + [0.0] * 4
     assert not s.replicas[0].sched.handoff.held and s.replicas[0].sched.kv.used_blocks == 0
+
+
+def test_a_decode_replica_load_from_its_cpu_tier_is_credited_to_the_request():
+    # the decode replica holds 11 blocks: A's 161-token prompt fills them; B's (other content) evicts A's
+    # 10 cached blocks to its cpu tier; C repeats A: the prefill replica (a large pool) hits its 10 blocks on
+    # its GPU, the decode replica loads them from its cpu tier, so nothing moves over the NICs
+    reqs = [Request(0, 0.0, 161, 2, segments=((7, 161),)), Request(1, 1.0, 161, 2, segments=((8, 161),)),
+            Request(2, 2.0, 161, 2, segments=((7, 161),))]
+    s = sim("cluster={pools: [{role: prefill}, {role: decode, kv: {num_gpu_blocks_override: 11}}]}",
+            "kv.prefix_cache=hash", "kv.tiers=[{medium: cpu, capacity_gb: 1}]", "kv.check_invariants=true",
+            requests=reqs)
+    res = s.run()
+    q = res.requests.set_index("rid")
+    assert list(q["kv_transfer_bytes"]) == [160 * 131_072, 160 * 131_072, 0.0]
+    # the prefill replica's first admission: the hit columns (they add up to cached_tokens)
+    assert (list(q["hit_tokens_gpu"]), list(q["hit_tokens_cpu"])) == ([0, 0, 160], [0, 0, 0])
+    # every block loaded from a tier, on whichever replica: 10 blocks x 16 tokens for C
+    assert list(q["loaded_tokens_cpu"]) == [0, 0, 160]
+    # over the decode replica's idle host link
+    assert q.loc[2, "load_wait_s"] == pytest.approx(160 * 131_072 / s.hw.host_link_bandwidth)
+    cpu = build_summary(res.requests, res.timeline, res.meta)["tiers"]["per_tier"]["cpu"]
+    assert (cpu["loads"], cpu["loaded_tokens"]) == (10, 160)
 
 
 def test_blocks_on_their_way_are_hit_by_nobody():
