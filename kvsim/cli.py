@@ -647,34 +647,50 @@ def main() -> None:
 
     if not os.environ.get("KVSIM_DEBUG"):  # library warnings are not kvsim output; the fuzz suite sees them
         warnings.simplefilter("ignore")
-    output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary output folders are removed
+    previous = output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary folders are removed
+    try:
+        code = _main()
+    except KeyboardInterrupt:  # (a signal after the command returned, before its exit status was read)
+        code = _interrupted()
+    finally:  # (a SIGTERM from here on ends the process as it would have before kvsim ran)
+        output_folder.restore_sigterm(previous)
+    if code:
+        raise SystemExit(code)
+
+
+def _main() -> int:
     try:
         rc = app(standalone_mode=False, prog_name="kvsim")
     except typer.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
+        return exc.exit_code
     except typer.Abort:
         _say("error: aborted")
-        raise SystemExit(130) from None
+        return 130
     except Exception as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: the help, as -h prints it
             sys.stdout.write(exc.format_message() + "\n")  # (kvsim's own help text: nothing to escape)
-            raise SystemExit(0) from None
+            return 0
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             # a click/typer usage error: name the command and say what was wrong, on one line
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else ""
             _say(f"error: {where}{exc.format_message()}")
-            raise SystemExit(exc.exit_code or 2) from None
+            return exc.exit_code or 2
         if os.environ.get("KVSIM_DEBUG"):
             raise
         _say(_internal_error(exc))
-        raise SystemExit(3) from None
+        return 3
     if rc == 130:  # typer's answer to KeyboardInterrupt: Ctrl-C, or SIGTERM (output_folder.Terminated)
-        terminated = bool(output_folder.terminated_by)
-        _say("error: terminated" if terminated else "error: interrupted")
-        raise SystemExit(143 if terminated else 130)
-    if isinstance(rc, int) and rc:
-        raise SystemExit(rc)
+        return _interrupted()
+    return rc if isinstance(rc, int) else 0
+
+
+def _interrupted() -> int:
+    from kvsim import output_folder
+
+    terminated = bool(output_folder.terminated_by)
+    _say("error: terminated" if terminated else "error: interrupted")
+    return 143 if terminated else 130
 
 
 def _say(line: str) -> None:
