@@ -14,8 +14,8 @@ SIGINT and SIGTERM while writing remove the temporary folder; while the temporar
 recorded, and while the old folder is swapped for the new one, they are held back until that is done, so
 an interrupt leaves the old output or the new one, whole, and no `.NAME.tmp-*` or `.NAME.old-*` behind
 (a temporary folder still recorded at exit is removed then). What a SIGKILL leaves, `.NAME.tmp-PID-*`,
-the next write to NAME removes once process PID is gone (remove_stale_temps). The folder keeps its permissions; a symlinked output folder stays a
-symlink (its target is replaced).
+the next write to NAME removes once process PID is gone (remove_stale_temps). The folder keeps its
+permissions; a symlinked output folder stays a symlink (its target is replaced).
 """
 
 from __future__ import annotations
