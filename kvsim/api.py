@@ -107,7 +107,8 @@ def compare(scenario: str | Path | None, vary: dict[str, list[Any]], overrides: 
 def sweep(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int = 1,
           address: str | None = None) -> pd.DataFrame:
     """`kvsim sweep` without files: a sweep file's path or its mapping (`scenario`, `set`, `grid`, `points`,
-    `repeats`) -> the sweep.parquet table."""
+    `repeats`) -> the sweep.parquet table. A point that fails while running raises KvsimError with the
+    command's line (`sweep point 1 (model=...): ...`), a kvsim bug in a worker kvsim.errors.WorkerError."""
     from kvsim.sweep.run import sweep_table
 
     return sweep_table(spec, backend, jobs, address)

@@ -355,6 +355,7 @@ def sweep(
                                          help="Progress bar (default: on a terminal)."),
 ) -> None:
     """Run every point of a sweep file (x repeats); one Parquet row per run, every summary figure a column."""
+    from kvsim.errors import WorkerError
     from kvsim.sweep.backends import check_backend, run_tasks
     from kvsim.sweep.grid import load_sweep
     from kvsim.sweep.table import previous_rows, write_sweep
@@ -373,13 +374,23 @@ def sweep(
 
     def consume(bar=None, task_id=None) -> None:
         nonlocal last_write
-        for _task, row in run_tasks(sw.scenario, todo, backend, jobs, address):
-            rows.append(row)
-            if bar is not None:
-                bar.advance(task_id)
-            if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
-                write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
-                last_write = time.monotonic()
+        try:
+            for _task, row in run_tasks(sw.scenario, todo, backend, jobs, address):
+                rows.append(row)
+                if bar is not None:
+                    bar.advance(task_id)
+                if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
+                    write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+                    last_write = time.monotonic()
+        except (KvsimError, WorkerError) as exc:  # a point failed: keep the runs done, for a rerun to skip
+            new = len(rows) - len(done)
+            if not new:
+                raise
+            write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+            runs = "1 run" if new == 1 else f"{new} runs"
+            kept = type(exc)(f"{exc}; the {runs} done before it kept in {printable(out)}/ (a rerun skips "
+                             f"{'it' if new == 1 else 'them'})")
+            raise kept from exc.__cause__
 
     if show and todo:
         from rich.progress import Progress
@@ -703,10 +714,10 @@ def _internal_error(exc: BaseException) -> str:
         return "error: out of memory (a scenario or input too large for this machine?)"
     if isinstance(exc, RecursionError):
         return "error: input nested too deeply"
-    from kvsim.errors import excerpt
+    from kvsim.errors import WorkerError, excerpt
 
-    return (f"error: internal error, please report it: {type(exc).__name__}: {excerpt(str(exc), 120)}"
-            " (KVSIM_DEBUG=1 shows the traceback)")
+    what = str(exc) if isinstance(exc, WorkerError) else f"{type(exc).__name__}: {excerpt(str(exc), 120)}"
+    return f"error: internal error, please report it: {what} (KVSIM_DEBUG=1 shows the traceback)"
 
 
 if __name__ == "__main__":
