@@ -111,6 +111,7 @@ def run(
     folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
     show = sys.stderr.isatty() if progress is None else progress
     result, wall, peak = _guard(lambda: _simulate(sc, show))
+    from kvsim.metrics.nothing_completed import nothing_completed
     from kvsim.metrics.report import write_outputs
     from kvsim.metrics.summary import build_summary, summary_table_rows
 
@@ -145,21 +146,6 @@ def run(
         _print_repeats(rep)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
                   f"simulated requests per wall-second); outputs in {printable(out)}/")
-
-
-def nothing_completed(summary: dict, meta: dict) -> str | None:
-    """The first console line of a run in which no request completed (an empty latency table otherwise
-    looks like a result): how many were refused outright and why, or None when any completed."""
-    req = summary.get("requests") or {}
-    total, done = req.get("total") or 0, req.get("completed") or 0
-    if not total or done:
-        return None
-    why = "; ".join(f"{n} {reason}" for reason, n in (meta.get("refusals") or {}).items())
-    refused = sum((meta.get("refusals") or {}).values())
-    tail = f": {refused} refused ({why})" if refused else " (none refused: the run ended first)"
-    return (f"warning: 0 of {total} requests completed{tail}; the latency figures below are empty "
-            "(scheduler.max_model_len, kv.gpu_memory_utilization and kv.num_gpu_blocks_override set the "
-            "limits)")
 
 
 def _print_repeats(rep: dict) -> None:

@@ -42,3 +42,8 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n" + str(self.args[0]) if self.args else ""
+
+
+class KvsimWarning(UserWarning):
+    """A result the user must see that is not an error: `kvsim.run` of a run in which no request completed
+    (the message is the line `kvsim run` prints first)."""

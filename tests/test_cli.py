@@ -426,16 +426,6 @@ def test_a_run_with_nothing_completed_says_so_on_its_first_line(tmp_path):
         "kv.num_gpu_blocks_override set the limits)")
 
 
-def test_nothing_completed_by_hand():
-    assert cli.nothing_completed({"requests": {"total": 3, "completed": 1}}, {}) is None
-    assert cli.nothing_completed({"requests": {"total": 0, "completed": 0}}, {}) is None
-    line = cli.nothing_completed({"requests": {"total": 4, "completed": 0}},
-                                 {"refusals": {"a": 1, "b": 3}})
-    assert line.startswith("warning: 0 of 4 requests completed: 4 refused (1 a; 3 b);")
-    assert "(none refused: the run ended first)" in cli.nothing_completed(
-        {"requests": {"total": 2, "completed": 0}}, {"refusals": {}})
-
-
 def test_a_second_slo_on_one_metric_is_refused_not_silently_replacing_the_first(tmp_path):
     res = runner.invoke(app, ["run", "--set", "simulation.requests=5", "--slo", "ttft_s.p99=2", "--slo",
                               "ttft_s.p50=1", "--out", str(tmp_path / "out")])
