@@ -664,9 +664,10 @@ def _main() -> int:
         _say("error: aborted")
         return 130
     except Exception as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: the help, as -h prints it
-            sys.stdout.write(exc.format_message() + "\n")  # (kvsim's own help text: nothing to escape)
-            return 0
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: one line, not the help
+            _say("error: kvsim: missing command (kvsim run simulates the default scenario; kvsim -h lists "
+                 "the commands)")
+            return 2
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             # a click/typer usage error: name the command and say what was wrong, on one line
             ctx = getattr(exc, "ctx", None)
