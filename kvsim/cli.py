@@ -56,7 +56,7 @@ def _fail(msg: str) -> None:
 SET_METAVAR = "KEY=VALUE"
 SLO_HELP = ("A service-level objective METRIC.PNN=SECONDS, e.g. ttft_s.p99=2 (repeatable; metrics ttft_s, "
             "tpot_s, e2e_s, queue_s; one percentile per metric): requests get meets_slo, the summary slo and "
-            "goodput. An objective given here replaces the scenario's on that metric.")
+            "goodput. An objective given here replaces the scenario's on that metric (with a note).")
 
 
 def slo_overrides(items: list[str]) -> list[str]:
@@ -75,6 +75,41 @@ def slo_overrides(items: list[str]) -> list[str]:
                              "one percentile per metric")
         out[metric] = f"{stat}={value.strip()}"
     return [f"slo.{metric}={{{objective.replace('=', ': ', 1)}}}" for metric, objective in out.items()]
+
+
+def slo_notes(base: dict | None, items: list[str]) -> list[str]:
+    """A `note:` line per --slo item that replaces an objective of the scenario (`base`, its `slo`) with a
+    different one: the flag wins, and says so instead of replacing it silently."""
+    notes = []
+    for item in items:
+        metric = item.partition("=")[0].strip().partition(".")[0]
+        old = (base or {}).get(metric)
+        if not old:
+            continue
+        stat, value = item.partition("=")[0].strip().partition(".")[2], item.partition("=")[2].strip()
+        try:
+            same = {stat: float(value)} == {k: float(v) for k, v in old.items()}
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            was = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in old.items())
+            notes.append(f"note: --slo {item} replaces the scenario's {metric} objective ({was})")
+    return notes
+
+
+def _say_slo_notes(scenario: Path | None, set_: list[str], seed: int | None, slo: list[str]) -> None:
+    """Print slo_notes for the scenario as --set leaves it (nothing when it does not load: the command's
+    own load reports that)."""
+    if not slo:
+        return
+    from kvsim.scenario import load_scenario
+
+    try:
+        base = load_scenario(scenario, set_, seed).slo
+    except KvsimError:
+        return
+    for line in slo_notes(base, slo):
+        _say(line)
 
 
 def _guard(fn):
@@ -108,6 +143,7 @@ def run(
 
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     sc = _guard(lambda: load_scenario(scenario, overrides, seed))
+    _say_slo_notes(scenario, set_, seed, slo)
     folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
     show = sys.stderr.isatty() if progress is None else progress
     result, wall, peak = _guard(lambda: _simulate(sc, show))
@@ -221,6 +257,7 @@ def compare(
 
     folder = _guard(lambda: _output_folder(out, "compare", scenario))
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
+    _say_slo_notes(scenario, set_, seed, slo)
     results = _guard(lambda: run_compare(scenario, vary, overrides, seed, jobs, on_done=done))
     picked = [m for m in metrics.split(",") if m.strip()]
     header, rows, dropped, legend = _guard(lambda: table_fit(results, picked,
@@ -278,6 +315,7 @@ def plan(
     t0 = time.perf_counter()
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     folder = _guard(lambda: _output_folder(out, "plan", scenario))
+    _say_slo_notes(scenario, set_, seed, slo)
     where = [""]  # min_cost: the candidate being searched
 
     def on_candidate(hw: str, tp_size: int) -> None:

@@ -435,3 +435,16 @@ def test_a_second_slo_on_one_metric_is_refused_not_silently_replacing_the_first(
     assert not (tmp_path / "out").exists()
     assert cli.slo_overrides(["ttft_s.p99.9=2", "tpot_s.p50=0.1"]) == ["slo.ttft_s={p99.9: 2}",
                                                                         "slo.tpot_s={p50: 0.1}"]
+
+
+def test_an_slo_flag_replacing_the_scenarios_objective_says_so(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("simulation: {requests: 5}\nslo: {ttft_s: {p99: 2.0}}\n")
+    res = invoke("run", scenario, "--slo", "ttft_s.p50=1", "--slo", "tpot_s.p90=0.05", "--out",
+                 tmp_path / "o", "--no-plots")
+    assert res.exit_code == 0
+    assert res.stderr.splitlines() == [
+        "note: --slo ttft_s.p50=1 replaces the scenario's ttft_s objective (p99=2)"]
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["slo"]["ttft_s"]["percentile"] == "p50"
+    same = invoke("run", scenario, "--slo", "ttft_s.p99=2", "--out", tmp_path / "o", "--no-plots")
+    assert same.exit_code == 0 and same.stderr == ""
