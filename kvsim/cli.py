@@ -387,7 +387,7 @@ def sweep(
     t0 = time.perf_counter()
     _guard(lambda: check_backend(backend, address))  # (before the grid: its points may take long to check)
     sw = _guard(lambda: load_sweep(grid_file, seed))
-    folder = _guard(lambda: _output_folder(out, "sweep", grid_file))
+    folder = _guard(lambda: _output_folder(out, "sweep", grid_file, keep_foreign=True))  # (resumable)
     done = previous_rows(folder.path, sw)
     todo = [t for t in sw.tasks if t.scenario_hash not in done]
     rows = list(done.values())
