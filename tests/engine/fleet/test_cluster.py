@@ -159,7 +159,19 @@ def test_heterogeneous_pools():
 @pytest.mark.parametrize(("overrides", "message"), [
     (["parallelism.replicas=2", "cluster={pools: [{}]}"], "parallelism.replicas: with cluster:"),
     (["cluster={pools: [{role: prefill}, {role: mixed}]}"], "cluster.pools.1.role: mixed replicas"),
-    (["cluster={pools: [{role: decode}]}"], "cluster.pools: disaggregated serving needs"),
+    (["cluster={pools: [{role: decode}]}"], "cluster.pools.0.role: decode pool 'pool0' has no prefill pool "
+                                             "feeding it (disaggregated serving needs a pool of role prefill "
+                                             "too; role mixed prefills and decodes on one replica)"),
+    (["cluster={pools: [{name: d1, role: decode}, {name: d2, role: decode}]}"],
+     "cluster.pools.0.role: decode pool 'd1' has no prefill pool feeding it"),
+    (["cluster={pools: [{name: p, role: prefill, data_parallel_size: 3}]}"],
+     "cluster.pools.0.role: prefill pool 'p' has no decode pool to hand its KV to (disaggregated serving "
+     "needs a pool of role decode too"),
+    (["cluster={pools: [{name: a}, {name: b, kv: {tiers: [{medium: cpu, capacity_gb: 0.001}]}}]}",
+      "kv.prefix_cache=hash", "kv.tiers=[{medium: cpu, capacity_gb: 1}]"],
+     "cluster.pools.1.kv.tiers.0.capacity_gb: 0.001 GB holds no KV block of 2.10 MB (pool 'b')"),
+    (["cluster={pools: [{name: a}, {name: b, kv: {gpu_memory_utilization: 0.01}}]}"],
+     "cluster.pools.1 ('b'): llama-3-8b weights (16.1 GB per GPU) exceed the 0.8 GB budget"),
     (["cluster={pools: [{name: a}, {name: a}]}"], "cluster.pools.1.name: 'a' names two pools"),
     (["cluster={pools: [{kv: {block_size: 0}}]}"], "cluster.pools.0.kv.block_size: Input should be"),
     (["cluster={pools: [{kv: {gpu_memory_utilisation: 1}}]}"], "cluster.pools.0.kv.gpu_memory_utilisation: "
