@@ -159,9 +159,12 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
-        transfer included."""
-        return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it + self.prefill_tokens_held
-                + self.handoff.tokens)
+        transfer included. A decoding sequence's context at the decode clock counts the token this
+        iteration decodes; in a prefill-only iteration (vLLM V0) it decodes none, so that token is not
+        held."""
+        paused = self.dec_seqs if self._paused else 0
+        return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it - paused
+                + self.prefill_tokens_held + self.handoff.tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
@@ -238,7 +241,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_blocks += g.seq_blocks
         self._push(self._finish_heap, g.output - g.gen_base, g)
         if self._by_context:
-            self._schedule_next_alloc(g)
+            self._schedule_next_alloc(g, it_done + 1)
         if self.win is not None:
             self.win.join(g, it_done + 1)
         delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
