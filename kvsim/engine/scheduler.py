@@ -142,6 +142,8 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_blocks = 0
         self.prefill_tokens_held = 0
         self.preempted_now = 0
+        self.preempted_unrecorded = 0
+        """Sequences preempted by schedule() calls that ran no iteration (no timeline row has them yet)."""
         self._scheduled_prefills: list[Group] = []
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
@@ -280,7 +282,21 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         return True
 
     def schedule(self, now: float) -> Batch | None:
-        """Pick this iteration's work; None when there is nothing to run."""
+        """Pick this iteration's work; None when there is nothing to run (the sequences it preempted
+        then go into the next iteration's row: take_preempted)."""
+        batch = self._schedule(now)
+        if batch is None:
+            self.preempted_unrecorded += self.preempted_now
+        return batch
+
+    def take_preempted(self) -> int:
+        """Sequences preempted since the last recorded iteration, this one's included (the timeline's
+        `preempted`)."""
+        n = self.preempted_now + self.preempted_unrecorded
+        self.preempted_unrecorded = 0
+        return n
+
+    def _schedule(self, now: float) -> Batch | None:
         copies_before = self._begin(now)
         if self.win is not None:
             self.win.cross(self.it)
