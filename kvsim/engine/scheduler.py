@@ -142,8 +142,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_blocks = 0
         self.prefill_tokens_held = 0
         self.preempted_now = 0
-        self.preempted_unrecorded = 0
-        """Sequences preempted by schedule() calls that ran no iteration (no timeline row has them yet)."""
+        self.preempted_unrecorded = 0  # preempted by schedule() calls that ran no iteration (in no row yet)
         self._scheduled_prefills: list[Group] = []
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
@@ -161,9 +160,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
-        transfer included. A decoding sequence's context at the decode clock counts the token this
-        iteration decodes; in a prefill-only iteration (vLLM V0) it decodes none, so that token is not
-        held."""
+        transfer included; a prefill-only iteration (vLLM V0) decodes no token, so holds none for it."""
         paused = self.dec_seqs if self._paused else 0
         return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it - paused
                 + self.prefill_tokens_held + self.handoff.tokens)
@@ -282,19 +279,12 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         return True
 
     def schedule(self, now: float) -> Batch | None:
-        """Pick this iteration's work; None when there is nothing to run (the sequences it preempted
-        then go into the next iteration's row: take_preempted)."""
+        """Pick this iteration's work; None when there is nothing to run (what it preempted then goes
+        into the next recorded iteration: take_preempted)."""
         batch = self._schedule(now)
         if batch is None:
             self.preempted_unrecorded += self.preempted_now
         return batch
-
-    def take_preempted(self) -> int:
-        """Sequences preempted since the last recorded iteration, this one's included (the timeline's
-        `preempted`)."""
-        n = self.preempted_now + self.preempted_unrecorded
-        self.preempted_unrecorded = 0
-        return n
 
     def _schedule(self, now: float) -> Batch | None:
         copies_before = self._begin(now)
