@@ -48,7 +48,6 @@ EXEMPT: dict[str, str] = {
     "tiers.per_tier.*.capacity_bytes": "configuration",
     "fleet.pools[].*": "configuration (the pools as run)",
     "fleet.per_replica[].index": "configuration",
-    "fleet.decode_router": "configuration (null: no decode stage)",
     "fleet.per_replica[].tensor_parallel_size": "configuration",
     "fleet.per_replica[].capacity_blocks": "configuration",
     "fleet.per_replica[].block_size": "configuration",
@@ -775,8 +774,8 @@ def _ratio_pos(a: float | None, b: float | None) -> float | None:
 # ---- the leaves ----
 
 def numeric_leaves(summary: dict[str, Any]) -> list[str]:
-    """Path of every number (or null) in the summary outside the configuration copies; list indices
-    written `[i]`."""
+    """Path of every number in the summary outside the configuration copies; list indices written `[i]`
+    (a null is no number: a figure undefined in this run is still compared where it is checked)."""
     out: list[str] = []
 
     def walk(node: Any, path: str) -> None:
@@ -786,7 +785,7 @@ def numeric_leaves(summary: dict[str, Any]) -> list[str]:
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 walk(v, f"{path}[{i}]")
-        elif node is None or (isinstance(node, (int, float)) and not isinstance(node, bool)):
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
             out.append(path)
 
     walk({k: v for k, v in summary.items() if k not in CONFIG_COPIES}, "")

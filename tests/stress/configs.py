@@ -107,9 +107,12 @@ def draw(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     shape = r.choice(["single", "single", "single", "replicas", "pd"])
     requests = r.randint(15, 60)
     wl, kind = _workload(r, requests)
-    tiers_on = r.random() < 0.45
+    # token sparsity wants one full-attention sequence per request and no prefix cache: drawn from a stream
+    # of its own so that the other seeds' configurations stay as they were
+    sparse_pick = shape == "single" and random.Random(seed + 0x5EED).random() < 0.3
+    tiers_on = r.random() < 0.45 and not sparse_pick
     model: Any
-    if tiers_on or shape == "pd":
+    if tiers_on or shape == "pd" or sparse_pick:
         model = r.choice(FULL_MODELS)
     else:
         model = r.choice([*FULL_MODELS, *GROUP_MODELS, "inline-hybrid", "inline-sliding"])
@@ -119,8 +122,10 @@ def draw(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     stateful = model in ("nemotron-h-8b", "deepseek-v4-flash") or model is INLINE_HYBRID
     caches = ["none"] if stateful else ["none", "hash"] if grouped else ["none", "hash", "radix"]
     cache = "hash" if tiers_on else r.choice(caches)
+    cache = "none" if sparse_pick else cache
     block_size = r.choice([16, 16, 32]) if not grouped else 16
     sampling = "single" if shape == "pd" or stateful else r.choice(["single", "single", "n", "beam"])
+    sampling = "single" if sparse_pick else sampling
     if sampling == "n":
         wl["n"] = r.randint(2, 3)
     elif sampling == "beam":
@@ -142,8 +147,8 @@ def draw(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
             kv["tier_chunk_tokens"] = block_size * r.choice([1, 2, 4])
         if r.random() < 0.2:
             kv["tier_store_min_uses"] = 2
-    sparse = (shape == "single" and sampling == "single" and not tiers_on and not grouped and cache == "none"
-              and r.random() < 0.25)
+    sparse = sparse_pick or (shape == "single" and sampling == "single" and not tiers_on and not grouped
+                             and cache == "none" and r.random() < 0.25)
     if sparse:
         kv["sparsity"] = {"policy": r.choice(SPARSITY), "budget_tokens": r.choice([64, 256, 1024])}
     sc: dict[str, Any] = {"name": f"stress-{seed}", "model": model,
