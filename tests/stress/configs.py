@@ -38,6 +38,10 @@ INLINE_SLIDING = {
     "num_kv_heads": 2, "num_params": 5.0e8, "sliding_window": 128,
     "layer_types": ["sliding", "full", "sliding", "full"],
 }
+_POOLS = {"trace:mooncake": [700, 1000, 1500, 4000], "trace:azure": [150, 300, 600, 1500],
+          "*": [40, 80, 160, 320, 1500]}
+"""KV blocks of a replica's pool by workload: small enough that most runs preempt (Mooncake's prompts are
+about 10k tokens; a request longer than the pool is refused, which is drawn too)."""
 ROUTERS = ("round_robin", "least_loaded", "power_of_two", "prefix_aware", "random", "session_affinity",
            "store_aware")
 SPARSITY = ("streaming", "h2o", "snapkv", "scissorhands", "pyramidkv", "infinigen")
@@ -50,10 +54,13 @@ def _lengths(r: random.Random, top: int) -> dict[str, Any]:
     return {"dist": "lognormal", "mean": mean, "p50": round(mean * r.uniform(0.4, 0.9), 2), "max": top}
 
 
-def _workload(r: random.Random, requests: int) -> tuple[dict[str, Any], str]:
-    kind = r.choice(["synthetic", "synthetic", "chat", "rag", "agentic", "trace"])
-    rate = round(r.uniform(2, 60), 2)
-    wl: dict[str, Any] = {"kind": kind, "output_len": _lengths(r, r.choice([16, 64, 256]))}
+def _workload(r: random.Random, requests: int, reuse: bool) -> tuple[dict[str, Any], str]:
+    """reuse: mostly workloads whose prompts share prefixes (what tiers serve)."""
+    kinds = ["chat", "rag", "rag", "agentic", "trace", "synthetic"] if reuse else \
+        ["synthetic", "synthetic", "chat", "rag", "agentic", "trace"]
+    kind = r.choice(kinds)
+    rate = round(r.uniform(5, 120), 2)
+    wl: dict[str, Any] = {"kind": kind, "output_len": _lengths(r, r.choice([32, 128, 512]))}
     if kind != "trace":
         wl["arrival"] = {"process": r.choice(["poisson", "gamma", "fixed"]), "rate": rate}
         if wl["arrival"]["process"] == "gamma":
@@ -75,9 +82,9 @@ def _workload(r: random.Random, requests: int) -> tuple[dict[str, Any], str]:
                          "tool_output_len": _lengths(r, 256), "tool_time_s": round(r.uniform(0, 1), 2),
                          "fork_prob": round(r.uniform(0, 0.3), 2), "max_context": 4096}
     else:
-        fmt = r.choice(["azure", "mooncake"])
+        fmt = r.choice(["mooncake"] if reuse else ["azure", "mooncake"])
         wl["trace"] = {"path": str(TRACES[fmt]), "format": fmt, "limit": requests,
-                       "time_scale": round(r.uniform(0.5, 8), 2)}
+                       "time_scale": round(r.uniform(0.02, 1), 3)}
         kind = f"trace:{fmt}"
     return wl, kind
 
@@ -105,12 +112,11 @@ def draw(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(scenario mapping, labels): the configuration of `seed` and what was drawn, for the report."""
     r = random.Random(seed)
     shape = r.choice(["single", "single", "single", "replicas", "pd"])
-    requests = r.randint(15, 60)
-    wl, kind = _workload(r, requests)
-    # token sparsity wants one full-attention sequence per request and no prefix cache: drawn from a stream
-    # of its own so that the other seeds' configurations stay as they were
+    requests = r.randint(30, 100)
+    # token sparsity wants one full-attention sequence per request and no prefix cache
     sparse_pick = shape == "single" and random.Random(seed + 0x5EED).random() < 0.3
     tiers_on = r.random() < 0.45 and not sparse_pick
+    wl, kind = _workload(r, requests, tiers_on)
     model: Any
     if tiers_on or shape == "pd" or sparse_pick:
         model = r.choice(FULL_MODELS)
@@ -131,8 +137,8 @@ def draw(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     elif sampling == "beam":
         wl["beam_width"] = r.randint(2, 3)
     kv: dict[str, Any] = {"block_size": block_size, "prefix_cache": cache, "check_invariants": True,
-                          "num_gpu_blocks_override": r.choice([300, 600, 1500, 4000])}
-    sched: dict[str, Any] = {"max_num_seqs": r.choice([8, 32, 128]),
+                          "num_gpu_blocks_override": r.choice(_POOLS.get(kind, _POOLS["*"]))}
+    sched: dict[str, Any] = {"max_num_seqs": r.choice([16, 64, 256]),
                              "max_num_batched_tokens": r.choice([2048, 4096, 8192]),
                              "preemption_mode": r.choice(["recompute", "swap"]),
                              "policy": r.choice(["vllm_v1", "vllm_v1", "vllm_v0", "sarathi", "orca"])}

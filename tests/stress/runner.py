@@ -64,6 +64,10 @@ def run_one(seed: int, budget_s: float = BUDGET_S) -> dict[str, Any]:
         summary = build_summary(res.requests, res.timeline, res.meta)  # check mode: raises on a mismatch
         out.update(cls="ok", completed=summary["requests"]["completed"], total=summary["requests"]["total"],
                    iterations=summary["iterations"], preemptions=summary["preemptions"],
+                   rejected=summary["requests"]["rejected"],
+                   tier_hit_tokens=sum(v for k, v in (summary.get("tiers") or {}).get(
+                       "prompt_tokens_by_source", {}).items() if k not in ("gpu", "computed")),
+                   handed_off=((summary.get("fleet") or {}).get("kv_transfer") or {}).get("handed_off", 0),
                    mismatches=[m.line() for m in check_consistency(summary, res.requests, res.timeline)])
     except _Stall:
         out.update(cls="stall", why=f"past {budget_s:g} s: {_progress(sim)}")
