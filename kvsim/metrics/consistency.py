@@ -538,6 +538,10 @@ def _tiers(c: _Checker, t: _Tables) -> None:
     wait = _col(t.rq, "load_wait_s", 0.0)
     sel = d & (tier_hits | (wait > 0))
     c.eq("tiers.requests_with_tier_hits", int((d & tier_hits).sum()), src, exact=True)
+    # a request admitted once (never preempted) waits for a tier load only for KV it hit in a tier
+    unhit = d & ~tier_hits & (wait > 0) & (_col(t.rq, "preemptions", 0.0) == 0)
+    c.at_least("tiers.requests_with_tier_hits", int((d & tier_hits).sum()) + int(unhit.sum()),
+               "requests.parquet (with the never-preempted ones that waited for a tier load)")
     c.eq("tiers.load_wait_s", {"total": math.fsum(wait[sel]), **_pstats(wait[sel])}, src)
     c.eq("tiers.load_wait_s.total", math.fsum(wait[d]), "requests.parquet (every completed request)")
 

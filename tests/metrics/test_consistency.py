@@ -144,3 +144,24 @@ def test_check_mode_runs_the_checker_on_an_example():
     found = check_consistency(bad, res.requests, res.timeline)
     assert [m.figure for m in found] == ["fleet.kv_transfer.bytes"]
     assert found[0].source == "requests.parquet (kv_transfer_bytes)"
+
+
+def test_a_wait_for_a_tier_load_without_a_tier_hit_is_flagged():
+    """A request admitted once waits for a tier load only for KV it hit in a tier: move one such request's
+    cpu-tier hit to the GPU column and the summary, rebuilt from those frames, is flagged (as P/D runs with
+    tiers were, issue 25)."""
+    from kvsim.engine.simulation import Simulation
+
+    sc = kvsim.load(WORKLOADS / "mooncake_tiers.yaml",
+                    overrides={"simulation.requests": 200, "workload.trace.limit": 200})
+    res = Simulation(sc).run()
+    rq = res.requests.copy()
+    waited = rq[(rq["hit_tokens_cpu"] > 0) & (rq["load_wait_s"] > 0) & (rq["preemptions"] == 0)].index
+    assert len(waited)
+    i = waited[0]
+    rq.loc[i, "hit_tokens_gpu"] += rq.loc[i, "hit_tokens_cpu"]
+    rq.loc[i, "hit_tokens_cpu"] = 0
+    summary = build_summary(rq, res.timeline, res.meta)
+    found = check_consistency(summary, rq, res.timeline)
+    assert [(m.figure, m.relation) for m in found] == [("tiers.requests_with_tier_hits", ">=")]
+    assert found[0].recomputed == found[0].summary + 1

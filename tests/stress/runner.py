@@ -33,7 +33,19 @@ import configs  # noqa: E402
 
 BUDGET_S = 120.0
 """A configuration still running after this many wall seconds is a stall."""
-CLASSES = ("ok", "invariant", "inconsistent", "stall", "error")
+CLASSES = ("ok", "known", "invariant", "inconsistent", "stall", "error")
+KNOWN = {
+    "pd-tiers": "P/D pools with KV tiers: requests that waited for a tier load are credited no tier hit "
+                "tokens (issue 25; being fixed on branch pd-tiers: drop this entry once it is merged)",
+}
+"""Failures known and being fixed elsewhere: counted as `known`, not as failures."""
+
+
+def _known(r: dict[str, Any]) -> str | None:
+    """The KNOWN entry an inconsistent result matches, or None."""
+    if r.get("shape") == "pd" and r.get("why", "").startswith("summary tiers.requests_with_tier_hits"):
+        return "pd-tiers"
+    return None
 
 
 class _Stall(Exception):
@@ -73,6 +85,9 @@ def run_one(seed: int, budget_s: float = BUDGET_S) -> dict[str, Any]:
         out.update(cls="stall", why=f"past {budget_s:g} s: {_progress(sim)}")
     except ConsistencyError as e:
         out.update(cls="inconsistent", why=str(e))
+        known = _known(out)
+        if known is not None:
+            out.update(cls="known", known=known)
     except AssertionError as e:
         out.update(cls="invariant", why=f"{e} at {_where(e)}")
     except Exception as e:  # noqa: BLE001 - every other failure is reported, not raised
@@ -162,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, indent=2))
     if a.json:
         Path(a.json).write_text(json.dumps({"summary": summary, "results": results}, indent=1) + "\n")
-    return 0 if summary["ok"] == len(results) else 1
+    return 0 if summary["ok"] + summary["known"] == len(results) else 1
 
 
 if __name__ == "__main__":
