@@ -47,3 +47,15 @@ def test_random_configurations_pass_check_mode():
         pytest.fail(f"{tally}\n" + "\n".join(bad))
     assert tally["ok"] + tally["known"] == len(SEEDS)
     assert all(r["shape"] == "pd" and r["tiers"] != "-" for r in results if r["cls"] == "known")
+
+
+def test_a_stall_says_how_far_the_run_got():
+    from types import SimpleNamespace
+
+    sched = SimpleNamespace(iterations=7)
+    sim = SimpleNamespace(env=SimpleNamespace(now=1.25), _completed=3, total_requests=40,
+                          replicas=[SimpleNamespace(sched=sched), SimpleNamespace(sched=sched)])
+    assert runner._progress(sim) == "simulated 1.25 s, 3 of 40 requests finished, 14 iterations"
+    assert runner._progress(None) == "before the simulation started"
+    out = runner.run_one(3, budget_s=1e-4)  # (the alarm fires long before any run could end)
+    assert out["cls"] == "stall" and out["why"].startswith("past 0.0001 s: ")
