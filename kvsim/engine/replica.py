@@ -116,7 +116,7 @@ class Replica:
             num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
             prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
             waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
-            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.preempted_now,
+            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.take_preempted(),
             cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
             kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
         if self.extra_columns is None:
