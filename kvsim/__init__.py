@@ -8,9 +8,9 @@ with the one-line message the command line prints.
 
 __version__ = "0.1.0"
 
-from kvsim.errors import KvsimError  # noqa: E402  (light: the one error every API call raises)
+from kvsim.errors import KvsimError, KvsimWarning  # noqa: E402  (light: the error every API call raises)
 
-__all__ = ["KvsimError", "__version__"]
+__all__ = ["KvsimError", "KvsimWarning", "__version__"]
 
 _API = ("run", "load", "Result", "compare", "sweep", "plan")
 

@@ -14,6 +14,7 @@ KvsimError with the one-line message the command line prints.
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 import pandas as pd
 
 from kvsim.engine.simulation import Simulation
-from kvsim.errors import KvsimError, check_jobs, excerpt
+from kvsim.errors import KvsimError, KvsimWarning, check_jobs, excerpt
+from kvsim.metrics.nothing_completed import nothing_completed
 from kvsim.metrics.summary import build_summary
 from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key
 
@@ -38,6 +40,9 @@ class Result:
     requests: pd.DataFrame
     timeline: pd.DataFrame
     scenario: Scenario = field(repr=False)
+    refusals: dict[str, int] = field(default_factory=dict)
+    """Why requests were refused outright (prompt longer than max_model_len, more KV blocks than the pool
+    has, ...) -> how many; summary["requests"]["rejected"] is their sum."""
 
     def __repr__(self) -> str:
         s = self.summary
@@ -94,11 +99,16 @@ def _load(scenario, overrides: dict[str, Any] | None, kw_overrides: dict[str, An
 
 def run(scenario: str | Path | dict[str, Any] | Scenario | None = None,
         overrides: dict[str, Any] | None = None, **kw_overrides: Any) -> Result:
-    """Simulate one scenario (as `kvsim run`, without writing files) and return its Result."""
+    """Simulate one scenario (as `kvsim run`, without writing files) and return its Result. A run in which
+    no request completed issues a KvsimWarning with the line `kvsim run` prints first (`0 of 5 requests
+    completed: 5 refused (5 prompt longer than max_model_len); ...`); Result.refusals has the counts."""
     sc = load(scenario, overrides, **kw_overrides)
     res = Simulation(sc).run()
     summary = build_summary(res.requests, res.timeline, res.meta)
-    return Result(summary, res.requests, res.timeline, sc)
+    none_done = nothing_completed(summary, res.meta, "figures of the summary")
+    if none_done:
+        warnings.warn(none_done.removeprefix("warning: "), KvsimWarning, stacklevel=2)
+    return Result(summary, res.requests, res.timeline, sc, dict(res.meta.get("refusals") or {}))
 
 
 
@@ -129,7 +139,8 @@ def compare(scenario: str | Path | None, vary: dict[str, list[Any]], overrides: 
 def sweep(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int = 1,
           address: str | None = None) -> pd.DataFrame:
     """`kvsim sweep` without files: a sweep file's path or its mapping (`scenario`, `set`, `grid`, `points`,
-    `repeats`) -> the sweep.parquet table."""
+    `repeats`) -> the sweep.parquet table. A point that fails while running raises KvsimError with the
+    command's line (`sweep point 1 (model=...): ...`), a kvsim bug in a worker kvsim.errors.WorkerError."""
     from kvsim.sweep.run import sweep_table
 
     return sweep_table(spec, backend, jobs, address)

@@ -56,7 +56,7 @@ def _fail(msg: str) -> None:
 SET_METAVAR = "KEY=VALUE"
 SLO_HELP = ("A service-level objective METRIC.PNN=SECONDS, e.g. ttft_s.p99=2 (repeatable; metrics ttft_s, "
             "tpot_s, e2e_s, queue_s; one percentile per metric): requests get meets_slo, the summary slo and "
-            "goodput. An objective given here replaces the scenario's on that metric.")
+            "goodput. An objective given here replaces the scenario's on that metric (with a note).")
 
 
 def slo_overrides(items: list[str]) -> list[str]:
@@ -75,6 +75,41 @@ def slo_overrides(items: list[str]) -> list[str]:
                              "one percentile per metric")
         out[metric] = f"{stat}={value.strip()}"
     return [f"slo.{metric}={{{objective.replace('=', ': ', 1)}}}" for metric, objective in out.items()]
+
+
+def slo_notes(base: dict | None, items: list[str]) -> list[str]:
+    """A `note:` line per --slo item that replaces an objective of the scenario (`base`, its `slo`) with a
+    different one: the flag wins, and says so instead of replacing it silently."""
+    notes = []
+    for item in items:
+        metric = item.partition("=")[0].strip().partition(".")[0]
+        old = (base or {}).get(metric)
+        if not old:
+            continue
+        stat, value = item.partition("=")[0].strip().partition(".")[2], item.partition("=")[2].strip()
+        try:
+            same = {stat: float(value)} == {k: float(v) for k, v in old.items()}
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            was = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in old.items())
+            notes.append(f"note: --slo {item} replaces the scenario's {metric} objective ({was})")
+    return notes
+
+
+def _say_slo_notes(scenario: Path | None, set_: list[str], seed: int | None, slo: list[str]) -> None:
+    """Print slo_notes for the scenario as --set leaves it (nothing when it does not load: the command's
+    own load reports that)."""
+    if not slo:
+        return
+    from kvsim.scenario import load_scenario
+
+    try:
+        base = load_scenario(scenario, set_, seed).slo
+    except KvsimError:
+        return
+    for line in slo_notes(base, slo):
+        _say(line)
 
 
 def _guard(fn):
@@ -108,9 +143,11 @@ def run(
 
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     sc = _guard(lambda: load_scenario(scenario, overrides, seed))
+    _say_slo_notes(scenario, set_, seed, slo)
     folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
     show = sys.stderr.isatty() if progress is None else progress
     result, wall, peak = _guard(lambda: _simulate(sc, show))
+    from kvsim.metrics.nothing_completed import nothing_completed
     from kvsim.metrics.report import write_outputs
     from kvsim.metrics.summary import build_summary, summary_table_rows
 
@@ -145,21 +182,6 @@ def run(
         _print_repeats(rep)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
                   f"simulated requests per wall-second); outputs in {printable(out)}/")
-
-
-def nothing_completed(summary: dict, meta: dict) -> str | None:
-    """The first console line of a run in which no request completed (an empty latency table otherwise
-    looks like a result): how many were refused outright and why, or None when any completed."""
-    req = summary.get("requests") or {}
-    total, done = req.get("total") or 0, req.get("completed") or 0
-    if not total or done:
-        return None
-    why = "; ".join(f"{n} {reason}" for reason, n in (meta.get("refusals") or {}).items())
-    refused = sum((meta.get("refusals") or {}).values())
-    tail = f": {refused} refused ({why})" if refused else " (none refused: the run ended first)"
-    return (f"warning: 0 of {total} requests completed{tail}; the latency figures below are empty "
-            "(scheduler.max_model_len, kv.gpu_memory_utilization and kv.num_gpu_blocks_override set the "
-            "limits)")
 
 
 def _print_repeats(rep: dict) -> None:
@@ -235,6 +257,7 @@ def compare(
 
     folder = _guard(lambda: _output_folder(out, "compare", scenario))
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
+    _say_slo_notes(scenario, set_, seed, slo)
     results = _guard(lambda: run_compare(scenario, vary, overrides, seed, jobs, on_done=done))
     picked = [m for m in metrics.split(",") if m.strip()]
     header, rows, dropped, legend = _guard(lambda: table_fit(results, picked,
@@ -292,6 +315,7 @@ def plan(
     t0 = time.perf_counter()
     overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
     folder = _guard(lambda: _output_folder(out, "plan", scenario))
+    _say_slo_notes(scenario, set_, seed, slo)
     where = [""]  # min_cost: the candidate being searched
 
     def on_candidate(hw: str, tp_size: int) -> None:
@@ -362,6 +386,7 @@ def sweep(
                                          help="Progress bar (default: on a terminal)."),
 ) -> None:
     """Run every point of a sweep file (x repeats); one Parquet row per run, every summary figure a column."""
+    from kvsim.errors import WorkerError
     from kvsim.sweep.backends import check_backend, run_tasks
     from kvsim.sweep.grid import load_sweep
     from kvsim.sweep.table import previous_rows, write_sweep
@@ -369,7 +394,7 @@ def sweep(
     t0 = time.perf_counter()
     _guard(lambda: check_backend(backend, address))  # (before the grid: its points may take long to check)
     sw = _guard(lambda: load_sweep(grid_file, seed))
-    folder = _guard(lambda: _output_folder(out, "sweep", grid_file))
+    folder = _guard(lambda: _output_folder(out, "sweep", grid_file, keep_foreign=True))  # (resumable)
     done = previous_rows(folder.path, sw)
     todo = [t for t in sw.tasks if t.scenario_hash not in done]
     rows = list(done.values())
@@ -380,13 +405,23 @@ def sweep(
 
     def consume(bar=None, task_id=None) -> None:
         nonlocal last_write
-        for _task, row in run_tasks(sw.scenario, todo, backend, jobs, address):
-            rows.append(row)
-            if bar is not None:
-                bar.advance(task_id)
-            if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
-                write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
-                last_write = time.monotonic()
+        try:
+            for _task, row in run_tasks(sw.scenario, todo, backend, jobs, address):
+                rows.append(row)
+                if bar is not None:
+                    bar.advance(task_id)
+                if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
+                    write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+                    last_write = time.monotonic()
+        except (KvsimError, WorkerError) as exc:  # a point failed: keep the runs done, for a rerun to skip
+            new = len(rows) - len(done)
+            if not new:
+                raise
+            write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+            runs = "1 run" if new == 1 else f"{new} runs"
+            kept = type(exc)(f"{exc}; the {runs} done before it kept in {printable(out)}/ (a rerun skips "
+                             f"{'it' if new == 1 else 'them'})")
+            raise kept from exc.__cause__
 
     if show and todo:
         from rich.progress import Progress
@@ -653,34 +688,51 @@ def main() -> None:
 
     if not os.environ.get("KVSIM_DEBUG"):  # library warnings are not kvsim output; the fuzz suite sees them
         warnings.simplefilter("ignore")
-    output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary output folders are removed
+    previous = output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary folders are removed
+    try:
+        code = _main()
+    except KeyboardInterrupt:  # (a signal after the command returned, before its exit status was read)
+        code = _interrupted()
+    finally:  # (a SIGTERM from here on ends the process as it would have before kvsim ran)
+        output_folder.restore_sigterm(previous)
+    if code:
+        raise SystemExit(code)
+
+
+def _main() -> int:
     try:
         rc = app(standalone_mode=False, prog_name="kvsim")
     except typer.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
+        return exc.exit_code
     except typer.Abort:
         _say("error: aborted")
-        raise SystemExit(130) from None
+        return 130
     except Exception as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: the help, as -h prints it
-            sys.stdout.write(exc.format_message() + "\n")  # (kvsim's own help text: nothing to escape)
-            raise SystemExit(0) from None
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: one line, not the help
+            _say("error: kvsim: missing command (kvsim run simulates the default scenario; kvsim -h lists "
+                 "the commands)")
+            return 2
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             # a click/typer usage error: name the command and say what was wrong, on one line
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else ""
             _say(f"error: {where}{exc.format_message()}")
-            raise SystemExit(exc.exit_code or 2) from None
+            return exc.exit_code or 2
         if os.environ.get("KVSIM_DEBUG"):
             raise
         _say(_internal_error(exc))
-        raise SystemExit(3) from None
+        return 3
     if rc == 130:  # typer's answer to KeyboardInterrupt: Ctrl-C, or SIGTERM (output_folder.Terminated)
-        terminated = bool(output_folder.terminated_by)
-        _say("error: terminated" if terminated else "error: interrupted")
-        raise SystemExit(143 if terminated else 130)
-    if isinstance(rc, int) and rc:
-        raise SystemExit(rc)
+        return _interrupted()
+    return rc if isinstance(rc, int) else 0
+
+
+def _interrupted() -> int:
+    from kvsim import output_folder
+
+    terminated = bool(output_folder.terminated_by)
+    _say("error: terminated" if terminated else "error: interrupted")
+    return 143 if terminated else 130
 
 
 def _say(line: str) -> None:
@@ -693,10 +745,10 @@ def _internal_error(exc: BaseException) -> str:
         return "error: out of memory (a scenario or input too large for this machine?)"
     if isinstance(exc, RecursionError):
         return "error: input nested too deeply"
-    from kvsim.errors import excerpt
+    from kvsim.errors import WorkerError, excerpt
 
-    return (f"error: internal error, please report it: {type(exc).__name__}: {excerpt(str(exc), 120)}"
-            " (KVSIM_DEBUG=1 shows the traceback)")
+    what = str(exc) if isinstance(exc, WorkerError) else f"{type(exc).__name__}: {excerpt(str(exc), 120)}"
+    return f"error: internal error, please report it: {what} (KVSIM_DEBUG=1 shows the traceback)"
 
 
 if __name__ == "__main__":

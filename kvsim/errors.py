@@ -36,3 +36,21 @@ def printable(text: Any) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
+
+
+class WorkerError(Exception):
+    """An unexpected exception in a worker process (a sweep point simulated on a process pool or Ray): a
+    kvsim bug, not bad input. The message is one line naming the point, the exception's class and its
+    message; the worker's traceback is the `__cause__` (shown with KVSIM_DEBUG=1)."""
+
+
+class RemoteTraceback(Exception):
+    """A worker's formatted traceback, attached as a WorkerError's cause."""
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0]) if self.args else ""
+
+
+class KvsimWarning(UserWarning):
+    """A result the user must see that is not an error: `kvsim.run` of a run in which no request completed
+    (the message is the line `kvsim run` prints first)."""

@@ -10,21 +10,27 @@ being run) is refused with a one-line error before any simulation runs. `kvsim s
 at checkpoints while it runs, so there a file kvsim did not write (a file browser's `.DS_Store`) in a
 folder it did is tolerated: moved, untouched, into the new folder, never deleted.
 
-SIGINT and SIGTERM while writing remove the temporary folder; while the old folder is swapped for the new
-one they are held back until the swap is done, so an interrupt leaves the old output or the new one,
-whole, and no `.NAME.old-*` behind. The folder keeps its permissions; a symlinked output folder stays a
-symlink (its target is replaced).
+SIGINT and SIGTERM while writing remove the temporary folder; while the temporary folder is made and
+recorded, and while the old folder is swapped for the new one, they are held back until that is done, so
+an interrupt leaves the old output or the new one, whole, and no `.NAME.tmp-*` or `.NAME.old-*` behind
+(a temporary folder still recorded at exit is removed then). What a SIGKILL leaves, `.NAME.tmp-PID-*`,
+the next write to NAME removes once process PID is gone (remove_stale_temps). The folder keeps its
+permissions; a symlinked output folder stays a symlink (its target is replaced).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,14 +129,25 @@ class OutputFolder:
         parent = self.path.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=parent))
         except OSError as exc:
             raise KvsimError(f"{self.given}: cannot create output folder: {exc.strerror}") from None
+        remove_stale_temps(parent, self.path.name)
         self._old_handler = catch_sigterm()
+        try:
+            with _signals_held():  # (a signal between creating the folder and recording it would orphan it)
+                self._tmp = _make_temp(parent, self.path.name)
+        except BaseException as exc:  # an OSError, or a signal held back above and delivered now
+            if self._tmp is not None:
+                _discard(self._tmp)
+                self._tmp = None
+            restore_sigterm(self._old_handler)
+            if isinstance(exc, OSError):
+                raise KvsimError(f"{self.given}: cannot create output folder: {exc.strerror}") from None
+            raise
         return self._tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        tmp, self._tmp = self._tmp, None
+        tmp = self._tmp
         try:
             if exc_type is None:
                 self._commit(tmp)
@@ -141,9 +158,11 @@ class OutputFolder:
             if exc_type is not None:
                 _discard(tmp)
         finally:
-            _restore_sigterm(self._old_handler)
+            self._tmp = None
+            restore_sigterm(self._old_handler)
 
     def _commit(self, tmp: Path) -> None:
+        (tmp / TEMP_MARKER).unlink(missing_ok=True)
         files = sorted(os.listdir(tmp))
         for name in files:
             if not (tmp / name).is_file() or (tmp / name).is_symlink():
@@ -158,6 +177,7 @@ class OutputFolder:
             os.chmod(tmp, mode)
             if not existing:
                 os.rename(tmp, self.path)
+                _live_temps.discard(tmp)
                 return
             if self.keep_foreign:
                 _move_foreign(self.path, tmp)
@@ -170,6 +190,7 @@ class OutputFolder:
                 except BaseException:
                     os.rename(old, self.path)
                     raise
+                _live_temps.discard(tmp)
             except BaseException:
                 if self.keep_foreign:  # (tmp is discarded next: put the files kvsim did not write back)
                     _move_foreign(tmp, self.path)
@@ -202,10 +223,101 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _discard(tmp: Path) -> None:
+def _discard(tmp: Path | None) -> None:
     """Remove a temporary folder of our own, signals held so an interrupt cannot leave half of it."""
+    if tmp is None:
+        return
     with _signals_held():
         shutil.rmtree(tmp, ignore_errors=True)
+        _live_temps.discard(tmp)
+
+
+TEMP_MARKER = ".kvsim-tmp"
+"""A file in each temporary folder while it is written: kvsim's signature, the writing process and host
+(remove_stale_temps reads it). Removed before the manifest is written."""
+TEMP_SIGNATURE = "kvsim temporary output folder v1"
+STALE_EMPTY_S = 60.0
+"""An empty temporary folder of a dead kvsim process is removed once it is this many seconds old (a live
+one writes its marker within microseconds of creating it)."""
+_live_temps: set[Path] = set()
+"""This process's temporary folders not yet renamed into place or removed: removed at exit, whatever
+path the process leaves by (a signal between two statements of the cleanup included)."""
+
+
+def _make_temp(parent: Path, name: str) -> Path:
+    """A new temporary folder `.NAME.tmp-PID-XXXXXXXX` in parent, recorded in _live_temps, with its marker."""
+    if not _at_exit:
+        _at_exit.append(atexit.register(_remove_live_temps))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent))
+    _live_temps.add(tmp)
+    doc = {"signature": TEMP_SIGNATURE, "pid": os.getpid(), "host": socket.gethostname()}
+    (tmp / TEMP_MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    return tmp
+
+
+_at_exit: list[Any] = []
+
+
+def _remove_live_temps() -> None:
+    with _signals_held():
+        for tmp in list(_live_temps):
+            shutil.rmtree(tmp, ignore_errors=True)
+            _live_temps.discard(tmp)
+
+
+def remove_stale_temps(parent: Path, name: str) -> list[str]:
+    """Remove the temporary siblings `.NAME.tmp-PID-*` of an output folder that a kvsim process left when it
+    was killed (SIGKILL, a power cut) and return their names. Only folders kvsim wrote: the process named
+    in the folder's name is gone from this host, and the folder holds kvsim's marker naming that process and
+    this host, or is empty and older than STALE_EMPTY_S. Anything else is left alone."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.tmp-(\d+)-[A-Za-z0-9_]+$")
+    removed: list[str] = []
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.match(entry)
+        if m is None:
+            continue
+        folder, pid = parent / entry, int(m.group(1))
+        try:
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid() \
+                    or _pid_alive(pid) or not _abandoned(folder, pid):
+                continue
+            shutil.rmtree(folder)
+        except OSError:
+            continue
+        removed.append(entry)
+    return removed
+
+
+def _abandoned(folder: Path, pid: int) -> bool:
+    names = os.listdir(folder)
+    if not names:
+        return time.time() - folder.stat().st_mtime > STALE_EMPTY_S
+    marker = folder / TEMP_MARKER
+    if TEMP_MARKER not in names or marker.is_symlink() or not marker.is_file() \
+            or marker.stat().st_size > _MANIFEST_MAX_BYTES:
+        return False
+    try:
+        doc = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("signature") == TEMP_SIGNATURE and doc.get("pid") == pid \
+        and doc.get("host") == socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: another user's process)
+        return True
+    return True
 
 
 def _remove_own(old: Path) -> None:
@@ -257,7 +369,8 @@ def catch_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
-def _restore_sigterm(handler: Any) -> None:
+def restore_sigterm(handler: Any) -> None:
+    """Put back the SIGTERM handler catch_sigterm returned."""
     if handler is not None and _in_main_thread():
         signal.signal(signal.SIGTERM, handler)
 
@@ -271,9 +384,10 @@ def _signals_held() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in held}
-    try:
+    previous: dict[int, Any] = {}
+    try:  # (a signal arriving between the two swaps restores the first)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
         yield
     finally:
         for sig, handler in previous.items():

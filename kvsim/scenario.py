@@ -645,8 +645,16 @@ def _cluster_rule(sc: Scenario) -> str | None:
             if not (k.sends_kv or k.receives_kv):
                 return (f"cluster.pools.{i}.role: {k.name} replicas next to prefill / decode "
                         "pools are not modelled (give every pool role prefill or decode)")
-        if not any(k.sends_kv for k in kinds) or not any(k.receives_kv for k in kinds):
-            return "cluster.pools: disaggregated serving needs a prefill pool and a decode pool"
+        if not any(k.sends_kv for k in kinds):  # (every pool is decode: nothing prefills for them)
+            i = next(i for i, k in enumerate(kinds) if k.receives_kv)
+            return (f"cluster.pools.{i}.role: decode pool '{names[i]}' has no prefill pool feeding it "
+                    "(disaggregated serving needs a pool of role prefill too; role mixed prefills and "
+                    "decodes on one replica)")
+        if not any(k.receives_kv for k in kinds):
+            i = next(i for i, k in enumerate(kinds) if k.sends_kv)
+            return (f"cluster.pools.{i}.role: prefill pool '{names[i]}' has no decode pool to hand its KV "
+                    "to (disaggregated serving needs a pool of role decode too; role mixed prefills and "
+                    "decodes on one replica)")
     return None
 
 

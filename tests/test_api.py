@@ -136,3 +136,24 @@ def test_a_scenario_nested_past_the_recursion_limit_is_a_kvsim_error():
     with pytest.raises(KvsimError, match="nested too deeply") as exc:
         kvsim.load(deep)
     assert "\n" not in str(exc.value)
+
+
+def test_a_sweep_point_failing_in_its_worker_is_the_commands_one_line():
+    grid = {"set": {"simulation.requests": 5}, "grid": {"model": ["llama-3-8b", "llama-3-70b"]}}
+    for jobs in (1, 2):
+        with pytest.raises(KvsimError) as exc:
+            kvsim.sweep(grid, jobs=jobs)
+        assert str(exc.value).startswith("sweep point 1 (model=llama-3-70b): llama-3-70b weights (141.1 GB "
+                                         "per GPU) exceed the 76.4 GB budget of h100-sxm")
+        assert "\n" not in str(exc.value)
+
+
+def test_a_run_with_nothing_completed_warns_with_the_commands_line():
+    with pytest.warns(kvsim.KvsimWarning) as caught:
+        res = kvsim.run(None, {"simulation.requests": 5, "scheduler.max_model_len": 64})
+    assert [str(w.message) for w in caught] == [
+        "0 of 5 requests completed: 5 refused (5 prompt longer than max_model_len); the latency figures of "
+        "the summary are empty (scheduler.max_model_len, kv.gpu_memory_utilization and "
+        "kv.num_gpu_blocks_override set the limits)"]
+    assert res.refusals == {"prompt longer than max_model_len": 5}
+    assert res.summary["requests"]["completed"] == 0 and res.summary["requests"]["rejected"] == 5

@@ -426,16 +426,6 @@ def test_a_run_with_nothing_completed_says_so_on_its_first_line(tmp_path):
         "kv.num_gpu_blocks_override set the limits)")
 
 
-def test_nothing_completed_by_hand():
-    assert cli.nothing_completed({"requests": {"total": 3, "completed": 1}}, {}) is None
-    assert cli.nothing_completed({"requests": {"total": 0, "completed": 0}}, {}) is None
-    line = cli.nothing_completed({"requests": {"total": 4, "completed": 0}},
-                                 {"refusals": {"a": 1, "b": 3}})
-    assert line.startswith("warning: 0 of 4 requests completed: 4 refused (1 a; 3 b);")
-    assert "(none refused: the run ended first)" in cli.nothing_completed(
-        {"requests": {"total": 2, "completed": 0}}, {"refusals": {}})
-
-
 def test_a_second_slo_on_one_metric_is_refused_not_silently_replacing_the_first(tmp_path):
     res = runner.invoke(app, ["run", "--set", "simulation.requests=5", "--slo", "ttft_s.p99=2", "--slo",
                               "ttft_s.p50=1", "--out", str(tmp_path / "out")])
@@ -445,3 +435,16 @@ def test_a_second_slo_on_one_metric_is_refused_not_silently_replacing_the_first(
     assert not (tmp_path / "out").exists()
     assert cli.slo_overrides(["ttft_s.p99.9=2", "tpot_s.p50=0.1"]) == ["slo.ttft_s={p99.9: 2}",
                                                                         "slo.tpot_s={p50: 0.1}"]
+
+
+def test_an_slo_flag_replacing_the_scenarios_objective_says_so(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("simulation: {requests: 5}\nslo: {ttft_s: {p99: 2.0}}\n")
+    res = invoke("run", scenario, "--slo", "ttft_s.p50=1", "--slo", "tpot_s.p90=0.05", "--out",
+                 tmp_path / "o", "--no-plots")
+    assert res.exit_code == 0
+    assert res.stderr.splitlines() == [
+        "note: --slo ttft_s.p50=1 replaces the scenario's ttft_s objective (p99=2)"]
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["slo"]["ttft_s"]["percentile"] == "p50"
+    same = invoke("run", scenario, "--slo", "ttft_s.p99=2", "--out", tmp_path / "o", "--no-plots")
+    assert same.exit_code == 0 and same.stderr == ""

@@ -1,4 +1,4 @@
-"""Command-line conventions: --version / -V, -h, shell completion, bare `kvsim` printing the help alone,
+"""Command-line conventions: --version / -V, -h, shell completion, bare `kvsim` one error line,
 every command's help within 80 columns with whole option names, and `kvsim schema`."""
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ def test_version_flags():
         assert res.returncode == 0 and res.stdout.strip() == f"kvsim {__version__}" and not res.stderr
 
 
-def test_bare_kvsim_prints_the_help_and_no_error_line():
+def test_bare_kvsim_is_one_error_line_not_the_help():
     res = kvsim()
-    assert res.returncode == 0 and res.stdout.startswith("Usage: kvsim") and res.stderr == ""
-    assert "error" not in res.stdout
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == ("error: kvsim: missing command (kvsim run simulates the default scenario; kvsim -h "
+                          "lists the commands)\n")
 
 
 def test_completion_is_on():

@@ -24,11 +24,13 @@ class BlockGrowth:
             heapq.heappush(self._alloc_its, it)
         return due
 
-    def _schedule_next_alloc(self, g: Group) -> None:
-        """Push the iteration at which g next needs a block (or a copy of its shared last block)."""
+    def _schedule_next_alloc(self, g: Group, next_decode: int | None = None) -> None:
+        """Push the iteration at which g next needs a block (or a copy of its shared last block);
+        next_decode: the iteration of g's next token (default the one after this: after a prefill-only
+        iteration, which does not move the decode clock, it is this one)."""
         seq = g.seqs[0]
         if g.n > 1 and (g.req.beam_width > 1 or self.kv.last_block_shared(seq)):
-            self._push_alloc(self.it + 1, g)
+            self._push_alloc(self.it + 1 if next_decode is None else next_decode, g)
             return
         self._push_alloc(self.kv.capacity_tokens(seq) - g.base + 1, g)
 

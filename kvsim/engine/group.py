@@ -50,6 +50,9 @@ class Group:
     """Prompt tokens its first admission found, by tier (Hit.by_tier)."""
     load_wait_s: float = 0.0
     """Seconds its prefill waited for KV loaded from the tiers (over all admissions)."""
+    tier_loaded: dict[str, int] | None = None
+    """Prompt tokens loaded from each tier below the GPU (medium -> tokens), over all its admissions on
+    every replica (a re-admission after preemption, a P/D decode replica's); None while it loaded none."""
     remote_tokens: int = 0
     """P/D, on a decode replica: prompt tokens whose KV a prefill replica holds for it (until admitted)."""
     prefill_replica: int = -1

@@ -10,6 +10,13 @@ class Preemption:
     """The preemption half of `Scheduler` (kvsim/engine/scheduler.py), a base class of it: its methods read
     and move the scheduler's state, set in `Scheduler.__init__`."""
 
+    def take_preempted(self) -> int:
+        """Sequences preempted since the last recorded iteration, this one's included (the timeline's
+        `preempted`)."""
+        n = self.preempted_now + self.preempted_unrecorded
+        self.preempted_unrecorded = 0
+        return n
+
     def _preempt_last(self) -> Group:
         """Preempt the most recently admitted running group, passing over those still waiting for their
         KV to arrive (a blocking tier load, a P/D transfer: as vLLM keeps them out of its running queue)

@@ -8,6 +8,7 @@ from simpy.events import Event
 
 from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
+from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
@@ -37,6 +38,8 @@ class Replica:
         self.rec = recorder
         self.on_finish = on_finish
         self.check = check
+        self.pacing = CheckPacing() if check else None
+        """Check mode: when the full KV check runs (kvsim/engine/check_pacing.py)."""
         self.extra_columns = extra_columns
         self.exact = exact
         """simulation.exact_stepping: every iteration through the event loop and the general schedule."""
@@ -113,7 +116,7 @@ class Replica:
             num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
             prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
             waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
-            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.preempted_now,
+            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.take_preempted(),
             cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
             kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
         if self.extra_columns is None:
@@ -149,12 +152,22 @@ class Replica:
                                              breakdown_of(self.sched, states)))
 
     def check_invariants(self) -> None:
-        """Runtime check mode: allocator and accounting invariants after scheduling."""
+        """Runtime check mode, after scheduling: the KV manager's full check when the pacing says it is due
+        (kvsim/engine/check_pacing.py), the O(1) accounting checks every time."""
         sched = self.sched
         kv = sched.kv
-        kv.check_invariants()
+        pacing = self.pacing
+        if pacing is None or pacing.due():
+            self.full_check()
         states = sched.token_states()
         assert 0 <= states <= kv.used_blocks * kv.block_size, "token states exceed allocated slots"
         assert kv.used_blocks <= kv.num_blocks, "usage over capacity"
         assert sched.running_seqs <= sched.lim.max_num_seqs, "max_num_seqs exceeded"
         check_scheduler_breakdown(sched)
+
+    def full_check(self) -> None:
+        """The KV manager's full invariant check, now (check mode: when the pacing says so, and once the run
+        has ended)."""
+        cost = self.sched.kv.check_invariants()
+        if self.pacing is not None:
+            self.pacing.done(cost)

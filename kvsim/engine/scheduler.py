@@ -142,6 +142,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_blocks = 0
         self.prefill_tokens_held = 0
         self.preempted_now = 0
+        self.preempted_unrecorded = 0  # preempted by schedule() calls that ran no iteration (in no row yet)
         self._scheduled_prefills: list[Group] = []
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
@@ -159,9 +160,10 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
-        transfer included."""
-        return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it + self.prefill_tokens_held
-                + self.handoff.tokens)
+        transfer included; a prefill-only iteration (vLLM V0) decodes no token, so holds none for it."""
+        paused = self.dec_seqs if self._paused else 0
+        return (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it - paused
+                + self.prefill_tokens_held + self.handoff.tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
@@ -238,7 +240,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_blocks += g.seq_blocks
         self._push(self._finish_heap, g.output - g.gen_base, g)
         if self._by_context:
-            self._schedule_next_alloc(g)
+            self._schedule_next_alloc(g, it_done + 1)
         if self.win is not None:
             self.win.join(g, it_done + 1)
         delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
@@ -277,7 +279,14 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         return True
 
     def schedule(self, now: float) -> Batch | None:
-        """Pick this iteration's work; None when there is nothing to run."""
+        """Pick this iteration's work; None when there is nothing to run (what it preempted then goes
+        into the next recorded iteration: take_preempted)."""
+        batch = self._schedule(now)
+        if batch is None:
+            self.preempted_unrecorded += self.preempted_now
+        return batch
+
+    def _schedule(self, now: float) -> Batch | None:
         copies_before = self._begin(now)
         if self.win is not None:
             self.win.cross(self.it)

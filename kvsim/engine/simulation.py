@@ -51,7 +51,7 @@ class Simulation:
         problem = cross_check(scenario)  # load_scenario checked it already; a Scenario built directly did not
         if problem is not None:
             raise KvsimError(problem)
-        self.deployments = [Deployment(one, name, role, n) for name, role, n, one in pool_scenarios(scenario)]
+        self.deployments = [self._deployment(i, *pool) for i, pool in enumerate(pool_scenarios(scenario))]
         first = self.deployments[0]
         self.model = first.model
         self.hw = first.hw
@@ -86,6 +86,20 @@ class Simulation:
             self.recorder.add_request_columns(CLIENT_COLUMNS)
         self._seq_no = 0
         self._completed = 0
+
+    def _deployment(self, i: int, name: str, role: str, replicas: int, one: Scenario) -> Deployment:
+        """Pool i's Deployment; in a fleet its errors name the pool (`cluster.pools.1.kv.tiers.0...`, or
+        `cluster.pools.1 (name): ...` for what is not one of its keys)."""
+        try:
+            return Deployment(one, name, role, replicas)
+        except KvsimError as exc:
+            if self.sc.cluster is None:
+                raise
+            text = str(exc)
+            key = text.split(":", 1)[0]
+            if key.startswith(("kv.", "scheduler.")) and " " not in key:
+                raise KvsimError(f"cluster.pools.{i}.{text} (pool '{name}')") from None
+            raise KvsimError(f"cluster.pools.{i} ('{name}'): {text}") from None
 
     def _check_fleet(self) -> None:
         """Rules across pools: the simulator's block bound, one set of timeline columns (same tiers,
@@ -189,6 +203,9 @@ class Simulation:
         env.process(self._arrivals(open_loop))
         del requests, open_loop
         env.run()
+        for rep in self.replicas:
+            if rep.check:  # check mode: the state the run ends in, whatever the pacing skipped
+                rep.full_check()
         self._followups = {}
         self._gate = None
         meta = self._meta()

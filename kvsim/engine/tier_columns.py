@@ -12,10 +12,12 @@ from kvsim.metrics.recorder import ColumnGroup, Recorder
 
 def request_columns(media: list[str]) -> dict[str, str]:
     """hit_tokens_gpu, hit_tokens_<medium> per tier (prompt tokens its first admission found there),
-    load_wait_s (seconds its prefill waited for KV from the tiers)."""
+    load_wait_s (seconds its prefill waited for KV from the tiers), loaded_tokens_<medium> per tier (prompt
+    tokens loaded from it over all its admissions on every replica)."""
     cols = {"hit_tokens_gpu": "q"}
     cols.update({f"hit_tokens_{m}": "q" for m in media})
     cols["load_wait_s"] = "d"
+    cols.update({f"loaded_tokens_{m}": "q" for m in media})
     return cols
 
 
@@ -33,7 +35,9 @@ def register_columns(recorder: Recorder, media: list[str]) -> None:
 def request_values(g: Group, media: list[str]) -> tuple:
     """The request's values in request_columns order."""
     by = dict(g.hit_by_tier)
-    return (by.get("gpu", 0), *(by.get(m, 0) for m in media), g.load_wait_s)
+    loaded = g.tier_loaded or {}
+    return (by.get("gpu", 0), *(by.get(m, 0) for m in media), g.load_wait_s,
+            *(loaded.get(m, 0) for m in media))
 
 
 def timeline_values(chain) -> tuple:

@@ -21,10 +21,17 @@ class TierWaits:
 
     def arrival(self, now: float, g: Group, by_tier: tuple) -> float:
         """When the KV of g's hit (`by_tier`) is on the GPU; a load from below the GPU adds its wait to
-        g.load_wait_s."""
+        g.load_wait_s and its tokens per tier to g.tier_loaded. Called once per admission that goes ahead
+        (the KV manager loads the blocks when they are allocated or reserved right after)."""
         if by_tier and (len(by_tier) > 1 or by_tier[0][0] != "gpu"):
             ready = self.loader(now, by_tier)
             g.load_wait_s += ready - now
+            loaded = g.tier_loaded
+            if loaded is None:
+                loaded = g.tier_loaded = {}
+            for medium, tokens in by_tier:
+                if medium != "gpu":
+                    loaded[medium] = loaded.get(medium, 0) + tokens
             return ready
         return now
 

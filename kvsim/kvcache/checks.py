@@ -30,5 +30,5 @@ def check_tables(m) -> list[int]:
     assert dup == m.shared_dup_tokens, "shared token count drifted"
     free = pool.known_free_ids()
     assert len(free) == len(set(free)), "block on the free list twice"
-    assert all(counts[b] == 0 for b in free), "referenced block on the free list"
+    assert not any(map(counts.__getitem__, free)), "referenced block on the free list"
     return counts

@@ -287,8 +287,8 @@ class ContiguousKVManager:
             external = self.space.free_in_holes_below(size)
         return reservation, internal, external, self.space.free_slots - external, self.used_blocks
 
-    def check_invariants(self) -> None:
-        """Raise AssertionError if regions, holes and the running sums disagree."""
+    def check_invariants(self) -> int:
+        """Raise AssertionError if regions, holes and the running sums disagree; return the regions read."""
         placed = list(self.regions.values()) + [r for rs in self.spare.values() for r in rs]
         self.space.check(placed)
         assert self.reserved_slots == sum(n for _, n in placed), "reserved slot count drifted"
@@ -298,6 +298,7 @@ class ContiguousKVManager:
         for s, (_, size) in self.regions.items():
             assert self.ntok[s] <= size, f"seq {s} holds more tokens than its region"
         assert self.shared_dup_tokens == 0, "contiguous regions share nothing"
+        return len(placed) + 1
 
 
 def build_contiguous(kv_cfg, num_blocks: int, max_model_len: int) -> ContiguousKVManager:

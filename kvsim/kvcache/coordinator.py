@@ -248,7 +248,7 @@ class KVCoordinator:
                 total += weight * (held - m.dup)
         return int(total)
 
-    def check_invariants(self) -> None:
+    def check_invariants(self) -> int:
         """Refcounts equal the references of every group's tables, no page is leaked or free twice, each
         group's own rules hold (table sizes, the sliding bound, one state slot per sequence), and the host
         holds no more than the swap space. Pages are checked over those with state (BlockPool.known: the
@@ -273,4 +273,5 @@ class KVCoordinator:
         members = [set(m.tables) if isinstance(m, TokenTables) else set(m.slots) for m in self.groups]
         assert all(s == members[0] for s in members), "groups disagree on which sequences hold KV"
         assert self._host_pages() <= self.swap_capacity_blocks, "swap space over capacity"
+        return pool.known + sum(counts)
 

@@ -108,4 +108,8 @@ class KVManager(Protocol):
         head_output: the request at the head of the waiting queue (None when nothing waits)."""
         ...
 
-    def check_invariants(self) -> None: ...
+    def check_invariants(self) -> int:
+        """Raise AssertionError unless the manager's state is consistent; return the entries the pass read
+        (blocks with state, table entries, tier keys, ...): its cost, by which check mode spaces its full
+        checks (kvsim/engine/check_pacing.py)."""
+        ...

@@ -271,9 +271,10 @@ class PagedKVManager:
                     seen.add(b)
         return len(remap)
 
-    def check_invariants(self) -> None:
+    def check_invariants(self) -> int:
         """Raise AssertionError if refcounts, tables and the free list disagree (over the blocks with
-        state, BlockPool.known: the others were never handed out)."""
+        state, BlockPool.known: the others were never handed out); return the entries read (the blocks
+        with state, the table entries, the host blocks)."""
         pool = self.pool
         counts = [0] * pool.known
         for table in self.tables.values():
@@ -299,3 +300,4 @@ class PagedKVManager:
         host = {h for table, _ in self.swapped.values() for h in table}
         assert len(host) == self.swap_used_blocks == len(self.host), "host block count drifted"
         assert self.swap_used_blocks <= self.swap_capacity_blocks, "swap space over capacity"
+        return pool.known + sum(counts) + len(host)

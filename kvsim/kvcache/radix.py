@@ -234,10 +234,11 @@ class RadixKVManager(PagedKVManager):
             self.tree.unlock(st.node, touch=not st.pending)
         return freed
 
-    def check_invariants(self) -> None:
+    def check_invariants(self) -> int:
         """Paged invariants plus the tree's: node shapes and depths, locks equal the sequences whose path
         crosses the node, locked nodes' blocks referenced and unlocked ones' not, evictable = unlocked
-        leaves, and free + cached + referenced = all blocks."""
+        leaves, and free + cached + referenced = all blocks. Returns the entries read: the blocks with
+        state, the table entries and the tree's blocks."""
         counts = check_tables(self)
         pool, tree = self.pool, self.tree
         locks: dict[int, int] = {}
@@ -271,3 +272,4 @@ class RadixKVManager(PagedKVManager):
         assert not any(pool.in_tree[b] for b in free), "tree block on the free list"
         referenced = sum(1 for c in counts if c > 0)
         assert len(free) + cached + referenced == pool.known, "leaked block"
+        return pool.known + sum(counts) + in_tree

@@ -205,13 +205,17 @@ class TierChain:
             t = self.tiers[i]
             t.hit(k, take=self.exclusive and not t.shared)
 
-    def check(self) -> None:
+    def check(self) -> int:
         """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two of
-        the replica's own tiers (a shared tier may hold what another replica put there)."""
+        the replica's own tiers (a shared tier may hold what another replica put there); return the keys
+        read."""
         seen: set = set()
+        read = 0
         for t in self.tiers:
+            read += len(t)
             assert len(t) <= t.capacity_blocks or t.capacity_blocks <= 0, f"tier {t.name} over capacity"
             if self.exclusive and not t.shared:
                 ks = set(t.keys())
                 assert not (ks & seen), f"a block in two exclusive tiers ({t.name})"
                 seen |= ks
+        return read

@@ -27,8 +27,10 @@ def tiers_section(done: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, An
         cap = t["capacity_blocks"]
         occ = timeline[col] if col in timeline.columns else pd.Series(dtype=float)
         mean = per_replica_mean(timeline, occ) if len(occ) else None
+        loaded = f"loaded_tokens_{m}"
         per_tier[m] = {
             **t,
+            "loaded_tokens": int(done[loaded].sum()) if len(done) and loaded in done.columns else 0,
             "hit_rate_tokens": by_source[m] / prompt if prompt else None,
             "occupancy_mean": mean / cap if mean is not None and cap else None,
             "occupancy_max": plain(occ.max()) / cap if len(occ) and cap else None,

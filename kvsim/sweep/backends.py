@@ -1,18 +1,26 @@
 """Where a sweep's simulations run: a local process pool (the default) or a Ray cluster (`--backend ray`,
-an optional extra). Each yields (task, row) as simulations finish; rows do not depend on the backend."""
+an optional extra). Each yields (task, row) as simulations finish; rows do not depend on the backend.
+
+A task that fails fails the sweep with one line naming its point, whatever the backend: a worker hands
+back what it raised as plain text (Failure) instead of raising it, since a process pool or Ray would wrap
+the exception in their own (Ray's message is its coloured traceback). A KvsimError stays one (bad input,
+exit 2); anything else is a WorkerError (a kvsim bug, exit 3)."""
 
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any
 
-from kvsim.errors import KvsimError, excerpt
-from kvsim.sweep.grid import Task, run_task
+from kvsim.errors import KvsimError, RemoteTraceback, WorkerError, excerpt
+from kvsim.sweep.grid import Task, point_label, run_task
 
 BACKENDS = ("process", "ray")
 RAY_HINT = "pip install 'kvsim[ray]' (or pip install ray)"
@@ -33,17 +41,70 @@ def run_tasks(scenario: str | None, tasks: list[Task], backend: str = "process",
         raise KvsimError(f"--backend {excerpt(backend)}: choose one of {', '.join(BACKENDS)}")
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What a task raised in its worker, as text: `kind` None for a KvsimError (bad input), else the
+    exception's class name; `trace` the worker's traceback (for KVSIM_DEBUG)."""
+
+    kind: str | None
+    message: str
+    trace: str = ""
+
+
+def attempt(scenario: str | None, task: Task) -> dict[str, Any] | Failure:
+    """run_task, with what it raises handed back as a Failure (what a worker runs)."""
+    try:
+        return run_task(scenario, task)
+    except KvsimError as exc:
+        return Failure(None, str(exc))
+    except Exception as exc:  # (a kvsim bug: the driver reports it as an internal error naming the point)
+        return Failure(type(exc).__name__, str(exc), traceback.format_exc())
+
+
+def where(task: Task) -> str:
+    """A task as error lines name it: `sweep point 3 (kv.block_size=7)`, with its repeat past the first."""
+    repeat = f" repeat {task.repeat}" if task.repeat else ""
+    return f"sweep point {task.point}{repeat} ({point_label(dict(task.values))})"
+
+
+def row_of(task: Task, got: dict[str, Any] | Failure) -> dict[str, Any]:
+    """The task's row, or its Failure raised as one line naming the task."""
+    if not isinstance(got, Failure):
+        return got
+    message = one_line(got.message)
+    if got.kind is None:
+        raise KvsimError(f"{where(task)}: {message}")
+    err = WorkerError(f"{where(task)}: {got.kind}: {excerpt(message, 200)}")
+    err.__cause__ = RemoteTraceback(got.trace) if got.trace else None
+    raise err
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""A terminal escape sequence (Ray colours its tracebacks)."""
+
+
+def one_line(text: str) -> str:
+    """text without terminal escapes, its whitespace (newlines included) collapsed."""
+    return " ".join(ANSI.sub("", text).split())
+
+
 def _process(scenario: str | None, tasks: list[Task], jobs: int) -> Iterator[tuple[Task, dict[str, Any]]]:
     if jobs <= 1 or len(tasks) <= 1:
         for t in tasks:
-            yield t, run_task(scenario, t)
+            yield t, row_of(t, attempt(scenario, t))
         return
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
-        pending = {pool.submit(run_task, scenario, t): t for t in tasks}
+        pending = {pool.submit(attempt, scenario, t): t for t in tasks}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in sorted(done, key=lambda f: (pending[f].point, pending[f].repeat)):
-                yield pending.pop(f), f.result()
+                task = pending.pop(f)
+                try:
+                    got = f.result()
+                except Exception as exc:  # (the pool's own failure: a worker killed, BrokenProcessPool)
+                    raise WorkerError(f"{where(task)}: its worker process failed: {type(exc).__name__}: "
+                                      f"{excerpt(one_line(str(exc)), 200)}") from None
+                yield task, row_of(task, got)
 
 
 def check_backend(backend: object, address: object) -> None:
@@ -182,12 +243,30 @@ def _ray(scenario: str | None, tasks: list[Task], jobs: int,
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KvsimError(f"{where}: Ray did not start: {first}") from None
     try:
-        remote = ray.remote(num_cpus=1)(run_task)
+        remote = ray.remote(num_cpus=1)(attempt)
         refs = {remote.remote(scenario, t): t for t in tasks}
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             for ref in done:
-                yield refs.pop(ref), ray.get(ref)
+                task = refs.pop(ref)
+                try:
+                    got = ray.get(ref)
+                except Exception as exc:  # (Ray's own: a worker died, kvsim missing on a cluster's nodes)
+                    raise ray_failure(task, exc) from None
+                yield task, row_of(task, got)
     finally:
         if started:
             ray.shutdown()
+
+
+def ray_failure(task: Task, exc: BaseException) -> KvsimError:
+    """One line for an exception ray.get raised (Ray could not run the task: its worker died, the cluster's
+    nodes lack kvsim, ...): the underlying exception's class and message (a RayTaskError's `cause`), Ray's
+    traceback and colours left out."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        kind, text = type(cause).__name__, str(cause)
+    else:
+        kind, lines = type(exc).__name__, [ln for ln in ANSI.sub("", str(exc)).splitlines() if ln.strip()]
+        text = lines[0] if lines else ""
+    return KvsimError(f"{where(task)}: Ray could not run it: {kind}: {excerpt(one_line(text), 200)}")

@@ -124,7 +124,7 @@ def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | 
             try:
                 sc = load_scenario(scenario, over, seed)
             except KvsimError as exc:
-                raise KvsimError(f"{p}: point {index} ({_label(values)}): {exc}") from None
+                raise KvsimError(f"{p}: point {index} ({point_label(values)}): {exc}") from None
             base_seed = sc.simulation.seed
             if base_seed + repeats - 1 > 2**63 - 1:
                 raise KvsimError(f"{p}: repeats {repeats} from seed {base_seed} pass 2^63 - 1")
@@ -133,17 +133,17 @@ def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | 
                 h = _hash(sc, s)
                 if h in seen:  # a row is keyed by its scenario: two runs of one would keep one row
                     first = tasks[seen[h]]
-                    raise KvsimError(f"{p}: point {index} repeat {r} ({_label(values)}, seed {s}) runs the "
-                                     f"same scenario and seed as point {first.point} repeat {first.repeat}; "
-                                     "a sweep runs each once (drop the duplicate point, or seeds that "
-                                     "repeats already cover)")
+                    raise KvsimError(f"{p}: point {index} repeat {r} ({point_label(values)}, seed {s}) runs "
+                                     f"the same scenario and seed as point {first.point} repeat "
+                                     f"{first.repeat}; a sweep runs each once (drop the duplicate point, or "
+                                     "seeds that repeats already cover)")
                 seen[h] = len(tasks)
                 tasks.append(Task(index, r, s, tuple(values.items()), tuple(over), h))
             index += 1
     return Sweep(source, scenario, tasks, keys)
 
 
-def _label(values: dict[str, Any]) -> str:
+def point_label(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "the base scenario"
 
 

@@ -92,9 +92,11 @@ def to_blocks(item: str, unit: str, stream: Stream, where: str, zero: bool = Fal
     blocks = {"blocks": value, "tokens": value / stream.block_size}.get(unit)
     if blocks is None:
         blocks = value * GIB / stream.bytes_per_block
-    if not 1 <= blocks <= MAX_CAPACITY_BLOCKS:
-        raise KvsimError(f"{where}: {excerpt(item.strip())} {unit} is "
-                         f"{'less than one block' if blocks < 1 else 'more than 2^62 blocks'}")
+    if blocks < 1:
+        size = "" if unit == "blocks" else f" (one block is {in_unit(1, unit, stream)})"
+        raise KvsimError(f"{where}: {excerpt(item.strip())} {unit} is less than one block{size}")
+    if blocks > MAX_CAPACITY_BLOCKS:
+        raise KvsimError(f"{where}: {excerpt(item.strip())} {unit} is more than 2^62 blocks")
     return int(blocks)
 
 

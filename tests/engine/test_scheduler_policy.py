@@ -187,3 +187,36 @@ def test_default_policy_is_vllm_v1_and_every_policy_runs():
             if policy == "sarathi":
                 assert tl["prefill_tokens"].max() <= 8192 and ((tl["prefill_seqs"] > 0)
                                                                & (tl["decode_seqs"] > 0)).any()
+
+
+def test_vllm_v0_prefill_only_iteration_holds_no_decode_token():
+    """In the prefill-only iteration it2 A and B decode nothing: they hold 11 tokens each (10 prompt + the
+    first output token's KV written by it1), not the 12 the decode clock gives (was 87, found by the
+    random-configuration stress check)."""
+    s = make(VLLM_V0)
+    a, b, c = group(0, 10, 5), group(1, 10, 5), group(2, 63, 2)
+    s.add(a)
+    s.add(b)
+    step(s, 0.0)
+    step(s, 1.0)
+    s.add(c)
+    batch = s.schedule(2.0)
+    assert (batch.prefill_tokens, batch.decode_seqs) == (63, 0)
+    assert s.token_states() == 11 + 11 + 63
+    s.complete(3.0)
+    batch = s.schedule(3.0)  # it3 decodes A and B (the 12th token each) and C
+    assert batch.decode_seqs == 3 and s.token_states() == 12 + 12 + 64
+
+
+def test_vllm_v0_parallel_samples_copy_their_shared_last_block_at_their_first_decode():
+    """n = 2, prompt 15 in one 16-token block, prefilled in a prefill-only iteration: the first decode
+    writes token 16 into each sample's copy of the shared block, so the copy is made in that iteration
+    (it came one iteration late: 17 token states in one block, an invariant failure in check mode)."""
+    s = make(VLLM_V0)
+    g = Group(req=Request(0, 0.0, 15, 4, n=2), order=0, seqs=[100, 101], output=4, prompt=15, n=2)
+    s.add(g)
+    step(s, 0.0)
+    batch = s.schedule(1.0)
+    assert batch.decode_seqs == 2
+    s.kv.check_invariants()
+    assert s.kv.used_blocks == 2 and s.token_states() == 16 + 16

@@ -25,6 +25,10 @@ def test_arrival_calls_the_loader_only_for_kv_below_the_gpu():
     assert t.arrival(1.0, g, (("gpu", 16), ("cpu", 32))) == 1.25
     assert t.arrival(2.0, g, (("ssd", 16),)) == 2.25
     assert calls == [(("gpu", 16), ("cpu", 32)), (("ssd", 16),)] and g.load_wait_s == 0.5
+    # the tokens loaded, per tier, over both admissions (a GPU hit loads nothing)
+    assert g.tier_loaded == {"cpu": 32, "ssd": 16}
+    t.arrival(3.0, g, (("cpu", 48),))
+    assert g.tier_loaded == {"cpu": 80, "ssd": 16}
 
 
 def test_next_load_s_is_the_first_arrival_still_ahead():

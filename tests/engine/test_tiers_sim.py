@@ -39,6 +39,7 @@ def test_an_evicted_prompt_is_found_on_the_cpu_tier():
     assert r.loc[2, "load_wait_s"] == pytest.approx(expected)
     hits = r["hit_tokens_gpu"] + r["hit_tokens_cpu"]
     assert (hits == r["cached_tokens"]).all()  # the sources add up to the prefix-cache hit
+    assert list(r["loaded_tokens_cpu"]) == [0, 0, 48]  # one admission each: loaded = its tier hit
     tl = result.timeline
     assert tl["tier_cpu_blocks"].max() >= 3 and (tl["tier_cpu_blocks"] <= summary["tiers"]["per_tier"]["cpu"][
         "capacity_blocks"]).all()
@@ -48,6 +49,7 @@ def test_an_evicted_prompt_is_found_on_the_cpu_tier():
     assert tiers["links"]["h2d"]["bytes"] == 48 * 131_072
     cpu = tiers["per_tier"]["cpu"]
     assert cpu["capacity_blocks"] == int(1e9 // (16 * 131_072)) and cpu["loads"] == 3
+    assert cpu["loaded_tokens"] == 3 * 16 == int(r["loaded_tokens_cpu"].sum())
     assert cpu["bytes_loaded"] == 3 * 16 * 131_072  # bytes moved = blocks moved x bytes per block
     assert cpu["bytes_stored"] == cpu["stores"] * 16 * 131_072
 
@@ -109,3 +111,24 @@ def test_swap_preemption_uses_the_cpu_tier():
     assert result.timeline["swapped"].max() > 0  # swapping happened although swap_space_gb is 0
     assert kv.tiers.tiers[0].capacity_blocks == kv_cpu_blocks  # all the room is back for cached blocks
     assert result.requests["finish_s"].notna().all()
+
+
+def test_every_block_loaded_from_a_tier_is_credited_to_a_request():
+    # a tight pool: requests are preempted (recompute) and a re-admission may load its own evicted KV
+    # back from the tiers, which its first admission's hit columns do not count; loaded_tokens_<medium>
+    # counts every admission, so over the run it is the tier's loads x block_size
+    sim = Simulation(load_scenario(None, [
+        "model=llama-3-8b", "hardware=h100-sxm", "kv.block_size=16", "kv.prefix_cache=hash",
+        "kv.num_gpu_blocks_override=300", "kv.tiers=[{medium: cpu, capacity_gb: 0.5}, "
+        "{medium: ssd, capacity_gb: 2}]", "kv.check_invariants=true", "workload.kind=chat",
+        "workload.arrival.rate=20", "simulation.requests=120"]))
+    result = sim.run()
+    q = result.requests
+    summary = build_summary(q, result.timeline, result.meta)
+    assert q["preemptions"].sum() > 0
+    for m in ("cpu", "ssd"):
+        tier = summary["tiers"]["per_tier"][m]
+        assert tier["loads"] > 0
+        assert tier["loaded_tokens"] == int(q[f"loaded_tokens_{m}"].sum()) == tier["loads"] * 16
+        assert (q[f"loaded_tokens_{m}"] >= q[f"hit_tokens_{m}"]).all()
+    assert (q["loaded_tokens_cpu"] + q["loaded_tokens_ssd"] > q["hit_tokens_cpu"] + q["hit_tokens_ssd"]).any()

@@ -168,3 +168,35 @@ def test_swap_out_keeps_cached_content_and_swap_in_uses_fresh_blocks(cls):
     for s in (0, 1, 2):
         m.free(s)
     m.check_invariants()
+
+
+def _cached_state():
+    """bs 4, 8 blocks: A (12 tokens: 3 keyed blocks) is freed, so its 3 blocks are cached with refcount 0;
+    B holds 2 blocks of other content (1 keyed, 1 partial)."""
+    m = PrefixHashKVManager(8, 4)
+    start(m, 0, req(0, [(7, 12)]))
+    m.free(0)
+    start(m, 1, req(1, [(8, 6)]))
+    return m
+
+
+def _put_on_free_list(pool, b):
+    pool._free.append(b)
+    pool.free_count += 1
+
+
+@pytest.mark.parametrize(("corrupt", "message"), [
+    (lambda m: _put_on_free_list(m.pool, next(iter(m.pool.queue.items()))), "cached block on the free list"),
+    (lambda m: _put_on_free_list(m.pool, m.tables[1][0]), "referenced block on the free list"),
+    (lambda m: m.pool.by_key.update({k: m.tables[1][0] for k in list(m.pool.by_key)[:1]}),
+     "key map disagrees with blocks"),
+    (lambda m: m.pool.by_key.pop(next(iter(m.pool.by_key))), "block with a key not in the map"),
+    (lambda m: m.pool.queue.discard(next(iter(m.pool.queue.items()))), "evictable set drifted"),
+    (lambda m: (m.pool._free.pop(), setattr(m.pool, "free_count", m.pool.free_count - 1)), "leaked block"),
+])
+def test_the_full_check_catches_each_broken_invariant(corrupt, message):
+    m = _cached_state()
+    assert m.check_invariants() == m.pool.known + 2  # blocks with state + B's 2 table entries
+    corrupt(m)
+    with pytest.raises(AssertionError, match=message):
+        m.check_invariants()

@@ -76,12 +76,94 @@ def test_local_ray_gives_the_process_pool_rows(tmp_path):
     ray = pytest.importorskip("ray")
     sw = load_sweep(_sweep(tmp_path))
     pooled = {t.scenario_hash: row for t, row in run_tasks(sw.scenario, sw.tasks, "process", 2)}
+    (tmp_path / "bad").mkdir()
+    failing = load_sweep(_sweep(tmp_path / "bad", FAILING))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         on_ray = {t.scenario_hash: row for t, row in run_tasks(sw.scenario, sw.tasks, "ray", 2)}
+        with pytest.raises(KvsimError) as exc:  # (one Ray start for both: it takes seconds)
+            list(run_tasks(failing.scenario, failing.tasks, "ray", 2))
     finally:
         ray.shutdown()
     assert on_ray == pooled
+    assert str(exc.value) == FAILING_LINE  # the worker's own message, no Ray traceback or colours
+
+
+FAILING = """
+set: {simulation.requests: 5}
+grid: {model: [llama-3-8b, llama-3-70b]}
+"""
+FAILING_LINE = ("sweep point 1 (model=llama-3-70b): llama-3-70b weights (141.1 GB per GPU) exceed the 76.4 "
+                "GB budget of h100-sxm (memory x gpu_memory_utilization 0.9) at tensor_parallel_size 1; try "
+                "tensor_parallel_size 2, fp8 weights or a larger GPU")
+"""A point that passes the sweep's checks and fails in its worker (the weights do not fit the GPU)."""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_failing_point_is_one_line_naming_it(tmp_path, jobs):
+    sw = load_sweep(_sweep(tmp_path, FAILING))
+    with pytest.raises(KvsimError) as exc:
+        list(run_tasks(sw.scenario, sw.tasks, "process", jobs))
+    assert str(exc.value) == FAILING_LINE
+
+
+def test_the_sweep_command_keeps_the_runs_done_before_a_failing_point(tmp_path):
+    path, out = _sweep(tmp_path, FAILING), tmp_path / "out"
+    res = CliRunner().invoke(app, ["sweep", str(path), "--out", str(out), "--jobs", "1"])
+    assert res.exit_code == 2
+    assert res.output.splitlines()[-1] == (f"error: {FAILING_LINE}; the 1 run done before it kept in {out}/ "
+                                           "(a rerun skips it)")
+    assert pd.read_parquet(out / "sweep.parquet")["point"].tolist() == [0]
+
+
+def test_an_unexpected_exception_in_a_worker_is_an_internal_error_naming_the_point(tmp_path, monkeypatch,
+                                                                                   capsys):
+    from kvsim.cli import main
+    from kvsim.errors import RemoteTraceback, WorkerError
+    from kvsim.sweep import backends
+
+    def broken(scenario, task):
+        return 1 / 0
+
+    monkeypatch.setattr(backends, "run_task", broken)
+    sw = load_sweep(_sweep(tmp_path, FAILING))
+    with pytest.raises(WorkerError) as exc:
+        list(run_tasks(sw.scenario, sw.tasks, "process", 1))
+    assert str(exc.value) == "sweep point 0 (model=llama-3-8b): ZeroDivisionError: 'division by zero'"
+    assert isinstance(exc.value.__cause__, RemoteTraceback) and "1 / 0" in str(exc.value.__cause__)
+    monkeypatch.setattr("sys.argv", ["kvsim", "sweep", str(tmp_path / "sweep.yaml"), "--jobs", "1", "--out",
+                                     str(tmp_path / "o")])
+    monkeypatch.delenv("KVSIM_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as code:
+        main()
+    assert code.value.code == 3
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: internal error, please report it: sweep point 0 (model=llama-3-8b): ZeroDivisionError: "
+        "'division by zero' (KVSIM_DEBUG=1 shows the traceback)")
+
+
+def test_rays_own_failures_are_one_line_without_its_traceback_or_colours(tmp_path):
+    """What ray.get raises when Ray could not run a task: a RayTaskError (the exception class it makes
+    from the cause, its message Ray's coloured traceback), or a Ray error of its own with a multi-line
+    message."""
+    ray_exceptions = pytest.importorskip("ray.exceptions")
+    from kvsim.sweep.backends import ray_failure
+
+    task = load_sweep(_sweep(tmp_path)).tasks[5]
+    traceback = ("\x1b[36mray::attempt()\x1b[39m (pid=1, ip=127.0.0.1)\n  File \"x.py\", line 1, in attempt\n"
+                 "ModuleNotFoundError: No module named 'kvsim'")
+    cause = ModuleNotFoundError("No module named 'kvsim'")
+    wrapped = ray_exceptions.RayTaskError("attempt", traceback, cause, proctitle="ray::attempt", pid=1,
+                                          ip="127.0.0.1").as_instanceof_cause()
+    assert "\x1b[36m" in str(wrapped)
+    assert str(ray_failure(task, wrapped)) == (
+        "sweep point 2 repeat 1 (kv.block_size=32, workload.arrival.rate=2): Ray could not run it: "
+        "ModuleNotFoundError: \"No module named 'kvsim'\"")
+    crashed = ray_exceptions.WorkerCrashedError()
+    line = str(ray_failure(task, crashed))
+    assert line.startswith("sweep point 2 repeat 1 (kv.block_size=32, workload.arrival.rate=2): Ray could "
+                           "not run it: WorkerCrashedError: ")
+    assert "\n" not in line and "\x1b" not in line
 
 
 def test_ray_missing_says_how_to_install(tmp_path, monkeypatch):

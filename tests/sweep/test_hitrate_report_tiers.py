@@ -66,6 +66,20 @@ def test_parse_tiers_errors(text, placement, msg):
     assert msg in str(err.value) and str(err.value).startswith("--tiers: ")
 
 
+def test_a_tier_below_one_block_names_the_size_of_one_block():
+    """Blocks of 4 tokens, GIB / 8 bytes each: the message says what one block is in the unit given."""
+    s = stream(pool=3, bytes_per_block=GIB / 8)
+    with pytest.raises(KvsimError) as err:
+        parse_tiers("cpu=0.1", "gib", s, "exclusive")
+    assert str(err.value) == "--tiers: cpu: '0.1' gib is less than one block (one block is 0.125 GiB)"
+    with pytest.raises(KvsimError) as err:
+        parse_tiers("cpu=3", "tokens", s, "exclusive")
+    assert str(err.value) == "--tiers: cpu: '3' tokens is less than one block (one block is 4 tokens)"
+    with pytest.raises(KvsimError) as err:
+        parse_sweep("cpu=2,8", parse_tiers(None, "tokens", s, "exclusive"), "tokens", s, "exclusive", DATA)
+    assert str(err.value) == "--sweep-tier: cpu: '2' tokens is less than one block (one block is 4 tokens)"
+
+
 def test_parse_tiers_needs_a_gpu_capacity_without_a_pool():
     with pytest.raises(KvsimError, match="--tiers: no KV pool to default the gpu tier to"):
         parse_tiers("cpu=4", "blocks", stream(), "exclusive")

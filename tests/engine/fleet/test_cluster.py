@@ -4,10 +4,13 @@ bandwidth), a shared store across replicas, heterogeneous pools, and the one-lin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvsim.engine.simulation import Simulation
 from kvsim.errors import KvsimError
+from kvsim.metrics.summary import build_summary
 from kvsim.scenario import load_scenario
 from kvsim.workload.request import Request
 
@@ -135,6 +138,9 @@ def test_a_shared_store_serves_another_replica_prefill():
         r = res.requests.set_index("rid")
         assert list(r["replica"]) == [0, 1]
         got[shared] = int(r.loc[1, "hit_tokens_remote"])
+        assert list(r["loaded_tokens_remote"]) == [0, got[shared]]
+        remote = build_summary(res.requests, res.timeline, res.meta)["tiers"]["per_tier"]["remote"]
+        assert remote["loaded_tokens"] == got[shared] == remote["loads"] * 16  # the store counted once
         assert res.meta["tiers"]["tiers"]["remote"]["stores"] == (10 if shared == "true" else 20)
     # 161 tokens: (161 - 1) // 16 = 10 blocks the second replica finds in the store, none in its own
     assert got == {"true": 160, "false": 0}
@@ -155,7 +161,19 @@ def test_heterogeneous_pools():
 @pytest.mark.parametrize(("overrides", "message"), [
     (["parallelism.replicas=2", "cluster={pools: [{}]}"], "parallelism.replicas: with cluster:"),
     (["cluster={pools: [{role: prefill}, {role: mixed}]}"], "cluster.pools.1.role: mixed replicas"),
-    (["cluster={pools: [{role: decode}]}"], "cluster.pools: disaggregated serving needs"),
+    (["cluster={pools: [{role: decode}]}"], "cluster.pools.0.role: decode pool 'pool0' has no prefill pool "
+                                             "feeding it (disaggregated serving needs a pool of role prefill "
+                                             "too; role mixed prefills and decodes on one replica)"),
+    (["cluster={pools: [{name: d1, role: decode}, {name: d2, role: decode}]}"],
+     "cluster.pools.0.role: decode pool 'd1' has no prefill pool feeding it"),
+    (["cluster={pools: [{name: p, role: prefill, data_parallel_size: 3}]}"],
+     "cluster.pools.0.role: prefill pool 'p' has no decode pool to hand its KV to (disaggregated serving "
+     "needs a pool of role decode too"),
+    (["cluster={pools: [{name: a}, {name: b, kv: {tiers: [{medium: cpu, capacity_gb: 0.001}]}}]}",
+      "kv.prefix_cache=hash", "kv.tiers=[{medium: cpu, capacity_gb: 1}]"],
+     "cluster.pools.1.kv.tiers.0.capacity_gb: 0.001 GB holds no KV block of 2.10 MB (pool 'b')"),
+    (["cluster={pools: [{name: a}, {name: b, kv: {gpu_memory_utilization: 0.01}}]}"],
+     "cluster.pools.1 ('b'): llama-3-8b weights (16.1 GB per GPU) exceed the 0.8 GB budget"),
     (["cluster={pools: [{name: a}, {name: a}]}"], "cluster.pools.1.name: 'a' names two pools"),
     (["cluster={pools: [{kv: {block_size: 0}}]}"], "cluster.pools.0.kv.block_size: Input should be"),
     (["cluster={pools: [{kv: {gpu_memory_utilisation: 1}}]}"], "cluster.pools.0.kv.gpu_memory_utilisation: "
@@ -182,6 +200,28 @@ def test_a_prompt_the_decode_replica_holds_moves_nothing_and_frees_the_prefill_c
     # 160 tokens: all ten full blocks cached there, nothing to move, the prefill replica holds nothing
     assert list(q["kv_transfer_bytes"]) == [160 * 131_072] + [0.0] * 4
     assert not s.replicas[0].sched.handoff.held and s.replicas[0].sched.kv.used_blocks == 0
+
+
+def test_a_decode_replica_load_from_its_cpu_tier_is_credited_to_the_request():
+    # the decode replica holds 11 blocks: A's 161-token prompt fills them; B's (other content) evicts A's
+    # 10 cached blocks to its cpu tier; C repeats A: the prefill replica (a large pool) hits its 10 blocks on
+    # its GPU, the decode replica loads them from its cpu tier, so nothing moves over the NICs
+    reqs = [Request(0, 0.0, 161, 2, segments=((7, 161),)), Request(1, 1.0, 161, 2, segments=((8, 161),)),
+            Request(2, 2.0, 161, 2, segments=((7, 161),))]
+    s = sim("cluster={pools: [{role: prefill}, {role: decode, kv: {num_gpu_blocks_override: 11}}]}",
+            "kv.prefix_cache=hash", "kv.tiers=[{medium: cpu, capacity_gb: 1}]", "kv.check_invariants=true",
+            requests=reqs)
+    res = s.run()
+    q = res.requests.set_index("rid")
+    assert list(q["kv_transfer_bytes"]) == [160 * 131_072, 160 * 131_072, 0.0]
+    # the prefill replica's first admission: the hit columns (they add up to cached_tokens)
+    assert (list(q["hit_tokens_gpu"]), list(q["hit_tokens_cpu"])) == ([0, 0, 160], [0, 0, 0])
+    # every block loaded from a tier, on whichever replica: 10 blocks x 16 tokens for C
+    assert list(q["loaded_tokens_cpu"]) == [0, 0, 160]
+    # over the decode replica's idle host link
+    assert q.loc[2, "load_wait_s"] == pytest.approx(160 * 131_072 / s.hw.host_link_bandwidth)
+    cpu = build_summary(res.requests, res.timeline, res.meta)["tiers"]["per_tier"]["cpu"]
+    assert (cpu["loads"], cpu["loaded_tokens"]) == (10, 160)
 
 
 def test_blocks_on_their_way_are_hit_by_nobody():
@@ -232,3 +272,26 @@ def test_a_pool_without_the_link_figure_fails_at_construction(tmp_path):
 def test_replicas_named_twice_is_an_error():
     with pytest.raises(KvsimError, match="give replicas or data_parallel_size"):
         load_scenario(None, ["parallelism={replicas: 2, data_parallel_size: 2}"])
+
+
+def test_a_preemption_in_an_iteration_that_runs_nothing_is_in_the_next_timeline_row():
+    """A prefill replica whose blocks are held for hand-offs preempts the prompt it was growing and then
+    has nothing to run: that preemption was in no timeline row (timeline 0, requests.parquet 1 here;
+    4 vs 11 on the stress check's seed 142, which found it). Now it is in the replica's next row."""
+    import kvsim
+
+    trace = Path(__file__).parents[3] / "workloads" / "traces" / "mooncake" / "conversation_trace.jsonl"
+    sc = {"model": "llama-3.1-8b", "hardware": "h100-sxm",
+          "kv": {"block_size": 32, "prefix_cache": "hash", "num_gpu_blocks_override": 600},
+          "scheduler": {"policy": "sarathi"},
+          "workload": {"kind": "trace",
+                       "output_len": {"dist": "lognormal", "mean": 4, "p50": 2.32, "max": 16},
+                       "trace": {"path": str(trace), "format": "mooncake", "limit": 10, "time_scale": 0.79}},
+          "simulation": {"seed": 142, "requests": 10},
+          "cluster": {"pools": [{"name": "p", "role": "prefill"},
+                                {"name": "d", "role": "decode", "data_parallel_size": 2}],
+                      "kv_transfer": {"mode": "layerwise"}},
+          "router": {"decode_policy": "least_loaded"}}
+    res = kvsim.run(sc)
+    assert int(res.requests["preemptions"].sum()) == 1
+    assert int(res.timeline["preempted"].sum()) == res.summary["preemptions"] == 1
