@@ -22,10 +22,13 @@ from typing import Any
 import pandas as pd
 
 from kvsim.engine.simulation import Simulation
-from kvsim.errors import KvsimError, KvsimWarning
+from kvsim.errors import KvsimError, KvsimWarning, check_jobs, excerpt
 from kvsim.metrics.nothing_completed import nothing_completed
 from kvsim.metrics.summary import build_summary
-from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key, yaml_text
+from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key
+
+MAX_JOBS = 256
+"""compare's and plan's `jobs` at most (the command line's --jobs)."""
 
 
 @dataclass(slots=True)
@@ -54,13 +57,26 @@ def load(scenario: str | Path | dict[str, Any] | Scenario | None = None,
     if not (scenario is None or isinstance(scenario, (str, Path, dict, Scenario))):
         raise KvsimError(f"scenario: a YAML path, a dict of sections, a Scenario or None, got "
                          f"{type(scenario).__name__}")
-    if overrides is not None and not isinstance(overrides, dict):
-        raise KvsimError(f"overrides: a dict of dotted keys to values, got {type(overrides).__name__}")
+    _check_overrides(overrides)
     try:
         return _load(scenario, overrides, kw_overrides)
     except RecursionError:
         raise KvsimError("scenario: nested too deeply (a mapping inside a mapping more than Python's "
                          "recursion limit allows)") from None
+
+
+def _check_overrides(overrides: Any) -> None:
+    if overrides is not None and not isinstance(overrides, dict):
+        raise KvsimError(f"overrides: a dict of dotted keys to values, got {type(overrides).__name__}")
+    for key in overrides or {}:
+        if not isinstance(key, str):
+            raise KvsimError(f"overrides: keys are dotted scenario keys (strings), got {type(key).__name__}")
+
+
+def _check_path(scenario: Any) -> None:
+    """compare's and plan's scenario: a YAML path or None (the built-in default)."""
+    if not (scenario is None or isinstance(scenario, (str, Path))):
+        raise KvsimError(f"scenario: a YAML path or None, got {type(scenario).__name__}")
 
 
 def _load(scenario, overrides: dict[str, Any] | None, kw_overrides: dict[str, Any]) -> Scenario:
@@ -102,15 +118,21 @@ def compare(scenario: str | Path | None, vary: dict[str, list[Any]], overrides: 
     figures as columns (compare.csv's), the identical request stream for every variant."""
     from kvsim.sweep.compare import compare_frame, run_compare
 
+    _check_path(scenario)
     if not isinstance(vary, dict) or not vary:
         raise KvsimError("vary: a non-empty dict of scenario key -> list of values, got "
                          f"{type(vary).__name__}")
     for key, values in vary.items():
+        if not isinstance(key, str):
+            raise KvsimError(f"vary: keys are dotted scenario keys (strings), got {type(key).__name__}")
         if not isinstance(values, (list, tuple)) or not values:
-            raise KvsimError(f"vary.{key}: a non-empty list of values, got {yaml_text(values)}")
-    if overrides is not None and not isinstance(overrides, dict):
-        raise KvsimError(f"overrides: a dict of dotted keys to values, got {type(overrides).__name__}")
-    axes = [f"{k}={','.join(yaml_text(v) for v in values)}" for k, values in vary.items()]
+            shown = (excerpt(values) if isinstance(values, (str, int, float, type(None)))
+                     else type(values).__name__)
+            raise KvsimError(f"vary.{key}: a non-empty list of values, got {shown}")
+        set_items((key, v) for v in values)  # each value must be one YAML can write (a KvsimError if not)
+    _check_overrides(overrides)
+    check_jobs(jobs, MAX_JOBS)
+    axes = [(k, list(values)) for k, values in vary.items()]  # (values as given: "a,b" is one value)
     return compare_frame(run_compare(scenario, axes, set_items((overrides or {}).items()), seed, jobs))
 
 
@@ -132,6 +154,9 @@ def plan(scenario: str | Path | None, find: str, slo: dict[str, dict[str, float]
     `probes` with their steady-state verdicts, ...); `qps`: min_replicas / min_cost's load in requests/s."""
     from kvsim.sweep.plan import run_plan
 
+    _check_path(scenario)
+    _check_overrides(overrides)
+    check_jobs(jobs, MAX_JOBS)
     items = set_items([*(overrides or {}).items(), ("slo", slo)])
     return run_plan(scenario, items, None, find, repeats, precision, jobs, None, hardware, tps, max_extension,
                     qps).doc()

@@ -357,6 +357,13 @@ def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     console.print(table)
 
 
+def _kv_dtype_flag(text: str) -> str | dict:
+    """--kv-dtype: a name, or a mapping in YAML flow syntax ({bits: 4}, {rope: bf16, rest: fp8})."""
+    from kvsim.scenario import parse_value
+
+    return parse_value(text, "--kv-dtype") if text.lstrip().startswith("{") else text
+
+
 def _int_list(text: str, flag: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -521,14 +528,13 @@ def footprint(
 ) -> None:
     """KV bytes per token and for N tokens (per layer group and in total), the page plan, and how many
     sequences fit on a device after the weights (rows, also when the weights do not fit at this TP)."""
-    from kvsim.scenario import parse_value
     from kvsim.specs.catalog import get_model
     from kvsim.specs.footprint_report import footprint_rows
     from kvsim.specs.hardware import load_hardware
     from kvsim.specs.kv_precision import kv_precision
 
     def compute():
-        dtype = parse_value(kv_dtype, "--kv-dtype") if kv_dtype.lstrip().startswith("{") else kv_dtype
+        dtype = _kv_dtype_flag(kv_dtype)
         m = get_model(model)
         precision = kv_precision(dtype, m.weight_dtype)
         hw = load_hardware(hardware)
@@ -633,8 +639,8 @@ def hitrate(
     if placement is not None and tiers is None and sweep_tier is None:
         _fail("--placement: only with --tiers or --sweep-tier")
     folder = _guard(lambda: _output_folder(out, "hitrate", source))
-    result = _guard(lambda: hr.compute(source, set_, requests, block_size, model, kv_dtype, sample_rate,
-                                       capacities, unit, tiers, placement, sweep_tier))
+    result = _guard(lambda: hr.compute(source, set_, requests, block_size, model, _kv_dtype_flag(kv_dtype),
+                                       sample_rate, capacities, unit, tiers, placement, sweep_tier))
 
     def write() -> None:
         with folder as tmp:

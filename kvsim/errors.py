@@ -1,5 +1,5 @@
-"""The one exception type the CLI turns into a one-line error and a non-zero exit, and `excerpt`, the one
-way an error message quotes user input."""
+"""The one exception type the CLI turns into a one-line error and a non-zero exit, `excerpt`, the one
+way an error message quotes user input, and `check_jobs`, the Python API's check of a `jobs` argument."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ def excerpt(value: Any, limit: int = 40) -> str:
         quoted = repr(cut[:limit])
         return quoted[:-1] + "…" + quoted[-1] if len(cut) > limit else quoted
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_jobs(jobs: Any, most: int) -> None:
+    """The Python API's `jobs` (as the command line's --jobs): a whole number from 1 to `most`."""
+    if not (isinstance(jobs, int) and not isinstance(jobs, bool) and 1 <= jobs <= most):
+        shown = excerpt(jobs) if isinstance(jobs, (int, float, str)) else type(jobs).__name__
+        raise KvsimError(f"jobs: a whole number from 1 to {most}, got {shown}")
 
 
 def printable(text: Any) -> str:

@@ -438,8 +438,17 @@ def yaml_text(value: Any) -> str:
 
 
 def set_items(values: Iterable[tuple[str, Any]]) -> list[str]:
-    """--set items (KEY=VALUE) that give each dotted key its value, as apply_overrides reads them."""
-    return [f"{k}={yaml_text(v)}" for k, v in values]
+    """--set items (KEY=VALUE) that give each dotted key its value, as apply_overrides reads them; a value
+    YAML cannot write (a Python object, a mapping nested past the recursion limit) is a one-line error."""
+    items = []
+    for k, v in values:
+        try:
+            items.append(f"{k}={yaml_text(v)}")
+        except (yaml.YAMLError, RecursionError, TypeError, ValueError):
+            where = k if isinstance(k, str) and k.isprintable() and len(k) <= 60 else excerpt(str(k))
+            raise KvsimError(f"{where}: a Python {type(v).__name__} is not a scenario value (numbers, "
+                             "strings, booleans, None, lists and mappings of them)") from None
+    return items
 
 
 def parse_value(text: str, source: str = "--set") -> Any:

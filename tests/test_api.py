@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,36 @@ def test_wrong_types_are_one_line_kvsim_errors(call, needle):
     with pytest.raises(KvsimError, match=needle) as exc:
         call()
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: kvsim.load(None, {1: 2}), "overrides: keys are dotted scenario keys (strings), got int"),
+    (lambda: kvsim.run(None, {None: 2}), "overrides: keys are dotted scenario keys (strings), got NoneType"),
+    (lambda: kvsim.compare({"kv": {}}, {"kv.block_size": [16]}), "scenario: a YAML path or None, got dict"),
+    (lambda: kvsim.compare(kvsim.load(None), {"kv.block_size": [16]}), "a YAML path or None, got Scenario"),
+    (lambda: kvsim.compare(None, {"kv.block_size": [16]}, jobs="2"), "jobs: a whole number from 1 to 256"),
+    (lambda: kvsim.compare(None, {"kv.block_size": [16]}, jobs=0), "jobs: a whole number from 1 to 256"),
+    (lambda: kvsim.compare(None, {"kv.block_size": [object()]}), "kv.block_size: a Python object is not a"),
+    (lambda: kvsim.compare(None, {5: [16]}), "vary: keys are dotted scenario keys (strings), got int"),
+    (lambda: kvsim.sweep(5), "spec: a sweep file's path or its mapping, got int"),
+    (lambda: kvsim.sweep({"grid": {"kv.block_size": [16]}}, jobs=True), "jobs: a whole number from 1 to"),
+    (lambda: kvsim.sweep({"grid": {"kv.block_size": [16]}}, jobs=-1), "jobs: a whole number from 1 to 1024"),
+    (lambda: kvsim.plan(None, "max_rate", {"ttft_s": {"p99": 2}}, overrides="x"), "overrides: a dict"),
+    (lambda: kvsim.plan(None, "max_rate", {"ttft_s": {"p99": 2}}, jobs=0), "jobs: a whole number from 1"),
+    (lambda: kvsim.plan(None, "min_replicas", {"ttft_s": {"p99": 2}}, qps="x"), "--qps 'x'"),
+    (lambda: kvsim.plan({"kv": {}}, "max_rate", {"ttft_s": {"p99": 2}}), "a YAML path or None, got dict"),
+])
+def test_wrong_argument_types_found_by_the_fuzz_suite_are_kvsim_errors(call, needle):
+    """Each of these raised a bare TypeError / AttributeError / RecursionError, quoted a whole scenario
+    in its message, or (jobs=0, jobs=True) ran, before the fuzz suite's API mode found them."""
+    with pytest.raises(KvsimError, match=re.escape(needle)) as exc:
+        call()
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
+
+
+def test_compare_keeps_a_value_with_a_comma_whole():
+    df = kvsim.compare(None, {"name": ["a,b", "c"]}, {"simulation.requests": 2})
+    assert list(df["name"]) == ["a,b", "c"]  # (it ran three variants, a, b and c)
 
 
 def test_a_scenario_nested_past_the_recursion_limit_is_a_kvsim_error():

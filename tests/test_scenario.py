@@ -10,7 +10,7 @@ import pytest
 from kvsim import registry
 from kvsim.errors import KvsimError
 from kvsim.kvcache.sparsity.config import POLICY_NAMES
-from kvsim.scenario import Scenario, apply_overrides, build_scenario, load_scenario, parse_value
+from kvsim.scenario import Scenario, apply_overrides, build_scenario, load_scenario, parse_value, set_items
 
 
 def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
@@ -451,3 +451,13 @@ def test_cost_overhead_keys_default_to_the_fitted_terms_and_iteration_overhead_i
 def test_a_link_slower_than_1_mb_per_s_is_refused_naming_the_key(path, key):
     with pytest.raises(KvsimError, match=f"{key}: Input should be greater than or equal to 0.001"):
         load_scenario(Path(__file__).parents[1] / path, [f"{key}=1e-300"])
+
+
+@pytest.mark.parametrize("value", [object(), 1j])
+def test_set_items_refuses_a_value_yaml_cannot_write(value):
+    """A Python object given through the API (compare's vary, plan's slo, a sweep mapping) raised yaml's
+    RepresenterError (found by the fuzz suite)."""
+    with pytest.raises(KvsimError, match=r"^kv\.block_size: a Python \w+ is not a scenario value"):
+        set_items([("kv.block_size", value)])
+    assert set_items([("kv.block_size", 16), ("slo", {"ttft_s": {"p99": 2}})]) == [
+        "kv.block_size=16", "slo={ttft_s: {p99: 2}}"]

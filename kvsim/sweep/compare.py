@@ -106,11 +106,16 @@ def split_values(raw: str) -> list[str]:
     return out
 
 
-def parse_vary(items: list[str]) -> list[tuple[str, list[Any]]]:
+def parse_vary(items: list[str] | list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
     """`KEY=V1,V2,...` items -> [(key, [values])], values parsed as YAML (as --set does); commas inside
-    [...] or {...} belong to the value."""
+    [...] or {...} belong to the value. An item already (key, [values]) (kvsim.compare) is taken as is."""
     axes: list[tuple[str, list[Any]]] = []
     for item in items:
+        if isinstance(item, tuple):
+            if any(item[0] == k for k, _ in axes):
+                raise KvsimError(f"vary: key {item[0]} is varied twice")
+            axes.append((item[0], list(item[1])))
+            continue
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
@@ -176,7 +181,8 @@ def check_variants(scenario: str | None, overrides: list[str], seed: int | None,
             raise KvsimError(f"variant {v.label}: {exc}") from None
 
 
-def run_compare(scenario: str | Path | None, vary: list[str], overrides: list[str] | None = None,
+def run_compare(scenario: str | Path | None, vary: list[str] | list[tuple[str, list[Any]]],
+                overrides: list[str] | None = None,
                 seed: int | None = None, jobs: int = 1, on_done=None) -> list[VariantResult]:
     """Run every variant of the grid (in grid order; `jobs` > 1 runs them in that many processes).
     Every variant's scenario is validated before any runs. on_done(result) is called as each finishes."""

@@ -99,6 +99,11 @@ def sweep_from(data: Any, source: str, base_dir: str | Path | None, seed: int | 
     points = data.get("points") or [{}]
     if not isinstance(points, list) or not all(isinstance(x, dict) for x in points):
         raise KvsimError(f"{p}: points: a list of mappings of scenario keys to values")
+    for index, pt in enumerate(points):
+        both = [k for k in pt if k in grid]
+        if both:  # values = {**point, **combination}: the grid's value would replace the point's silently
+            raise KvsimError(f"{p}: points {index}: {excerpt(str(both[0]))} is also a grid key (the grid's "
+                             "values would replace the point's); give it in one place")
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
         raise KvsimError(f"{p}: repeats: a whole number from 1 to {MAX_REPEATS}, got {excerpt(repeats)}")

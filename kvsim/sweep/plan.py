@@ -120,8 +120,8 @@ class Planner:
                  repeats: int = 1, jobs: int = 1, on_probe: OnProbe | None = None,
                  max_extension: int = MAX_EXTENSION, qps: float | None = None,
                  on_attempt: OnAttempt | None = None) -> None:
-        if find not in FINDS:
-            raise KvsimError(f"--find {find!r}: choose one of {', '.join(FINDS)}")
+        if not isinstance(find, str) or find not in FINDS:  # (a list raised TypeError: unhashable)
+            raise KvsimError(f"--find {excerpt(find)}: choose one of {', '.join(FINDS)}")
         self.path = None if scenario is None else str(scenario)
         self.overrides = list(overrides)
         self.find = find
@@ -227,8 +227,9 @@ def _check_knob(sc: Scenario, find: str, qps: float | None = None) -> None:
             what = "a trace's timestamps" if sc.workload.kind == "trace" else "a closed loop's users"
             raise KvsimError(f"--qps sets workload.arrival.rate; {what} set this workload's rate"
                              + (" (scale it with workload.trace.time_scale)" if not closed else ""))
-    if qps is not None and not (math.isfinite(qps) and qps > 0):
-        raise KvsimError(f"--qps {qps}: give a request rate > 0 (requests per second)")
+    if qps is not None and not (_number(qps) and math.isfinite(qps) and qps > 0):
+        shown = qps if _number(qps) else excerpt(qps)
+        raise KvsimError(f"--qps {shown}: give a request rate > 0 (requests per second)")
 
 
 def _bracket(plan: Plan) -> str:
@@ -463,6 +464,10 @@ def run_plan(scenario: str | Path | None, overrides: list[str], seed: int | None
     `repeats` (at most MAX_PLAN_REPEATS) seeds."""
     _check_precision(precision)
     _check_repeats(repeats)
+    if find != "min_cost" and (hardware or tps):  # (they used to be ignored without a word)
+        raise KvsimError(f"--hardware and --tp (kvsim.plan: hardware, tps) are the candidates of --find "
+                         f"min_cost; --find {excerpt(find)} runs the scenario's hardware and "
+                         "tensor_parallel_size (set them with --set)")
     if find == "min_cost":
         return find_min_cost(scenario, overrides, seed, hardware or [], tps or [], repeats, jobs, on_probe,
                              max_extension, qps, on_attempt, on_candidate)

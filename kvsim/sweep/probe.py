@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvsim.errors import KvsimError
+from kvsim.errors import KvsimError, excerpt
 from kvsim.metrics.steady import (
     MAX_WARMUP_FRACTION,
     SteadyState,
@@ -154,8 +154,10 @@ class Prober:
 
     def __init__(self, path: str | None, overrides: list[str], base: Scenario, seeds: list[int],
                  jobs: int = 1, max_extension: int = MAX_EXTENSION) -> None:
-        if not 1 <= max_extension <= 1024:
-            raise KvsimError(f"--max-extension {max_extension}: give 1 to 1024 (times the scenario's length)")
+        if not (isinstance(max_extension, int) and not isinstance(max_extension, bool)
+                and 1 <= max_extension <= 1024):  # (kvsim.plan's max_extension="2" raised TypeError)
+            raise KvsimError(f"--max-extension {excerpt(max_extension)}: give 1 to 1024 (times the "
+                             "scenario's length)")
         self.path = path
         self.overrides = list(overrides)
         self.slo = base.slo or {}

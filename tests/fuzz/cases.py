@@ -1,6 +1,6 @@
-"""What a fuzz case is and what it did: `Case` (a kvsim argument list plus the files to create, and what
-the outcome must be), `Link` (a symlink among those files), `Outcome` (the classified result) and the
-outcome kinds (OK, ERROR and FAILURE_KINDS, described in harness.py)."""
+"""What a fuzz case is and what it did: `Case` (a kvsim argument list, or a Python API call, plus the files
+to create, and what the outcome must be), `Link` (a symlink among those files), `Outcome` (the classified
+result) and the outcome kinds (OK, ERROR and FAILURE_KINDS, described in harness.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ class Case:
     setup: kvsim commands run first (each must succeed; what they write is kvsim's, not the user's);
     after_setup: user files written after them (e.g. notes.md into an earlier output folder).
     outputs: files (relative to cwd) a successful run must have written.
+    call: Python source run in place of the command line (API mode; argv is then empty): it is executed
+    in the case folder with `kvsim`, `math`, `Path`, `PosixPath`, `nan` and `inf` in scope and assigns
+    `result`; a KvsimError counts as the one-line error (exit 2), a return as a valid run (exit 0), any
+    other exception as a traceback. returns: the type name `result` must have after a valid call.
+    progress: the command prints progress lines to stderr before its result (kvsim plan's probes), so
+    an error is the last stderr line, the lines before it being progress (none may start "error").
     """
 
     category: str
@@ -49,10 +55,14 @@ class Case:
     setup: list[list[str]] = field(default_factory=list)
     after_setup: dict[str, Any] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
+    call: str = ""
+    returns: str = ""
+    progress: bool = False
 
     def __repr__(self) -> str:  # short: hypothesis prints it for a failing example
         files = ", ".join(f"{k} ({_size(v)})" for k, v in self.files.items())
-        return (f"Case({self.category!r}, {self.why[:120]!r}, argv={[a[:80] for a in self.argv]!r}, "
+        what = f"call={self.call[:200]!r}" if self.call else f"argv={[a[:80] for a in self.argv]!r}"
+        return (f"Case({self.category!r}, {self.why[:120]!r}, {what}, "
                 f"expect={self.expect!r}, files=[{files}])")
 
     def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' pretty-printer asks for this
@@ -69,7 +79,11 @@ class Case:
             parts.append(f"$ {where}{env}kvsim {' '.join(_shell_quote(a) for a in argv)}   # setup")
         for name, content in self.after_setup.items():
             parts.append(f"--- then {name} {_describe(content, limit)}")
-        parts.append(f"$ {where}{env}kvsim {' '.join(_shell_quote(a) for a in self.argv)}")
+        if self.call:
+            parts.append(f"$ {where}{env}python   # then, with import kvsim, math; from pathlib import Path")
+            parts.extend(f">>> {line}" for line in self.call[:limit].splitlines())
+        else:
+            parts.append(f"$ {where}{env}kvsim {' '.join(_shell_quote(a) for a in self.argv)}")
         return "\n".join(parts)
 
 

@@ -4,7 +4,9 @@ The contract every input must meet (issue 9): either a valid run (exit 0), or ex
 line on stderr that starts with "error: ", no Python traceback, no output folder left behind, no user
 file touched, within bounded time and memory.
 
-A case (`Case`) is a kvsim argument list plus the files to create in a fresh folder. The parent process
+A case (`Case`) is a kvsim argument list (or, in API mode, a Python call of kvsim.run / load / compare /
+sweep / plan, whose KvsimError counts as the error line and exit 2) plus the files to create in a fresh
+folder. The parent process
 (pytest, or `report.py`) lays the folder out, then hands the case to a long-lived worker subprocess
 (`Worker`), which runs `kvsim.cli.main()` in-process with a patched sys.argv, the case folder as its
 working directory, fd 1 and 2 redirected to capture files, a per-case wall-clock alarm and an address-space
@@ -30,7 +32,11 @@ and the failures (FAILURE_KINDS):
                     sequences (kvsim itself prints no colour here: no terminal, NO_COLOR=1)
     internal-error  an "internal error" one-liner: a check validate should have made
     validate-mismatch  `kvsim validate` accepts what `kvsim run` then rejects (or the reverse)
-    missing-output  exit 0 without the files the command must write (summary.json)
+    missing-output  exit 0 without the files the command must write (summary.json), or an API call that
+                    returned another type than the case expects
+    (an API call that writes a file in the case folder is a leftover-output; an empty error message, or
+    one holding a carriage return, a bad-error-line; a command marked `progress` (kvsim plan) may print
+    progress lines to stderr before its one error line)
     warning         a Python warning printed by a successful run
 
 The code lives in cases.py (Case, Link, Outcome, the outcome kinds), worker.py (the worker subprocess

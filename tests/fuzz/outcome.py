@@ -100,12 +100,20 @@ def classify(case: Case, raw: dict[str, Any], capture: Path, before: dict[str, s
         return out("unescaped-control", f"printed {where[max(0, at - 30): at + 10]!r}")
     lines = stderr.rstrip("\n").split("\n") if stderr.strip() else []
     new = sorted(set(after) - set(before))
+    if case.progress and rc == 2 and len(lines) > 1:  # progress lines, then the error
+        if any(ln.startswith("error") for ln in lines[:-1]):
+            return out("multi-line-error", f"{sum(ln.startswith('error') for ln in lines)} error lines")
+        lines = lines[-1:]
+    if case.call and rc == 0 and new:
+        return out("leftover-output", "the Python API wrote files: new " + ", ".join(new[:6]))
     if rc == 0:
         if case.expect == "fail":
             return out("accepted-nonsense", "exit 0 for an input that must be refused")
         if _WARNING_LINE.search(stderr):
             return out("warning", _WARNING_LINE.search(stderr).group(0) + _first_line(
                 stderr[_WARNING_LINE.search(stderr).end():]))
+        if case.returns and f"returned {case.returns}\n" not in stdout:
+            return out("missing-output", f"{_first_line(stdout)}, expected a {case.returns}")
         missing = [p for p in case.outputs if not (root / case.cwd / p).is_file()]
         if missing:
             return out("missing-output", "exit 0 but no " + ", ".join(missing))
@@ -118,7 +126,7 @@ def classify(case: Case, raw: dict[str, Any], capture: Path, before: dict[str, s
         if len(lines) != 1:
             return out("multi-line-error", f"{len(lines)} stderr lines")
         line = lines[0]
-        if not line.startswith("error: "):
+        if not line.startswith("error: ") or (case.call and (not line[7:].strip() or "\r" in line)):
             return out("bad-error-line", line[:200])
         if len(line) > MAX_ERROR_CHARS:
             return out("long-error", f"{len(line)} characters")

@@ -2,7 +2,7 @@
 
     python tests/fuzz/report.py                 # 50 cases per category
     python tests/fuzz/report.py -n 200 -c trace -c model
-    python tests/fuzz/report.py --regressions   # the fixed cases too
+    python tests/fuzz/report.py --regressions   # the fixed cases too (issue 9's and issue 25's)
     python tests/fuzz/report.py --json out.json # every failure, machine-readable
 
 Cases are drawn deterministically (the same N cases on every run, given the same hypothesis version);
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=50, help="cases per category")
     ap.add_argument("-c", "--category", action="append", choices=sorted(strategies.CATEGORIES),
                     help="only these categories (repeatable)")
-    ap.add_argument("--regressions", action="store_true", help="also run the fixed regression cases")
+    ap.add_argument("--regressions", action="store_true",
+                    help="also run the fixed regression cases (regressions.py, surfaces_regressions.py)")
     ap.add_argument("--seed", type=int, default=None, help="draw a different (random-seeded) set")
     ap.add_argument("--show", type=int, default=2, help="reproductions printed per failure signature")
     ap.add_argument("--json", type=Path, help="write every failure (repro, outcome) to this file")
@@ -65,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             plan.append((cat, draw_cases(cat, args.n, args.seed)))
         if args.regressions:
             import regressions
+            import surfaces_regressions
 
             plan.append(("regression", list(regressions.REGRESSIONS.values())))
+            plan.append(("surfaces", list(surfaces_regressions.SURFACE_REGRESSIONS.values())))
         for cat, cases in plan:
             t_cat = time.monotonic()
             for case in cases:

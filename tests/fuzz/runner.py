@@ -1,5 +1,6 @@
 """The parent side of one case: lay out its files in a fresh folder, run its setup commands, `kvsim
-validate` first when asked, then the command itself through the `Worker`, and classify the result."""
+validate` first when asked, then the command (or the Python API call) itself through the `Worker`, and
+classify the result."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def run_case(case: Case, worker: Worker) -> Outcome:
             if pre.failed:
                 return pre
             before = after_validate
-        raw = worker.execute(case.argv, cwd, capture, env)
+        raw = worker.execute(case.argv, cwd, capture, env, case.call)
         outcome = classify(case, raw, capture, before, snapshot(root), user, root)
         if pre is not None and not outcome.failed and pre.kind != outcome.kind:
             outcome = Outcome("validate-mismatch", outcome.rc, outcome.stdout, outcome.stderr,

@@ -4,6 +4,13 @@ hang, a death or RESTART_EVERY cases; the worker side (`worker_main`) runs `kvsi
 patched sys.argv, the case folder as working directory, fd 1 and 2 redirected to capture files, a
 per-case wall-clock alarm and an address-space limit.
 
+API mode (a case with `call`): the worker executes the case's Python source instead of `main()`, under
+the same limits, and reports it as the command line would: a `kvsim.KvsimError` as its message on one
+stderr line after "error: " (written as is: a newline in the message shows as a second line) and exit 2,
+a return as exit 0 with "returned TYPE" on stdout, any other exception (SystemExit included) as a
+traceback. A `KvsimWarning` (kvsim's own "nothing completed" warning) is output, written to stdout; any
+other Python warning goes to stderr, where it fails a valid call as it fails a command.
+
 Started as `python tests/fuzz/worker.py --worker MEMORY_BYTES` (harness.py --worker does the same).
 """
 
@@ -106,16 +113,17 @@ class Worker:
         return line
 
     # -- one command -----------------------------------------------------------------------------
-    def execute(self, argv: list[str], cwd: Path, capture: Path, env: dict[str, str]) -> dict[str, Any]:
-        """Run `kvsim argv` in cwd; the reply dict has rc, kind (None, "hang", "memory", "died"),
-        elapsed and tb (a traceback the worker caught)."""
+    def execute(self, argv: list[str], cwd: Path, capture: Path, env: dict[str, str],
+                call: str = "") -> dict[str, Any]:
+        """Run `kvsim argv` (or, given `call`, that Python source: API mode) in cwd; the reply dict has rc,
+        kind (None, "hang", "memory", "died"), elapsed and tb (a traceback the worker caught)."""
         if any("\x00" in a for a in argv):
             raise ValueError("an argument list cannot hold a NUL byte (execve refuses it)")
         if self.proc is None or self.proc.poll() is not None or self.cases >= RESTART_EVERY:
             self.stop()
             self.start()
         self.cases += 1
-        request = {"argv": argv, "cwd": str(cwd), "stdout": str(capture / "stdout.txt"),
+        request = {"argv": argv, "call": call, "cwd": str(cwd), "stdout": str(capture / "stdout.txt"),
                    "stderr": str(capture / "stderr.txt"), "env": env, "timeout": self.time_limit_s}
         t0 = time.monotonic()
         assert self.proc is not None and self.proc.stdin is not None
@@ -178,7 +186,8 @@ def _warm_imports() -> None:
     """Import what most cases need once, so each case costs only its own work."""
     import kvsim.cli  # noqa: F401
     for name in ("kvsim.engine.simulation", "kvsim.metrics.report", "kvsim.metrics.summary",
-                 "kvsim.sweep.compare", "kvsim.sweep.hitrate_report", "matplotlib.pyplot"):
+                 "kvsim.sweep.compare", "kvsim.sweep.hitrate_report", "kvsim.api", "kvsim.sweep.plan",
+                 "kvsim.sweep.run", "matplotlib.pyplot"):
         try:
             __import__(name)
         except Exception:  # noqa: BLE001 - a module under repair must not stop the worker
@@ -217,8 +226,11 @@ def _serve(req: dict[str, Any], home: str) -> dict[str, Any]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("always")
-                kvsim.cli.main()
-            rc = 0
+                if req.get("call"):
+                    rc = _call_api(req["call"])
+                else:
+                    kvsim.cli.main()
+                    rc = 0
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except SystemExit as exc:
@@ -258,6 +270,39 @@ def _serve(req: dict[str, Any], home: str) -> dict[str, Any]:
         os.chdir(home)
         _close_figures()
     return {"rc": rc, "kind": kind, "tb": tb, "elapsed": elapsed, "restart": restart}
+
+
+def _call_api(source: str) -> int:
+    """API mode: execute `source` (it assigns `result`); 2 after a KvsimError (its message written as
+    the error line), 0 after a return. Any other exception propagates (a traceback); so does a SystemExit,
+    as a RuntimeError: the API must never exit the interpreter."""
+    import math
+    import warnings
+    from pathlib import Path, PosixPath
+
+    import kvsim
+
+    scope: dict[str, Any] = {"kvsim": kvsim, "math": math, "Path": Path, "PosixPath": PosixPath,
+                             "nan": math.nan, "inf": math.inf}
+    error: kvsim.KvsimError | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            exec(compile(source, "<fuzz-call>", "exec"), scope)  # noqa: S102 - the case's own source
+        except kvsim.KvsimError as exc:
+            error = exc
+        except SystemExit as exc:
+            raise RuntimeError(f"the Python API raised SystemExit({exc.code!r})") from exc
+    for w in caught:  # (shown once the recording is over: showing one records it again)
+        if type(w.message).__name__ == "KvsimWarning":  # kvsim's own (nothing completed): output, not noise
+            sys.stdout.write(f"kvsim warning: {w.message}\n")
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if error is not None:
+        sys.stderr.write(f"error: {error}\n")
+        return 2
+    sys.stdout.write(f"returned {type(scope.get('result')).__name__}\n")
+    return 0
 
 
 def _exit_code(code: Any) -> int:

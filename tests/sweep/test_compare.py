@@ -169,3 +169,11 @@ def test_vary_values_may_be_flow_lists_and_mappings():
     axes = parse_vary(["kv.tiers=[],[{medium: cpu, capacity_gb: 64}]", "kv.block_size=16,32"])
     assert axes[0] == ("kv.tiers", [[], [{"medium": "cpu", "capacity_gb": 64}]])
     assert axes[1] == ("kv.block_size", [16, 32])
+
+
+def test_parse_vary_takes_python_axes_as_given():
+    """kvsim.compare hands its axes over as (key, values): a string with a comma stays one value."""
+    assert parse_vary([("name", ["a,b", "c"]), ("kv.block_size", (16,))]) == [("name", ["a,b", "c"]),
+                                                                              ("kv.block_size", [16])]
+    with pytest.raises(KvsimError, match="varied twice"):
+        parse_vary([("name", ["a"]), ("name", ["b"])])

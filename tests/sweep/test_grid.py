@@ -42,6 +42,8 @@ repeats: 2
     ("grid: {kv.block_size: [16, 0]}", "point 1 (kv.block_size=0)"),
     ("points: [{kv.blok: 1}]", "point 0 (kv.blok=1): default scenario: kv.blok: unknown key"),
     ("scenario: 3", "scenario: a path"),
+    ("grid: {kv.block_size: [16]}\npoints: [{kv.block_size: 0}]",  # (the point's 0 was dropped silently)
+     "points 0: 'kv.block_size' is also a grid key"),
 ])
 def test_bad_sweep_files_say_where(tmp_path, text, needle):
     with pytest.raises(KvsimError, match=needle.replace("(", r"\(").replace(")", r"\)")):

@@ -6,6 +6,7 @@ with nothing written."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -269,3 +270,28 @@ def test_min_cost_tp_zero_on_the_command_line(tmp_path):
     assert res.exit_code == 2
     want = "error: --tp [0] (kvsim.plan: tps): give tensor-parallel sizes as whole numbers >= 1\n"
     assert res.output == want
+
+
+@pytest.mark.parametrize("find", ["max_rate", "min_replicas"])
+def test_hardware_and_tp_are_refused_outside_min_cost(tmp_path, find):
+    """--hardware / --tp with another --find were ignored without a word (found by the fuzz suite)."""
+    res = CliRunner().invoke(app, ["plan", "--find", find, "--slo", "ttft_s.p99=2", "--hardware", "h200",
+                                   "--out", str(tmp_path / "p")])
+    assert res.exit_code == 2 and "are the candidates of --find min_cost" in res.output
+    with pytest.raises(KvsimError, match="candidates of --find min_cost"):
+        run_plan(None, ["slo={ttft_s: {p99: 2}}"], None, find, tps=[2])
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"find": ["max_rate"]}, "--find ['max_rate']: choose one of"),
+    ({"find": "max_rate", "max_extension": "2"}, "--max-extension '2': give 1 to 1024"),
+    ({"find": "max_rate", "max_extension": True}, "--max-extension True: give 1 to 1024"),
+])
+def test_plan_arguments_of_the_wrong_type_are_kvsim_errors(kwargs, needle):
+    """kvsim.plan(find=[...]) and max_extension="2" raised TypeError (found by the fuzz suite's long mode)."""
+    import kvsim
+
+    find = kwargs.pop("find")
+    with pytest.raises(KvsimError, match=re.escape(needle)):
+        kvsim.plan(None, find, {"ttft_s": {"p99": 2}}, **kwargs)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from hypothesis import strategies as st
 
 # ---------------------------------------------------------------------------------------------------
 # Building blocks
@@ -113,3 +114,25 @@ def _base_scenario(**sections: Any) -> dict[str, Any]:
 TINY_SCENARIO = to_yaml({"model": "llama-3-8b", "hardware": "h100-sxm", "simulation": {"requests": 3},
                          "workload": {"prompt_len": {"dist": "fixed", "value": 64},
                                       "output_len": {"dist": "fixed", "value": 8}}})
+
+
+def small_scenario(requests: int = 4, **sections: Any) -> dict[str, Any]:
+    """The scenario the newer surfaces' cases start from (plan, sweep, fleets, tiers, layer-group models,
+    KV precision, SLO and pricing): `requests` requests of 64 prompt and 8 output tokens, a few ms to run;
+    sections as keyword arguments (`a__b` for a.b)."""
+    sc: dict[str, Any] = {"model": "llama-3-8b", "hardware": "h100-sxm",
+                          "workload": {"kind": "synthetic", "prompt_len": {"dist": "fixed", "value": 64},
+                                       "output_len": {"dist": "fixed", "value": 8}},
+                          "simulation": {"requests": requests}}
+    for path, value in sections.items():
+        set_path(sc, path.replace("__", "."), value)
+    return sc
+
+
+def pick(draw, pool: tuple[tuple[Any, bool | None], ...], bad: bool | None = None) -> tuple[Any, bool]:
+    """A (value, verdict) of a pool of them; verdict True when the value alone must make the case fail.
+    bad=False draws only values that need not fail, bad=True only values that must."""
+    if bad is not None:
+        pool = tuple(item for item in pool if (item[1] is True) == bad) or pool
+    value, verdict = draw(st.sampled_from(pool))
+    return value, verdict is True
