@@ -99,7 +99,7 @@ def slo_notes(base: dict | None, items: list[str]) -> list[str]:
 
 def _say_slo_notes(scenario: Path | None, set_: list[str], seed: int | None, slo: list[str]) -> None:
     """Print slo_notes for the scenario as --set leaves it (nothing when it does not load: the command's
-    own load reports that)."""
+    own load reports that), on stdout: stderr holds only the error line if the command then fails."""
     if not slo:
         return
     from kvsim.scenario import load_scenario
@@ -109,7 +109,7 @@ def _say_slo_notes(scenario: Path | None, set_: list[str], seed: int | None, slo
     except KvsimError:
         return
     for line in slo_notes(base, slo):
-        _say(line)
+        console.print(printable(" ".join(line.split())), soft_wrap=True)
 
 
 def _guard(fn):

@@ -442,9 +442,12 @@ def test_an_slo_flag_replacing_the_scenarios_objective_says_so(tmp_path):
     scenario.write_text("simulation: {requests: 5}\nslo: {ttft_s: {p99: 2.0}}\n")
     res = invoke("run", scenario, "--slo", "ttft_s.p50=1", "--slo", "tpot_s.p90=0.05", "--out",
                  tmp_path / "o", "--no-plots")
-    assert res.exit_code == 0
-    assert res.stderr.splitlines() == [
-        "note: --slo ttft_s.p50=1 replaces the scenario's ttft_s objective (p99=2)"]
+    assert res.exit_code == 0 and res.stderr == ""
+    assert res.stdout.splitlines()[0] == (
+        "note: --slo ttft_s.p50=1 replaces the scenario's ttft_s objective (p99=2)")
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["slo"]["ttft_s"]["percentile"] == "p50"
     same = invoke("run", scenario, "--slo", "ttft_s.p99=2", "--out", tmp_path / "o", "--no-plots")
-    assert same.exit_code == 0 and same.stderr == ""
+    assert same.exit_code == 0 and same.stderr == "" and "note:" not in same.stdout
+    failed = invoke("run", scenario, "--slo", "ttft_s.p50=1", "--out", scenario)  # --out is a file
+    assert failed.exit_code == 2 and len(failed.stderr.splitlines()) == 1
+    assert failed.stderr.startswith("error: ")
