@@ -283,29 +283,38 @@ def remove_stale_temps(parent: Path, name: str) -> list[str]:
         folder, pid = parent / entry, int(m.group(1))
         try:
             if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid() \
-                    or _pid_alive(pid) or not _abandoned(folder, pid):
+                    or _pid_alive(pid):
                 continue
-            shutil.rmtree(folder)
+            left = _abandoned(folder, pid)
+            if left == "empty":
+                os.rmdir(folder)  # (not rmtree: whatever was put there since it was listed stays)
+            elif left == "marked":
+                shutil.rmtree(folder)
+            else:
+                continue
         except OSError:
             continue
         removed.append(entry)
     return removed
 
 
-def _abandoned(folder: Path, pid: int) -> bool:
+def _abandoned(folder: Path, pid: int) -> str | None:
+    """"empty" (and older than STALE_EMPTY_S), "marked" (kvsim's marker naming pid and this host), or None:
+    not known to be what a dead kvsim process left."""
     names = os.listdir(folder)
     if not names:
-        return time.time() - folder.stat().st_mtime > STALE_EMPTY_S
+        return "empty" if time.time() - folder.stat().st_mtime > STALE_EMPTY_S else None
     marker = folder / TEMP_MARKER
     if TEMP_MARKER not in names or marker.is_symlink() or not marker.is_file() \
             or marker.stat().st_size > _MANIFEST_MAX_BYTES:
-        return False
+        return None
     try:
         doc = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and doc.get("signature") == TEMP_SIGNATURE and doc.get("pid") == pid \
+        return None
+    mine = isinstance(doc, dict) and doc.get("signature") == TEMP_SIGNATURE and doc.get("pid") == pid \
         and doc.get("host") == socket.gethostname()
+    return "marked" if mine else None
 
 
 def _pid_alive(pid: int) -> bool:

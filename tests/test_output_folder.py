@@ -331,3 +331,22 @@ def test_interrupting_kvsim_run_at_many_points_leaves_no_temporary_folder(tmp_pa
         assert proc.returncode in (0, 130, 143, -signal.SIGINT, -signal.SIGTERM), (i, proc.returncode, err)
         if out.exists():
             assert {"summary.json", MANIFEST} <= set(os.listdir(out)), i
+
+
+def test_an_empty_stale_folder_that_gains_a_file_after_the_check_is_kept(tmp_path, monkeypatch):
+    """An empty, old .out.tmp-PID-* is removed with rmdir, not rmtree: a file put there between the check
+    and the removal (by whoever made the folder) is never deleted."""
+    stale = tmp_path / f".out.tmp-{_dead_pid()}-aaaa"
+    stale.mkdir()
+    t = os.stat(stale).st_mtime - 3600
+    os.utime(stale, (t, t))
+    checked = of._abandoned
+
+    def check_then_write(folder, pid):
+        verdict = checked(folder, pid)
+        (folder / "notes.md").write_text("written just after the check")
+        return verdict
+
+    monkeypatch.setattr(of, "_abandoned", check_then_write)
+    assert of.remove_stale_temps(tmp_path, "out") == []
+    assert (stale / "notes.md").read_text() == "written just after the check"
