@@ -250,8 +250,13 @@ def _make_temp(parent: Path, name: str) -> Path:
         _at_exit.append(atexit.register(_remove_live_temps))
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent))
     _live_temps.add(tmp)
-    doc = {"signature": TEMP_SIGNATURE, "pid": os.getpid(), "host": socket.gethostname()}
-    (tmp / TEMP_MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    try:
+        doc = {"signature": TEMP_SIGNATURE, "pid": os.getpid(), "host": socket.gethostname()}
+        (tmp / TEMP_MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    except BaseException:  # (a full disk: the caller never learns tmp, so remove it here)
+        shutil.rmtree(tmp, ignore_errors=True)
+        _live_temps.discard(tmp)
+        raise
     return tmp
 
 

@@ -350,3 +350,16 @@ def test_an_empty_stale_folder_that_gains_a_file_after_the_check_is_kept(tmp_pat
     monkeypatch.setattr(of, "_abandoned", check_then_write)
     assert of.remove_stale_temps(tmp_path, "out") == []
     assert (stale / "notes.md").read_text() == "written just after the check"
+
+
+def test_a_temporary_folder_whose_marker_cannot_be_written_is_removed_at_once(tmp_path, monkeypatch):
+    """mkdtemp succeeded but writing the marker failed (a full disk): the error is the one line, and the
+    folder, which the caller never learned of, is gone now, not only when the process exits."""
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(of.Path, "write_text", full_disk)
+    out = tmp_path / "out"
+    with pytest.raises(KvsimError, match="cannot create output folder: No space left on device"):
+        OutputFolder(out, "run").__enter__()
+    assert siblings(out) == [] and not of._live_temps
