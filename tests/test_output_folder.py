@@ -243,6 +243,7 @@ def test_the_temporary_folder_carries_kvsims_marker_and_the_output_does_not(tmp_
         assert tmp.name.startswith(f".out.tmp-{os.getpid()}-")
         marker = json.loads((tmp / of.TEMP_MARKER).read_text())
         assert marker["signature"] == of.TEMP_SIGNATURE and marker["pid"] == os.getpid()
+        assert marker["pid_ns"] == of._pid_namespace()
         (tmp / "a").write_text("new")
     assert sorted(os.listdir(out)) == [MANIFEST, "a"] and not of._live_temps
 
@@ -285,13 +286,14 @@ def test_a_later_run_removes_stale_temporary_folders_of_dead_kvsim_processes_onl
             os.utime(d, (t, t))
         return d
 
-    mark = {"signature": of.TEMP_SIGNATURE, "pid": dead, "host": host}
+    mark = {"signature": of.TEMP_SIGNATURE, "pid": dead, "host": host, "pid_ns": of._pid_namespace()}
     stale = [temp(f".out.tmp-{dead}-aaaa", mark, ("summary.json",)),
              temp(f".out.tmp-{dead}-bbbb", age_s=3600)]
     kept = [temp(f".out.tmp-{os.getpid()}-cccc", {**mark, "pid": os.getpid()}, ("a",)),  # alive
             temp(f".out.tmp-{dead}-dddd", None, ("notes.md",)),  # no marker: not known to be kvsim's
             temp(f".out.tmp-{dead}-eeee", {**mark, "host": "elsewhere"}, ("a",)),  # another host's pid
             temp(f".out.tmp-{dead}-ffff", {**mark, "pid": dead + 1}, ("a",)),  # marker of another pid
+            temp(f".out.tmp-{dead}-iiii", {**mark, "pid_ns": "pid:[1]"}, ("a",)),  # another container's
             temp(f".out.tmp-{dead}-gggg"),  # empty but just made
             temp(".out.tmp-notes", None, ("a",), age_s=3600),  # not kvsim's name
             temp(f".other.tmp-{dead}-hhhh", mark, ("a",))]  # another output folder's
