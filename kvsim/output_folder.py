@@ -233,8 +233,8 @@ def _discard(tmp: Path | None) -> None:
 
 
 TEMP_MARKER = ".kvsim-tmp"
-"""A file in each temporary folder while it is written: kvsim's signature, the writing process and host
-(remove_stale_temps reads it). Removed before the manifest is written."""
+"""A file in each temporary folder while it is written: kvsim's signature, the writing process, its host
+and PID namespace (remove_stale_temps reads it). Removed before the manifest is written."""
 TEMP_SIGNATURE = "kvsim temporary output folder v1"
 STALE_EMPTY_S = 60.0
 """An empty temporary folder of a dead kvsim process is removed once it is this many seconds old (a live
@@ -250,8 +250,14 @@ def _make_temp(parent: Path, name: str) -> Path:
         _at_exit.append(atexit.register(_remove_live_temps))
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent))
     _live_temps.add(tmp)
-    doc = {"signature": TEMP_SIGNATURE, "pid": os.getpid(), "host": socket.gethostname()}
-    (tmp / TEMP_MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    try:
+        doc = {"signature": TEMP_SIGNATURE, "pid": os.getpid(), "host": socket.gethostname(),
+               "pid_ns": _pid_namespace()}
+        (tmp / TEMP_MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    except BaseException:  # (a full disk: the caller never learns tmp, so remove it here)
+        shutil.rmtree(tmp, ignore_errors=True)
+        _live_temps.discard(tmp)
+        raise
     return tmp
 
 
@@ -268,8 +274,9 @@ def _remove_live_temps() -> None:
 def remove_stale_temps(parent: Path, name: str) -> list[str]:
     """Remove the temporary siblings `.NAME.tmp-PID-*` of an output folder that a kvsim process left when it
     was killed (SIGKILL, a power cut) and return their names. Only folders kvsim wrote: the process named
-    in the folder's name is gone from this host, and the folder holds kvsim's marker naming that process and
-    this host, or is empty and older than STALE_EMPTY_S. Anything else is left alone."""
+    in the folder's name is gone from this host, and the folder holds kvsim's marker naming that process,
+    this host and this PID namespace, or is empty and older than STALE_EMPTY_S. Anything else is left
+    alone."""
     pattern = re.compile(rf"\.{re.escape(name)}\.tmp-(\d+)-[A-Za-z0-9_]+$")
     removed: list[str] = []
     try:
@@ -283,29 +290,48 @@ def remove_stale_temps(parent: Path, name: str) -> list[str]:
         folder, pid = parent / entry, int(m.group(1))
         try:
             if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid() \
-                    or _pid_alive(pid) or not _abandoned(folder, pid):
+                    or _pid_alive(pid):
                 continue
-            shutil.rmtree(folder)
+            left = _abandoned(folder, pid)
+            if left == "empty":
+                os.rmdir(folder)  # (not rmtree: whatever was put there since it was listed stays)
+            elif left == "marked":
+                shutil.rmtree(folder)
+            else:
+                continue
         except OSError:
             continue
         removed.append(entry)
     return removed
 
 
-def _abandoned(folder: Path, pid: int) -> bool:
+def _abandoned(folder: Path, pid: int) -> str | None:
+    """"empty" (and older than STALE_EMPTY_S), "marked" (kvsim's marker naming pid and this host), or None:
+    not known to be what a dead kvsim process left."""
     names = os.listdir(folder)
     if not names:
-        return time.time() - folder.stat().st_mtime > STALE_EMPTY_S
+        return "empty" if time.time() - folder.stat().st_mtime > STALE_EMPTY_S else None
     marker = folder / TEMP_MARKER
     if TEMP_MARKER not in names or marker.is_symlink() or not marker.is_file() \
             or marker.stat().st_size > _MANIFEST_MAX_BYTES:
-        return False
+        return None
     try:
         doc = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and doc.get("signature") == TEMP_SIGNATURE and doc.get("pid") == pid \
-        and doc.get("host") == socket.gethostname()
+        return None
+    mine = isinstance(doc, dict) and doc.get("signature") == TEMP_SIGNATURE and doc.get("pid") == pid \
+        and doc.get("host") == socket.gethostname() and doc.get("pid_ns") == _pid_namespace()
+    return "marked" if mine else None
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace ("pid:[4026531836]" on Linux, "" where there is none to read): two
+    containers on one host may share a hostname and a folder, and a PID of one is not visible in the other
+    (dead to _pid_alive while the process lives)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _pid_alive(pid: int) -> bool:

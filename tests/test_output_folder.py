@@ -243,6 +243,7 @@ def test_the_temporary_folder_carries_kvsims_marker_and_the_output_does_not(tmp_
         assert tmp.name.startswith(f".out.tmp-{os.getpid()}-")
         marker = json.loads((tmp / of.TEMP_MARKER).read_text())
         assert marker["signature"] == of.TEMP_SIGNATURE and marker["pid"] == os.getpid()
+        assert marker["pid_ns"] == of._pid_namespace()
         (tmp / "a").write_text("new")
     assert sorted(os.listdir(out)) == [MANIFEST, "a"] and not of._live_temps
 
@@ -285,13 +286,14 @@ def test_a_later_run_removes_stale_temporary_folders_of_dead_kvsim_processes_onl
             os.utime(d, (t, t))
         return d
 
-    mark = {"signature": of.TEMP_SIGNATURE, "pid": dead, "host": host}
+    mark = {"signature": of.TEMP_SIGNATURE, "pid": dead, "host": host, "pid_ns": of._pid_namespace()}
     stale = [temp(f".out.tmp-{dead}-aaaa", mark, ("summary.json",)),
              temp(f".out.tmp-{dead}-bbbb", age_s=3600)]
     kept = [temp(f".out.tmp-{os.getpid()}-cccc", {**mark, "pid": os.getpid()}, ("a",)),  # alive
             temp(f".out.tmp-{dead}-dddd", None, ("notes.md",)),  # no marker: not known to be kvsim's
             temp(f".out.tmp-{dead}-eeee", {**mark, "host": "elsewhere"}, ("a",)),  # another host's pid
             temp(f".out.tmp-{dead}-ffff", {**mark, "pid": dead + 1}, ("a",)),  # marker of another pid
+            temp(f".out.tmp-{dead}-iiii", {**mark, "pid_ns": "pid:[1]"}, ("a",)),  # another container's
             temp(f".out.tmp-{dead}-gggg"),  # empty but just made
             temp(".out.tmp-notes", None, ("a",), age_s=3600),  # not kvsim's name
             temp(f".other.tmp-{dead}-hhhh", mark, ("a",))]  # another output folder's
@@ -331,3 +333,35 @@ def test_interrupting_kvsim_run_at_many_points_leaves_no_temporary_folder(tmp_pa
         assert proc.returncode in (0, 130, 143, -signal.SIGINT, -signal.SIGTERM), (i, proc.returncode, err)
         if out.exists():
             assert {"summary.json", MANIFEST} <= set(os.listdir(out)), i
+
+
+def test_an_empty_stale_folder_that_gains_a_file_after_the_check_is_kept(tmp_path, monkeypatch):
+    """An empty, old .out.tmp-PID-* is removed with rmdir, not rmtree: a file put there between the check
+    and the removal (by whoever made the folder) is never deleted."""
+    stale = tmp_path / f".out.tmp-{_dead_pid()}-aaaa"
+    stale.mkdir()
+    t = os.stat(stale).st_mtime - 3600
+    os.utime(stale, (t, t))
+    checked = of._abandoned
+
+    def check_then_write(folder, pid):
+        verdict = checked(folder, pid)
+        (folder / "notes.md").write_text("written just after the check")
+        return verdict
+
+    monkeypatch.setattr(of, "_abandoned", check_then_write)
+    assert of.remove_stale_temps(tmp_path, "out") == []
+    assert (stale / "notes.md").read_text() == "written just after the check"
+
+
+def test_a_temporary_folder_whose_marker_cannot_be_written_is_removed_at_once(tmp_path, monkeypatch):
+    """mkdtemp succeeded but writing the marker failed (a full disk): the error is the one line, and the
+    folder, which the caller never learned of, is gone now, not only when the process exits."""
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(of.Path, "write_text", full_disk)
+    out = tmp_path / "out"
+    with pytest.raises(KvsimError, match="cannot create output folder: No space left on device"):
+        OutputFolder(out, "run").__enter__()
+    assert siblings(out) == [] and not of._live_temps

@@ -14,7 +14,7 @@ entries, never time.
 from __future__ import annotations
 
 CHECK_CREDIT = 256
-"""Entries of KV state a full check may read per iteration, on average: check mode then costs about x1.3 to
+"""Entries of KV state a full check may read per iteration, on average: check mode then costs about x1.7 to
 x2.3 the CPU time of the run without it (benchmarks/bench_check_mode.py; docs/engine.md)."""
 
 

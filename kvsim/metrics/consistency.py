@@ -65,8 +65,8 @@ EXEMPT: dict[str, str] = {
     # engine counters no table row carries
     "prefix_cache.evictions": "engine counter: evictions belong to no request or iteration row",
     "fleet.per_replica[].routed": "engine counter: the router's decisions (re-routed requests count again)",
-    "tiers.per_tier.*.loads": "engine counter: loads of re-admitted requests too (checked: at least the hit "
-                              "blocks)",
+    "tiers.per_tier.*.loads": "engine counter: every request's loads, completed or not (checked: at least "
+                              "the hit and loaded blocks)",
     "tiers.per_tier.*.stores": "engine counter: stores belong to no request row (checked: bytes_stored)",
     "tiers.per_tier.*.evictions": "engine counter",
     "tiers.per_tier.*.peak_blocks": "engine counter (checked: at least the timeline's tier_<medium>_blocks)",

@@ -95,16 +95,20 @@ def _process(scenario: str | None, tasks: list[Task], jobs: int) -> Iterator[tup
         return
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
         pending = {pool.submit(attempt, scenario, t): t for t in tasks}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for f in sorted(done, key=lambda f: (pending[f].point, pending[f].repeat)):
-                task = pending.pop(f)
-                try:
-                    got = f.result()
-                except Exception as exc:  # (the pool's own failure: a worker killed, BrokenProcessPool)
-                    raise WorkerError(f"{where(task)}: its worker process failed: {type(exc).__name__}: "
-                                      f"{excerpt(one_line(str(exc)), 200)}") from None
-                yield task, row_of(task, got)
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: (pending[f].point, pending[f].repeat)):
+                    task = pending.pop(f)
+                    try:
+                        got = f.result()
+                    except Exception as exc:  # (the pool's own failure: a worker killed, BrokenProcessPool)
+                        raise WorkerError(f"{where(task)}: its worker process failed: {type(exc).__name__}: "
+                                          f"{excerpt(one_line(str(exc)), 200)}") from None
+                    yield task, row_of(task, got)
+        except BaseException:  # a point failed (or the caller stopped): drop the queued runs, whose rows
+            pool.shutdown(wait=False, cancel_futures=True)  # would be discarded, instead of running them all
+            raise
 
 
 def check_backend(backend: object, address: object) -> None:

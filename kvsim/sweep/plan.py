@@ -120,8 +120,7 @@ class Planner:
                  repeats: int = 1, jobs: int = 1, on_probe: OnProbe | None = None,
                  max_extension: int = MAX_EXTENSION, qps: float | None = None,
                  on_attempt: OnAttempt | None = None) -> None:
-        if not isinstance(find, str) or find not in FINDS:  # (a list raised TypeError: unhashable)
-            raise KvsimError(f"--find {excerpt(find)}: choose one of {', '.join(FINDS)}")
+        _check_find(find)
         self.path = None if scenario is None else str(scenario)
         self.overrides = list(overrides)
         self.find = find
@@ -462,6 +461,7 @@ def run_plan(scenario: str | Path | None, overrides: list[str], seed: int | None
              on_candidate: Callable[[str, int], None] | None = None) -> Plan | CostPlan:
     """The search `find` on the scenario (see the module docstring); at most MAX_PROBES probes, each of
     `repeats` (at most MAX_PLAN_REPEATS) seeds."""
+    _check_find(find)  # (first: a misspelt --find with --hardware is about --find)
     _check_precision(precision)
     _check_repeats(repeats)
     if find != "min_cost" and (hardware or tps):  # (they used to be ignored without a word)
@@ -477,6 +477,11 @@ def run_plan(scenario: str | Path | None, overrides: list[str], seed: int | None
 
 def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_find(find: Any) -> None:
+    if not isinstance(find, str) or find not in FINDS:  # (a list raised TypeError: unhashable)
+        raise KvsimError(f"--find {excerpt(find)}: choose one of {', '.join(FINDS)}")
 
 
 def _check_precision(precision: Any) -> None:

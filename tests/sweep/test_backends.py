@@ -346,3 +346,24 @@ def test_connecting_off_the_main_thread_keeps_rays_thread_note_quiet(tmp_path, m
     with caplog.at_level(logging.WARNING, logger="ray._private.worker"):
         backends._init(ray, "10.0.0.1:6379", {"address": "10.0.0.1:6379"})
     assert [r.getMessage() for r in caplog.records] == ["another note"]
+
+
+def test_a_failing_point_cancels_the_runs_still_queued(tmp_path, monkeypatch):
+    """The pool's `with` waited for every queued run before the error surfaced (a long sweep ran to its end
+    to report its first failure, and the rows were thrown away): the queued ones are cancelled."""
+    from kvsim.sweep import backends
+
+    cancelled = []
+
+    class Recording(backends.ProcessPoolExecutor):
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            cancelled.append(cancel_futures)
+            super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    monkeypatch.setattr(backends, "ProcessPoolExecutor", Recording)
+    grid = "set: {simulation.requests: 5}\ngrid: {model: [llama-3-70b, llama-3-8b], kv.block_size: [16, 32]}"
+    sw = load_sweep(_sweep(tmp_path, grid))
+    with pytest.raises(KvsimError, match=r"^sweep point [01] \(model=llama-3-70b, kv.block_size=(16|32)\): "
+                                         "llama-3-70b weights"):
+        list(run_tasks(sw.scenario, sw.tasks, "process", 2))
+    assert cancelled[0] is True

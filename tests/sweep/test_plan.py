@@ -295,3 +295,10 @@ def test_plan_arguments_of_the_wrong_type_are_kvsim_errors(kwargs, needle):
     find = kwargs.pop("find")
     with pytest.raises(KvsimError, match=re.escape(needle)):
         kvsim.plan(None, find, {"ttft_s": {"p99": 2}}, **kwargs)
+
+
+def test_a_misspelt_find_with_hardware_is_refused_for_the_find():
+    """--find is checked before the rule that --hardware / --tp belong to min_cost (the error named the
+    rule, as if the misspelt --find were a valid search)."""
+    with pytest.raises(KvsimError, match=re.escape("--find 'min_cots': choose one of")):
+        run_plan(None, ["slo={ttft_s: {p99: 2}}"], None, "min_cots", hardware=["h200"])
