@@ -1,16 +1,16 @@
-"""The random-configuration stress check (runner.py): a sample of seeded configurations in check mode
+"""The random-configuration stress check (stress_runner.py): a sample of seeded configurations in check mode
 (allocator invariants and the figures' consistency, kvsim/metrics/consistency.py) must all pass within
 their budget. CI runs CI_SEEDS; KVSIM_STRESS=long runs LONG_SEEDS (200), as
-`python tests/stress/runner.py --configs 200` does."""
+`python tests/stress/stress_runner.py --configs 200` does."""
 
 from __future__ import annotations
 
 import os
 from collections import Counter
 
-import configs
 import pytest
-import runner
+import stress_configs as configs
+import stress_runner as runner
 
 CI_SEEDS = list(range(30))
 LONG_SEEDS = list(range(200))

@@ -1,11 +1,11 @@
-"""Run random configurations (configs.py) in check mode, each in its own process with a wall-clock budget,
-and classify each: `ok`, `invariant` (an allocator / scheduler invariant failed: an AssertionError from
-kv.check_invariants), `inconsistent` (a summary figure disagrees with requests / timeline: the
+"""Run random configurations (stress_configs.py) in check mode, each in its own process with a wall-clock
+budget, and classify each: `ok`, `invariant` (an allocator / scheduler invariant failed: an AssertionError
+from kv.check_invariants), `inconsistent` (a summary figure disagrees with requests / timeline: the
 consistency checker, kvsim/metrics/consistency.py), `stall` (past its budget: how far it got, in simulated
 seconds, requests finished of N and iterations), `error` (anything else: a KvsimError or a crash).
 
-    .venv/bin/python tests/stress/runner.py --configs 200 --jobs 2            # the long run (>= 200)
-    .venv/bin/python tests/stress/runner.py --seeds 17,42 --budget 600 -v     # re-run single seeds
+    .venv/bin/python tests/stress/stress_runner.py --configs 200 --jobs 2            # the long run (>= 200)
+    .venv/bin/python tests/stress/stress_runner.py --seeds 17,42 --budget 600 -v     # re-run single seeds
 
 tests/stress/test_stress.py runs a sample of seeds (KVSIM_STRESS=long: 200) through `run_many`.
 """
@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import configs  # noqa: E402
+import stress_configs as configs  # noqa: E402
 
 BUDGET_S = 120.0
 """A configuration still running after this many wall seconds is a stall."""
