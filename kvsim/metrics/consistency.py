@@ -65,8 +65,8 @@ EXEMPT: dict[str, str] = {
     # engine counters no table row carries
     "prefix_cache.evictions": "engine counter: evictions belong to no request or iteration row",
     "fleet.per_replica[].routed": "engine counter: the router's decisions (re-routed requests count again)",
-    "tiers.per_tier.*.loads": "engine counter: every request's loads, completed or not (checked: at least "
-                              "the hit and loaded blocks)",
+    "tiers.per_tier.*.loads": "engine counter (checked: loaded_tokens / block size, where the replicas share "
+                              "one block size)",
     "tiers.per_tier.*.stores": "engine counter: stores belong to no request row (checked: bytes_stored)",
     "tiers.per_tier.*.evictions": "engine counter",
     "tiers.per_tier.*.peak_blocks": "engine counter (checked: at least the timeline's tier_<medium>_blocks)",
@@ -526,9 +526,10 @@ def _tiers(c: _Checker, t: _Tables) -> None:
             c.at_least(f"tiers.per_tier.{m}.peak_blocks", top, "timeline.parquet (tier blocks held)")
         loaded = _col(t.rq, f"loaded_tokens_{m}", 0.0)
         c.eq(f"tiers.per_tier.{m}.loaded_tokens", int(loaded[d].sum()), src, exact=True)
-        if bs:  # every hit or loaded block came over the tier's link
-            c.at_least(f"tiers.per_tier.{m}.loads", math.ceil(max(by[m], float(loaded.sum())) / bs),
-                       "requests.parquet (hit and loaded blocks)")
+        if bs:  # every admitted request runs to completion, so every block loaded is a completed one's
+            c.eq(f"tiers.per_tier.{m}.loads", float(loaded[d].sum()) / bs,
+                 f"requests.parquet (loaded_tokens_{m} / block size)", exact=True)
+            c.at_least(f"tiers.per_tier.{m}.loads", math.ceil(by[m] / bs), "requests.parquet (hit blocks)")
         per_block = sec["per_tier"][m]["capacity_bytes"] / cap if cap else None
         for key, count in (("bytes_loaded", "loads"), ("bytes_stored", "stores")):
             c.eq(f"tiers.per_tier.{m}.{key}",

@@ -149,7 +149,8 @@ def test_check_mode_runs_the_checker_on_an_example():
 def test_a_wait_for_a_tier_load_without_a_tier_load_is_flagged():
     """A request waits for a tier load only for KV it loaded from a tier (on any replica, at any admission):
     take one waiting request's cpu-tier hit and load away and the summary, rebuilt from those frames, is
-    flagged on tiers.load_wait_s (as P/D runs with tiers were before their loads were credited, issue 25)."""
+    flagged on tiers.load_wait_s (as P/D runs with tiers were before their loads were credited, issue 25),
+    and on the cpu tier's loads, no longer all in loaded_tokens_cpu."""
     from kvsim.engine.simulation import Simulation
 
     sc = kvsim.load(WORKLOADS / "mooncake_tiers.yaml",
@@ -165,7 +166,11 @@ def test_a_wait_for_a_tier_load_without_a_tier_load_is_flagged():
     rq.loc[i, "loaded_tokens_cpu"] = 0
     summary = build_summary(rq, res.timeline, res.meta)
     found = check_consistency(summary, rq, res.timeline)
-    assert [(m.figure, m.summary, m.recomputed) for m in found] == [("tiers.load_wait_s", 1, 0)]
-    assert "waited for a tier load but loaded no tokens" in found[0].source
+    bs = summary["kv"]["block_size"]
+    loads = summary["tiers"]["per_tier"]["cpu"]["loads"]
+    assert [(m.figure, m.summary, m.recomputed) for m in found] == [
+        ("tiers.per_tier.cpu.loads", loads, loads - res.requests.loc[i, "loaded_tokens_cpu"] / bs),
+        ("tiers.load_wait_s", 1, 0)]
+    assert "waited for a tier load but loaded no tokens" in found[1].source
     assert check_consistency(build_summary(res.requests, res.timeline, res.meta), res.requests,
                              res.timeline) == []  # the frames as run agree
