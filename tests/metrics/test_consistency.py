@@ -1,7 +1,6 @@
-"""kvsim/metrics/consistency.py: its own statistics on hand-computed cases, what it reports for the hand-
-filled frames of conftest.py (one hand-made inconsistency) and for tampered summaries, check mode's error,
-and every example scenario (cut to a few hundred requests) consistent with every numeric figure checked
-or exempt."""
+"""kvsim/metrics/consistency.py: what it reports for the hand-filled frames of conftest.py (one hand-made
+inconsistency) and for tampered summaries, check mode's error, and every example scenario (cut to a few
+hundred requests) consistent with every numeric figure checked or exempt."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import kvsim
-from kvsim.metrics import consistency as cons
 from kvsim.metrics.consistency import (
     ConsistencyError,
     Mismatch,
@@ -23,18 +21,6 @@ from kvsim.metrics.consistency import (
 from kvsim.metrics.summary import build_summary
 
 WORKLOADS = Path(__file__).parents[2] / "workloads"
-
-
-def test_statistics_on_the_docs_examples():
-    # docs/metrics.md, Time weighting: values [1, 2, 3] held [1, 1, 2] s: mean 2.25, p50 2, p90 3
-    assert cons._tw_mean([1, 2, 3], [1, 1, 2]) == 2.25
-    assert cons._tw_quantile([1, 2, 3], [1, 1, 2], 0.5) == 2
-    assert cons._tw_quantile([1, 2, 3], [1, 1, 2], 0.9) == 3
-    assert cons._tw_mean([5, float("nan")], [0, 1]) is None  # zero weight and NaN pairs dropped
-    # linear percentiles of [0.5, 1.0] (tests/metrics/test_summary.py's TTFTs)
-    assert cons._pstats([1.0, 0.5, float("nan")]) == pytest.approx(
-        {"mean": 0.75, "p50": 0.75, "p90": 0.95, "p99": 0.995})
-    assert cons._pstats([]) == dict.fromkeys(("mean", "p50", "p90", "p99"))
 
 
 def test_hand_frames_agree_except_the_preemptions_they_were_not_made_to_match(frames, meta):
