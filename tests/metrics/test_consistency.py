@@ -13,7 +13,9 @@ import kvsim
 from kvsim.metrics.consistency import (
     ConsistencyError,
     Mismatch,
+    assert_consistent,
     check_consistency,
+    check_mode,
     checked_figures,
     exemption,
     numeric_leaves,
@@ -122,14 +124,21 @@ def test_every_example_scenario_is_consistent(name):
 
 
 def test_check_mode_runs_the_checker_on_an_example():
-    """kv.check_invariants: build_summary checks its own figures (a tampered copy would raise)."""
+    """kv.check_invariants: build_summary checks its own figures (the run went through), and a tampered copy
+    raises ConsistencyError naming the figure."""
     res = kvsim.run(WORKLOADS / "fleet_pd.yaml",
                     overrides={"simulation.requests": 40, "kv.check_invariants": True})
+    assert check_mode(res.summary)
+    assert_consistent(res.summary, res.requests, res.timeline)
     bad = copy.deepcopy(res.summary)
     bad["fleet"]["kv_transfer"]["bytes"] *= 2
     found = check_consistency(bad, res.requests, res.timeline)
     assert [m.figure for m in found] == ["fleet.kv_transfer.bytes"]
     assert found[0].source == "requests.parquet (kv_transfer_bytes)"
+    with pytest.raises(ConsistencyError) as raised:
+        assert_consistent(bad, res.requests, res.timeline)
+    assert str(raised.value) == found[0].line()
+    assert str(raised.value).startswith("summary fleet.kv_transfer.bytes = ")
 
 
 def test_a_wait_for_a_tier_load_without_a_tier_load_is_flagged():
