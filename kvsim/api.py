@@ -22,13 +22,10 @@ from typing import Any
 import pandas as pd
 
 from kvsim.engine.simulation import Simulation
-from kvsim.errors import KvsimError, KvsimWarning, check_jobs, excerpt
+from kvsim.errors import MAX_JOBS, KvsimError, KvsimWarning, check_jobs, excerpt
 from kvsim.metrics.nothing_completed import nothing_completed
 from kvsim.metrics.summary import build_summary
 from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key
-
-MAX_JOBS = 256
-"""compare's and plan's `jobs` at most (the command line's --jobs)."""
 
 
 @dataclass(slots=True)

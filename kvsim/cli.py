@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvsim import __version__
-from kvsim.errors import KvsimError, excerpt, printable
+from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, excerpt, printable
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
@@ -136,7 +136,8 @@ def run(
     repeats: int = typer.Option(1, "--repeats", min=1, max=1000,
                                 help="Also run seeds seed+1 .. seed+K-1 and write repeats.json: each "
                                      "headline figure's mean and 95% interval over the K seeds."),
-    jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Repeats simulated in parallel processes."),
+    jobs: int = typer.Option(1, "--jobs", min=1, max=MAX_JOBS,
+                             help="Repeats simulated in parallel processes."),
 ) -> None:
     """Simulate one scenario and write summary.json, Parquet tables, report.md and plots to OUT."""
     from kvsim.scenario import load_scenario
@@ -244,7 +245,8 @@ def compare(
     slo: list[str] = typer.Option([], "--slo", metavar="METRIC.PNN=SECONDS", help=SLO_HELP),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed (every variant)."),
     out: Path = typer.Option(Path("compare_out"), "--out", help="Folder for compare.csv, .json and plots."),
-    jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Variants simulated in parallel processes."),
+    jobs: int = typer.Option(1, "--jobs", min=1, max=MAX_JOBS,
+                             help="Variants simulated in parallel processes."),
     metrics: str = typer.Option("", "--metrics", help="The table's columns, comma-separated summary keys "
                                 "(latency.ttft_s.p99 or ttft_s.p99, goodput, capacity, cost, ...); default: "
                                 "the standard columns, narrowed to the terminal."),
@@ -303,7 +305,8 @@ def plan(
     max_extension: int = typer.Option(32, "--max-extension", min=1, max=1024, help="A probe's runs are "
                                       "lengthened (simulation.requests doubled) until steady and confirmed, "
                                       "up to this many times the scenario's length."),
-    jobs: int = typer.Option(1, "--jobs", min=1, max=256, help="Repeats simulated in parallel processes."),
+    jobs: int = typer.Option(1, "--jobs", min=1, max=MAX_JOBS,
+                             help="Repeats simulated in parallel processes."),
     out: Path = typer.Option(Path("plan_out"), "--out", help="Folder for plan.json, plan.png and "
                              "report.html."),
 ) -> None:
@@ -379,7 +382,7 @@ def sweep(
     backend: str = typer.Option("process", "--backend", help="process (a local process pool) or ray."),
     address: str | None = typer.Option(None, "--address", help="ray: an existing cluster (HOST:PORT, "
                                        "ray://HOST:PORT or auto); default: a local Ray instance."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", min=1, max=1024,
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", min=1, max=MAX_SWEEP_JOBS,
                              help="Simulations at once (process pool workers; local Ray CPUs)."),
     seed: int | None = typer.Option(None, "--seed", help="Override simulation.seed of every point."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress",

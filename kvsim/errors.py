@@ -1,5 +1,6 @@
 """The one exception type the CLI turns into a one-line error and a non-zero exit, `excerpt`, the one
-way an error message quotes user input, and `check_jobs`, the Python API's check of a `jobs` argument."""
+way an error message quotes user input, and `check_jobs`, the Python API's check of a `jobs` argument,
+with its limits `MAX_JOBS` / `MAX_SWEEP_JOBS` (the command line's --jobs limits too)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def excerpt(value: Any, limit: int = 40) -> str:
         quoted = repr(cut[:limit])
         return quoted[:-1] + "…" + quoted[-1] if len(cut) > limit else quoted
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+MAX_JOBS = 256
+"""`--jobs` of run, compare and plan at most, and the Python API's compare's and plan's `jobs`."""
+MAX_SWEEP_JOBS = 1024
+"""`kvsim sweep --jobs` at most, and `kvsim.sweep`'s `jobs`."""
 
 
 def check_jobs(jobs: Any, most: int) -> None:

@@ -9,13 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from kvsim.errors import KvsimError, check_jobs
+from kvsim.errors import MAX_SWEEP_JOBS, KvsimError, check_jobs
 from kvsim.sweep.backends import check_backend, run_tasks
 from kvsim.sweep.grid import load_sweep, sweep_from
 from kvsim.sweep.table import frame
-
-MAX_JOBS = 1024
-"""`jobs` at most (as `kvsim sweep --jobs`)."""
 
 
 def sweep_table(spec: str | Path | dict[str, Any], backend: str = "process", jobs: int = 1,
@@ -23,7 +20,7 @@ def sweep_table(spec: str | Path | dict[str, Any], backend: str = "process", job
     """Every run of the sweep (`scenario`, `set`, `grid`, `points`, `repeats`) on `backend`, as one table."""
     if not isinstance(spec, (str, Path, dict)):
         raise KvsimError(f"spec: a sweep file's path or its mapping, got {type(spec).__name__}")
-    check_jobs(jobs, MAX_JOBS)
+    check_jobs(jobs, MAX_SWEEP_JOBS)
     check_backend(backend, address)
     sw = sweep_from(copy.deepcopy(spec), "sweep", None) if isinstance(spec, dict) else load_sweep(spec)
     rows = [row for _, row in run_tasks(sw.scenario, sw.tasks, backend, jobs, address)]

@@ -19,8 +19,10 @@ CALLS = [
     ("open('x.txt', 'w').write('x')\nresult = 1", "any", "", "leftover-output", "wrote files: new x.txt"),
     ("result = 1", "fail", "", "accepted-nonsense", ""),
     ("import warnings\nwarnings.warn('w', DeprecationWarning)\nresult = 1", "any", "", "warning", "Warning"),
+    ("import warnings\nwarnings.warn('0 done', kvsim.KvsimWarning)\nresult = 1", "any", "", "ok", ""),
+    # kvsim's class, not its name: another package's KvsimWarning is a warning like any other
     ("import warnings\nclass KvsimWarning(UserWarning): pass\nwarnings.warn('0 done', KvsimWarning)\n"
-     "result = 1", "any", "", "ok", ""),
+     "result = 1", "any", "", "warning", "KvsimWarning: 0 done"),
 ]
 
 

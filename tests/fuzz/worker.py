@@ -294,7 +294,7 @@ def _call_api(source: str) -> int:
         except SystemExit as exc:
             raise RuntimeError(f"the Python API raised SystemExit({exc.code!r})") from exc
     for w in caught:  # (shown once the recording is over: showing one records it again)
-        if type(w.message).__name__ == "KvsimWarning":  # kvsim's own (nothing completed): output, not noise
+        if issubclass(w.category, kvsim.KvsimWarning):  # kvsim's own (nothing completed): output, not noise
             sys.stdout.write(f"kvsim warning: {w.message}\n")
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)

@@ -1,7 +1,6 @@
-"""kvsim/metrics/consistency.py: its own statistics on hand-computed cases, what it reports for the hand-
-filled frames of conftest.py (one hand-made inconsistency) and for tampered summaries, check mode's error,
-and every example scenario (cut to a few hundred requests) consistent with every numeric figure checked
-or exempt."""
+"""kvsim/metrics/consistency.py: what it reports for the hand-filled frames of conftest.py (one hand-made
+inconsistency) and for tampered summaries, check mode's error, and every example scenario (cut to a few
+hundred requests) consistent with every numeric figure checked or exempt."""
 
 from __future__ import annotations
 
@@ -11,11 +10,12 @@ from pathlib import Path
 import pytest
 
 import kvsim
-from kvsim.metrics import consistency as cons
 from kvsim.metrics.consistency import (
     ConsistencyError,
     Mismatch,
+    assert_consistent,
     check_consistency,
+    check_mode,
     checked_figures,
     exemption,
     numeric_leaves,
@@ -23,18 +23,6 @@ from kvsim.metrics.consistency import (
 from kvsim.metrics.summary import build_summary
 
 WORKLOADS = Path(__file__).parents[2] / "workloads"
-
-
-def test_statistics_on_the_docs_examples():
-    # docs/metrics.md, Time weighting: values [1, 2, 3] held [1, 1, 2] s: mean 2.25, p50 2, p90 3
-    assert cons._tw_mean([1, 2, 3], [1, 1, 2]) == 2.25
-    assert cons._tw_quantile([1, 2, 3], [1, 1, 2], 0.5) == 2
-    assert cons._tw_quantile([1, 2, 3], [1, 1, 2], 0.9) == 3
-    assert cons._tw_mean([5, float("nan")], [0, 1]) is None  # zero weight and NaN pairs dropped
-    # linear percentiles of [0.5, 1.0] (tests/metrics/test_summary.py's TTFTs)
-    assert cons._pstats([1.0, 0.5, float("nan")]) == pytest.approx(
-        {"mean": 0.75, "p50": 0.75, "p90": 0.95, "p99": 0.995})
-    assert cons._pstats([]) == dict.fromkeys(("mean", "p50", "p90", "p99"))
 
 
 def test_hand_frames_agree_except_the_preemptions_they_were_not_made_to_match(frames, meta):
@@ -136,20 +124,28 @@ def test_every_example_scenario_is_consistent(name):
 
 
 def test_check_mode_runs_the_checker_on_an_example():
-    """kv.check_invariants: build_summary checks its own figures (a tampered copy would raise)."""
+    """kv.check_invariants: build_summary checks its own figures (the run went through), and a tampered copy
+    raises ConsistencyError naming the figure."""
     res = kvsim.run(WORKLOADS / "fleet_pd.yaml",
                     overrides={"simulation.requests": 40, "kv.check_invariants": True})
+    assert check_mode(res.summary)
+    assert_consistent(res.summary, res.requests, res.timeline)
     bad = copy.deepcopy(res.summary)
     bad["fleet"]["kv_transfer"]["bytes"] *= 2
     found = check_consistency(bad, res.requests, res.timeline)
     assert [m.figure for m in found] == ["fleet.kv_transfer.bytes"]
     assert found[0].source == "requests.parquet (kv_transfer_bytes)"
+    with pytest.raises(ConsistencyError) as raised:
+        assert_consistent(bad, res.requests, res.timeline)
+    assert str(raised.value) == found[0].line()
+    assert str(raised.value).startswith("summary fleet.kv_transfer.bytes = ")
 
 
 def test_a_wait_for_a_tier_load_without_a_tier_load_is_flagged():
     """A request waits for a tier load only for KV it loaded from a tier (on any replica, at any admission):
     take one waiting request's cpu-tier hit and load away and the summary, rebuilt from those frames, is
-    flagged on tiers.load_wait_s (as P/D runs with tiers were before their loads were credited, issue 25)."""
+    flagged on tiers.load_wait_s (as P/D runs with tiers were before their loads were credited, issue 25),
+    and on the cpu tier's loads, no longer all in loaded_tokens_cpu."""
     from kvsim.engine.simulation import Simulation
 
     sc = kvsim.load(WORKLOADS / "mooncake_tiers.yaml",
@@ -165,7 +161,11 @@ def test_a_wait_for_a_tier_load_without_a_tier_load_is_flagged():
     rq.loc[i, "loaded_tokens_cpu"] = 0
     summary = build_summary(rq, res.timeline, res.meta)
     found = check_consistency(summary, rq, res.timeline)
-    assert [(m.figure, m.summary, m.recomputed) for m in found] == [("tiers.load_wait_s", 1, 0)]
-    assert "waited for a tier load but loaded no tokens" in found[0].source
+    bs = summary["kv"]["block_size"]
+    loads = summary["tiers"]["per_tier"]["cpu"]["loads"]
+    assert [(m.figure, m.summary, m.recomputed) for m in found] == [
+        ("tiers.per_tier.cpu.loads", loads, loads - res.requests.loc[i, "loaded_tokens_cpu"] / bs),
+        ("tiers.load_wait_s", 1, 0)]
+    assert "waited for a tier load but loaded no tokens" in found[1].source
     assert check_consistency(build_summary(res.requests, res.timeline, res.meta), res.requests,
                              res.timeline) == []  # the frames as run agree
