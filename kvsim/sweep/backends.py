@@ -246,6 +246,7 @@ def _ray(scenario: str | None, tasks: list[Task], jobs: int,
             where = f"--address {excerpt(address)}" if address else "--backend ray"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KvsimError(f"{where}: Ray did not start: {first}") from None
+    refs: dict[Any, Task] = {}
     try:
         remote = ray.remote(num_cpus=1)(attempt)
         refs = {remote.remote(scenario, t): t for t in tasks}
@@ -259,8 +260,18 @@ def _ray(scenario: str | None, tasks: list[Task], jobs: int,
                     raise ray_failure(task, exc) from None
                 yield task, row_of(task, got)
     finally:
+        _cancel(ray, refs)  # a failed point or an interrupt: the runs not yet done stop on the cluster too
         if started:
             ray.shutdown()
+
+
+def _cancel(ray, refs: dict[Any, Task]) -> None:
+    """Cancel the Ray tasks still pending (best effort: a task that already finished ignores it)."""
+    for ref in refs:
+        try:
+            ray.cancel(ref)
+        except Exception:  # noqa: BLE001 - a ref Ray no longer knows, or a connection already gone
+            pass
 
 
 def ray_failure(task: Task, exc: BaseException) -> KvsimError:

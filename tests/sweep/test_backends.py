@@ -367,3 +367,28 @@ def test_a_failing_point_cancels_the_runs_still_queued(tmp_path, monkeypatch):
                                          "llama-3-70b weights"):
         list(run_tasks(sw.scenario, sw.tasks, "process", 2))
     assert cancelled[0] is True
+
+
+def test_a_failed_ray_task_cancels_the_tasks_still_pending(tmp_path, monkeypatch):
+    """When one point fails, the runs Ray has not finished are cancelled (on a cluster they would go on)."""
+    from types import SimpleNamespace
+
+    cancelled, submitted = [], []
+
+    def remote(fn):
+        def submit(scenario, task):
+            submitted.append(object())
+            return submitted[-1]
+        return SimpleNamespace(remote=submit)
+
+    def get(ref):
+        raise RuntimeError("worker died")
+
+    fake = SimpleNamespace(is_initialized=lambda: True, remote=lambda **kw: remote,
+                           wait=lambda refs, num_returns: (refs[:num_returns], refs[num_returns:]),
+                           get=get, cancel=cancelled.append, shutdown=lambda: None)
+    monkeypatch.setattr("kvsim.sweep.backends._import_ray", lambda: fake)
+    sw = load_sweep(_sweep(tmp_path))
+    with pytest.raises(KvsimError, match="Ray could not run it: RuntimeError: 'worker died'"):
+        list(run_tasks(sw.scenario, sw.tasks, "ray", 2))
+    assert len(submitted) == 8 and cancelled == submitted[1:]
