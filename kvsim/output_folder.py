@@ -265,7 +265,10 @@ _at_exit: list[Any] = []
 
 
 def _remove_live_temps() -> None:
-    with _signals_held():
+    """At exit: remove the temporary folders still recorded. A signal arriving meanwhile waits for that, then
+    ends the process as its default action does (raised as KeyboardInterrupt inside an atexit callback it
+    would only print a traceback)."""
+    with _signals_held(default_after=True):
         for tmp in list(_live_temps):
             shutil.rmtree(tmp, ignore_errors=True)
             _live_temps.discard(tmp)
@@ -402,10 +405,11 @@ def restore_sigterm(handler: Any) -> None:
 
 
 @contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the duration, then deliver them to the handlers they had. Python
-    runs signal handlers in the main thread only, so swapping the handlers defers a signal whichever
-    thread (pyarrow's, BLAS's) the kernel hands it to; blocking it in the main thread would not."""
+def _signals_held(default_after: bool = False) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the duration, then deliver them to the handlers they had (with
+    default_after, to their default action: the process ends by the signal). Python runs signal handlers
+    in the main thread only, so swapping the handlers defers a signal whichever thread (pyarrow's, BLAS's)
+    the kernel hands it to; blocking it in the main thread would not."""
     if not _in_main_thread():
         yield
         return
@@ -417,7 +421,7 @@ def _signals_held() -> Iterator[None]:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_DFL if default_after and sig in pending else handler)
         for sig in dict.fromkeys(pending):
             signal.raise_signal(sig)
 

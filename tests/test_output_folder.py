@@ -365,3 +365,27 @@ def test_a_temporary_folder_whose_marker_cannot_be_written_is_removed_at_once(tm
     with pytest.raises(KvsimError, match="cannot create output folder: No space left on device"):
         OutputFolder(out, "run").__enter__()
     assert siblings(out) == [] and not of._live_temps
+
+
+def test_a_signal_during_the_exit_cleanup_ends_the_process_without_a_traceback(tmp_path):
+    """A SIGINT that lands while the atexit cleanup removes a temporary folder waits for the removal, then
+    ends the process by the signal (it printed 'Exception ignored in atexit callback' and a traceback)."""
+    import subprocess
+    import sys
+
+    tmp = tmp_path / ".out.tmp-1-x"
+    tmp.mkdir()
+    code = (
+        "import os, shutil, signal\n"
+        "import kvsim.output_folder as of\n"
+        "real = shutil.rmtree\n"
+        "def rmtree(path, **kw):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    real(path, **kw)\n"
+        "shutil.rmtree = rmtree\n"
+        f"of._live_temps.add(of.Path({str(tmp)!r}))\n"
+        "of._remove_live_temps()\n"
+        "print('not reached')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (-signal.SIGINT, "", "")
+    assert not tmp.exists()
