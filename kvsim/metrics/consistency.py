@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from kvsim.metrics.consistency_bench_serve import check_bench_serve
-from kvsim.metrics.consistency_core import ABS_TOL, REL_TOL, Checker, Mismatch
+from kvsim.metrics.consistency_core import ABS_TOL, REL_TOL, Checker, Mismatch, check_mode
 from kvsim.metrics.consistency_exempt import EXEMPT
 from kvsim.metrics.consistency_fleet import check_fleet
 from kvsim.metrics.consistency_sections import (
@@ -111,14 +111,6 @@ def checked_figures(summary: dict[str, Any], requests: pd.DataFrame, timeline: p
     c = _run(summary, requests, timeline)
     leaves = numeric_leaves(summary)
     return [p for p in leaves if p in c.checked], [p for p in leaves if p not in c.checked and exemption(p)]
-
-
-def check_mode(summary: dict[str, Any]) -> bool:
-    """Whether the run was in check mode: kv.check_invariants on the scenario or any of its pools."""
-    sc = summary.get("scenario") or {}
-    pools = (sc.get("cluster") or {}).get("pools") or []
-    return bool((sc.get("kv") or {}).get("check_invariants")) or any(
-        ((p or {}).get("kv") or {}).get("check_invariants") for p in pools)
 
 
 def assert_consistent(summary: dict[str, Any], requests: pd.DataFrame, timeline: pd.DataFrame) -> None:

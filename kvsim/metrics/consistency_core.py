@@ -1,5 +1,6 @@
-"""The consistency checker's core (kvsim/metrics/consistency.py): the tolerances, a Mismatch, and the Checker
-that compares summary figures with the values recomputed from requests.parquet / timeline.parquet."""
+"""The consistency checker's core (kvsim/metrics/consistency.py): the tolerances, a Mismatch, the Checker
+that compares summary figures with the values recomputed from requests.parquet / timeline.parquet, and
+check_mode (which build_summary asks before it loads the rest of the checker)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,11 @@ def _same(a: Any, b: Any, tol: float) -> bool:
     if tol == 0.0:
         return a == b
     return abs(a - b) <= max(tol * max(abs(a), abs(b)), ABS_TOL)
+
+
+def check_mode(summary: dict[str, Any]) -> bool:
+    """Whether the run was in check mode: kv.check_invariants on the scenario or any of its pools."""
+    sc = summary.get("scenario") or {}
+    pools = (sc.get("cluster") or {}).get("pools") or []
+    return bool((sc.get("kv") or {}).get("check_invariants")) or any(
+        ((p or {}).get("kv") or {}).get("check_invariants") for p in pools)
