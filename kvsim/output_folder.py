@@ -246,8 +246,6 @@ path the process leaves by (a signal between two statements of the cleanup inclu
 
 def _make_temp(parent: Path, name: str) -> Path:
     """A new temporary folder `.NAME.tmp-PID-XXXXXXXX` in parent, recorded in _live_temps, with its marker."""
-    if not _at_exit:
-        _at_exit.append(atexit.register(_remove_live_temps))
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent))
     _live_temps.add(tmp)
     try:
@@ -255,23 +253,19 @@ def _make_temp(parent: Path, name: str) -> Path:
                "pid_ns": _pid_namespace()}
         (tmp / TEMP_MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
     except BaseException:  # (a full disk: the caller never learns tmp, so remove it here)
-        shutil.rmtree(tmp, ignore_errors=True)
-        _live_temps.discard(tmp)
+        _discard(tmp)
         raise
     return tmp
 
 
-_at_exit: list[Any] = []
-
-
+@atexit.register
 def _remove_live_temps() -> None:
     """At exit: remove the temporary folders still recorded. A signal arriving meanwhile waits for that, then
     ends the process as its default action does (raised as KeyboardInterrupt inside an atexit callback it
     would only print a traceback)."""
     with _signals_held(default_after=True):
         for tmp in list(_live_temps):
-            shutil.rmtree(tmp, ignore_errors=True)
-            _live_temps.discard(tmp)
+            _discard(tmp)
 
 
 def remove_stale_temps(parent: Path, name: str) -> list[str]:
