@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvsim import __version__
-from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, excerpt, printable
+from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, WorkerError, excerpt, printable
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
@@ -389,7 +389,6 @@ def sweep(
                                          help="Progress bar (default: on a terminal)."),
 ) -> None:
     """Run every point of a sweep file (x repeats); one Parquet row per run, every summary figure a column."""
-    from kvsim.errors import WorkerError
     from kvsim.sweep.backends import check_backend, run_tasks
     from kvsim.sweep.grid import load_sweep
     from kvsim.sweep.table import previous_rows, write_sweep
@@ -406,6 +405,10 @@ def sweep(
     show = sys.stderr.isatty() if progress is None else progress
     last_write = time.monotonic()
 
+    def save() -> list[str]:
+        """Write the rows done so far (kept: files kvsim did not write there, e.g. .DS_Store)."""
+        return write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+
     def consume(bar=None, task_id=None) -> None:
         nonlocal last_write
         try:
@@ -414,13 +417,13 @@ def sweep(
                 if bar is not None:
                     bar.advance(task_id)
                 if time.monotonic() - last_write > CHECKPOINT_S:  # keep what is done if interrupted
-                    write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+                    save()
                     last_write = time.monotonic()
         except (KvsimError, WorkerError) as exc:  # a point failed: keep the runs done, for a rerun to skip
             new = len(rows) - len(done)
             if not new:
                 raise
-            write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows)
+            save()
             runs = "1 run" if new == 1 else f"{new} runs"
             kept = type(exc)(f"{exc}; the {runs} done before it kept in {printable(out)}/ (a rerun skips "
                              f"{'it' if new == 1 else 'them'})")
@@ -434,7 +437,7 @@ def sweep(
             _guard(lambda: consume(bar, task_id))
     else:
         _guard(lambda: consume())
-    files = _guard(lambda: write_sweep(_output_folder(out, "sweep", grid_file, keep_foreign=True), sw, rows))
+    files = _guard(save)
     console.print(f"{len(sw.tasks)} runs ({len(todo)} simulated now) in {time.perf_counter() - t0:.1f} s; "
                   f"wrote {', '.join(files)} to {printable(out)}/")
 
