@@ -15,8 +15,9 @@ def nothing_completed(summary: dict[str, Any], meta: dict[str, Any],
     total, done = req.get("total") or 0, req.get("completed") or 0
     if not total or done:
         return None
-    why = "; ".join(f"{n} {reason}" for reason, n in (meta.get("refusals") or {}).items())
-    refused = sum((meta.get("refusals") or {}).values())
+    refusals = meta.get("refusals") or {}
+    why = "; ".join(f"{n} {reason}" for reason, n in refusals.items())
+    refused = sum(refusals.values())
     tail = f": {refused} refused ({why})" if refused else " (none refused: the run ended first)"
     return (f"warning: 0 of {total} requests completed{tail}; the latency {figures} are empty "
             "(scheduler.max_model_len, kv.gpu_memory_utilization and kv.num_gpu_blocks_override set the "
