@@ -38,18 +38,22 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.kvcache.sparsity": {E, IN, SC},
     "kvsim.kvcache": {E, IN, SC, "kvsim.specs", "kvsim.workload.request"},
     "kvsim.cost": {E, IN, "kvsim.specs"},
+    # feature rooms: a scenario section (pydantic) and the feature's own arithmetic, below the engine
+    "kvsim.speculative": {E, IN, SC, "kvsim.specs"},
+    "kvsim.lora": {E, IN, SC, "kvsim.specs", "kvsim.workload.request"},
     # the scenario schema gathers the config models of the rooms below it, and its choices from the registry
     "kvsim.scenario": {E, IN, SC, "kvsim.aliases", "kvsim.specs", "kvsim.workload",
-                       "kvsim.kvcache.sparsity.config", "kvsim.registry"},
+                       "kvsim.kvcache.sparsity.config", "kvsim.registry",
+                       "kvsim.speculative", "kvsim.lora"},
     # the JSON Schema of a scenario file, from the schema models (kvsim schema)
     "kvsim.scenario_schema": {E, IN, SC, "kvsim.aliases", "kvsim.scenario"},
     # metrics: recorder, summary, report, plots, hit-rate model; never the engine
     "kvsim.metrics": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache",
-                      "kvsim.kvcache.sparsity"},
+                      "kvsim.kvcache.sparsity", "kvsim.speculative", "kvsim.lora"},
     # the engine wires everything below it; of metrics only the recorder and the per-request SLO test
     "kvsim.engine": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
                      "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder", "kvsim.metrics.slo",
-                     "kvsim.engine.fleet.roles"},
+                     "kvsim.engine.fleet.roles", "kvsim.speculative", "kvsim.lora"},
     # replica roles: a leaf the registry reads (the schema's role names come from it)
     "kvsim.engine.fleet.roles": set(),
     # the lists of choices, below the schema: only the kvcache registries (eviction, sparsity policies)
@@ -57,7 +61,8 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity", "kvsim.kvcache.tiers",
                        "kvsim.engine.fleet.roles"},
     "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
-                    "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry"},
+                    "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry",
+                    "kvsim.speculative", "kvsim.lora"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost
     "kvsim.calibrate": {E, IN, OF, "kvsim.specs", "kvsim.cost.kernel_grid", "kvsim.cost.kernel_heldout"},
     # the Python API (kvsim.run, compare, sweep, plan): what the commands use, the command line excepted;
@@ -67,7 +72,7 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.cli": {E, IN, SC, OF, "kvsim.aliases", "kvsim.scenario_schema", "kvsim.specs", "kvsim.workload",
                   "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",
-                  "kvsim.sweep", "kvsim.calibrate"},
+                  "kvsim.sweep", "kvsim.calibrate", "kvsim.speculative", "kvsim.lora"},
 }
 
 # (importing file, imported module): imports against the documented direction, as the code stands
