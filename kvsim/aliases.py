@@ -45,6 +45,8 @@ ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "preemption_mode": ("scheduler.preemption_mode", _same),
     "tensor_parallel_size": ("parallelism.tensor_parallel_size", _same),
     "data_parallel_size": ("parallelism.replicas", _same),
+    "enable_expert_parallel": ("parallelism.enable_expert_parallel", _same),
+    "all2all_backend": ("parallelism.all2all_backend", _same),
 }
 """vLLM engine argument -> (kvsim dotted key, value conversion). Same meaning and unit: vLLM's swap_space
 is GiB per GPU, as kv.swap_space_gb is."""
@@ -55,7 +57,7 @@ NOT_MODELLED: dict[str, str] = {
     "cpu_offload_gb": "weight offload to CPU",
     "speculative_config": "speculative decoding",
     "enable_lora": "LoRA adapters",
-    "enable_expert_parallel": "expert parallelism",
+
     "kv_transfer_config": "vLLM's KV connector config (see cluster.kv_transfer)",
     "scheduling_policy": "priority scheduling (see scheduler.policy)",
 }

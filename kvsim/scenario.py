@@ -40,6 +40,7 @@ from kvsim.registry import (
 )
 from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict, check_slo
 from kvsim.specs.dtypes import QUANTIZATION
+from kvsim.specs.expert_parallel import ALL2ALL_BACKENDS, DEFAULT_ALL2ALL_BACKEND
 from kvsim.specs.kv_precision import schema_kv_dtype
 from kvsim.workload.config import WorkloadConfig
 
@@ -65,6 +66,7 @@ RouterName = Literal[tuple(ROUTERS)]
 ReplicaRole = Literal[tuple(REPLICA_ROLES)]
 Quantization = Literal[tuple(QUANTIZATION)]
 TransferMode = Literal[tuple(KV_TRANSFER_MODES)]
+All2AllBackend = Literal[tuple(ALL2ALL_BACKENDS)]
 MAX_TIER_GB = 1e9
 """A tier of at most 10^9 GB (an exabyte)."""
 
@@ -84,6 +86,17 @@ class Parallelism(Strict):
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     replicas: int = Field(default=1, ge=1, le=1024,
                           validation_alias=AliasChoices("replicas", "data_parallel_size"))
+    enable_expert_parallel: bool = False
+    """vLLM's --enable-expert-parallel: the routed experts split over EP = tensor_parallel_size x
+    data_parallel_size GPUs, each DP rank (replica) an engine with its own scheduler and KV cache, the DP
+    ranks stepping together through the MoE layers (docs/moe.md)."""
+    expert_parallel_size: int | None = Field(default=None, ge=1, le=1024 * 1024)
+    """The EP size vLLM derives (tensor_parallel_size x data_parallel_size); optional, checked."""
+    all2all_backend: All2AllBackend = DEFAULT_ALL2ALL_BACKEND
+    """vLLM's --all2all-backend: how the MoE dispatch and combine move tokens (docs/moe.md)."""
+    expert_load_factor: float = Field(default=1.0, ge=1.0, le=1024.0)
+    """Routing skew: the busiest EP rank's routed tokens over the mean (1: balanced; vLLM's EPLB logs
+    balancedness = mean / max, so 1 / balancedness)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -578,7 +591,7 @@ def cross_check(sc: Scenario) -> str | None:
     """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
     combinations would otherwise fail only when the run starts, or stall it."""
     kv = sc.kv
-    rule = _tier_rule(kv) or _cluster_rule(sc)
+    rule = _tier_rule(kv) or _cluster_rule(sc) or _expert_parallel_rule(sc)
     if rule:
         return rule
     if kv.prefix_cache != "none" and kv.layout != "paged":
@@ -597,6 +610,26 @@ def cross_check(sc: Scenario) -> str | None:
         if kv.sparsity.enabled and seqs > 1:
             return (f"kv.sparsity.policy: '{kv.sparsity.policy}' does not model parallel sampling or beam "
                     "search (set workload.n and workload.beam_width to 1)")
+    return None
+
+
+def _expert_parallel_rule(sc: Scenario) -> str | None:
+    """The expert-parallel keys' rules that need the scenario alone (the model's: Deployment)."""
+    par = sc.parallelism
+    if not par.enable_expert_parallel:
+        for key in ("expert_parallel_size", "expert_load_factor"):  # (vLLM ignores all2all_backend)
+            if key in par.model_fields_set:
+                return f"parallelism.{key}: needs parallelism.enable_expert_parallel: true"
+        return None
+    if sc.cluster is not None:
+        return "parallelism.enable_expert_parallel: not modelled with cluster: pools"
+    ep = par.tensor_parallel_size * par.replicas
+    if par.expert_parallel_size is not None and par.expert_parallel_size != ep:
+        return (f"parallelism.expert_parallel_size: {par.expert_parallel_size}, but vLLM derives EP ="
+                f" tensor_parallel_size x data_parallel_size = {ep}; give {ep} or leave it out")
+    if par.expert_load_factor > ep:
+        return (f"parallelism.expert_load_factor: {par.expert_load_factor:g} exceeds EP = {ep} (the busiest"
+                " rank receives at most every routed token)")
     return None
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvsim.errors import KvsimError
+from kvsim.specs.expert_parallel import ep_weight_bytes
 from kvsim.specs.hardware import MAX_BYTES, HardwareSpec
 from kvsim.specs.model import ModelSpec
 from kvsim.specs.pages import PagePlan, as_full_attention, plan_pages
@@ -81,7 +82,8 @@ def default_activation_reserve(hw: HardwareSpec) -> float:
 
 def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: int = 1,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                activation_reserve_bytes: float | None = None, hybrid: bool = True) -> Capacity:
+                activation_reserve_bytes: float | None = None, hybrid: bool = True,
+                expert_parallel: int | None = None) -> Capacity:
     """KV pages and tokens one GPU can hold for `model` sharded over `tp` GPUs of type `hw`; kv_dtype is a
     name, a mapping or a KVPrecision (kvsim/specs/kv_precision.py). KvsimError when the sharding is
     impossible, the weights (plus reserve) do not fit, or an input is out of range:
@@ -89,9 +91,11 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: 
     [0, MAX_BYTES]. With those bounds (and the ModelSpec / HardwareSpec ones) every quantity here is a
     finite float, so the page count is a plain int. hybrid=False plans pages as vLLM does with
     --disable-hybrid-kv-cache-manager: sliding-window layers allocated as full attention
-    (kvsim/specs/pages.py as_full_attention)."""
+    (kvsim/specs/pages.py as_full_attention). expert_parallel: the EP size under vLLM's
+    --enable-expert-parallel (routed experts split over it, the rest over tp:
+    kvsim/specs/expert_parallel.py ep_weight_bytes); None without."""
     cap = capacity_or_reason(model, hw, kv_dtype, tp, gpu_memory_utilization, block_size,
-                             activation_reserve_bytes, hybrid)
+                             activation_reserve_bytes, hybrid, expert_parallel)
     if isinstance(cap, str):
         raise KvsimError(cap)
     return cap
@@ -99,7 +103,8 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: 
 
 def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int,
                        gpu_memory_utilization: float, block_size: int,
-                       activation_reserve_bytes: float | None, hybrid: bool = True) -> Capacity | str:
+                       activation_reserve_bytes: float | None, hybrid: bool = True,
+                       expert_parallel: int | None = None) -> Capacity | str:
     """kv_capacity, or the one-line message of why the weights leave no room (bad inputs still raise)."""
     model.validate_tp(tp)
     if not _is_number(gpu_memory_utilization) or not 0 < gpu_memory_utilization <= 1:
@@ -117,7 +122,8 @@ def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: in
     groups = model.layer_groups(kv_dtype, tp)
     plan = plan_pages(groups if hybrid else as_full_attention(groups), block_size)
     budget = hw.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes(tp)
+    weights = (model.weight_bytes(tp) if expert_parallel is None
+               else ep_weight_bytes(model, tp, expert_parallel))
     reserve = default_activation_reserve(hw) if activation_reserve_bytes is None else activation_reserve_bytes
     usable = budget - weights - reserve
     if weights > budget:

@@ -14,12 +14,26 @@ from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
 from kvsim.scenario import Scenario
 from kvsim.specs.catalog import get_model, with_quantization
+from kvsim.specs.expert_parallel import expert_parallel_problem
 from kvsim.specs.footprint import kv_capacity
 from kvsim.specs.hardware import load_hardware
 from kvsim.specs.layers import window_caps
 from kvsim.workload.request import Request
 
 GIB = 1024**3
+
+
+def expert_parallel_size(scenario: Scenario, model) -> int | None:
+    """EP = tensor_parallel_size x data_parallel_size under parallelism.enable_expert_parallel (None
+    without); a one-line KvsimError for a model it does not model (kvsim/specs/expert_parallel.py)."""
+    par = scenario.parallelism
+    if not par.enable_expert_parallel:
+        return None
+    problem = expert_parallel_problem(model, par.tensor_parallel_size, par.replicas)
+    if problem:
+        raise KvsimError(problem)
+    return par.tensor_parallel_size * par.replicas
+
 
 
 class Deployment:
@@ -36,10 +50,12 @@ class Deployment:
         self.model = with_quantization(get_model(scenario.model), scenario.quantization)
         self.hw = load_hardware(scenario.hardware)
         self.tp = scenario.parallelism.tensor_parallel_size
+        self.ep = expert_parallel_size(scenario, self.model)  # None without enable_expert_parallel
         kvc = scenario.kv
         reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
         self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization,
-                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager)
+                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager,
+                                    expert_parallel=self.ep)
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
@@ -239,3 +255,4 @@ class Deployment:
         return {"name": self.name, "role": self.role.name, "replicas": self.replicas,
                 "hardware": self.hw.name, "tensor_parallel_size": self.tp, "capacity_blocks": self.num_blocks,
                 "block_size": self.block_size}
+
