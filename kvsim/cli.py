@@ -528,6 +528,9 @@ def footprint(
                                  " int8, int4, nvfp4, or a mapping such as '{bits: 3.5, group_size: 128,"
                                  " scale_bits: 16}' or '{rope: bf16, rest: fp8}'."),
     tp: int = typer.Option(1, "--tp", min=1, max=1024, help="Tensor-parallel size."),
+    ep: int | None = typer.Option(None, "--ep", min=1, max=1024 * 1024, help="Expert-parallel size (vLLM's"
+                                  " --enable-expert-parallel: tp x data-parallel size): routed experts split"
+                                  " over it, the rest over --tp."),
     hardware: str = typer.Option("h100-sxm", "--hardware", help="Hardware profile for the fit."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", min=0.01, max=1.0),
     block_size: int = typer.Option(16, "--block-size", min=1, max=4096),
@@ -544,11 +547,14 @@ def footprint(
         m = get_model(model)
         precision = kv_precision(dtype, m.weight_dtype)
         hw = load_hardware(hardware)
-        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens)
+        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens, ep)
         return m, hw, precision, rows
 
     m, hw, precision, rows = _guard(compute)
-    table = Table(title=f"{printable(m.name)}, KV {printable(precision.name)}, tp={tp}", show_header=False)
+    title = f"{printable(m.name)}, KV {printable(precision.name)}, tp={tp}"
+    title += "" if ep is None else f", ep={ep}"
+    table = Table(title=title, show_header=False)
+
     table.add_column("what")
     table.add_column("value", justify="right")
     for what, value in rows:
