@@ -617,10 +617,12 @@ def _expert_parallel_rule(sc: Scenario) -> str | None:
     """The expert-parallel keys' rules that need the scenario alone (the model's: Deployment)."""
     par = sc.parallelism
     if not par.enable_expert_parallel:
-        for key in ("expert_parallel_size", "expert_load_factor"):  # (vLLM ignores all2all_backend)
-            if key in par.model_fields_set:
+        # (vLLM ignores all2all_backend; values, not the keys set: a dumped scenario has every default)
+        for key, unset in (("expert_parallel_size", None), ("expert_load_factor", 1.0)):
+            if getattr(par, key) != unset:
                 return f"parallelism.{key}: needs parallelism.enable_expert_parallel: true"
         return None
+
     if sc.cluster is not None:
         return "parallelism.enable_expert_parallel: not modelled with cluster: pools"
     ep = par.tensor_parallel_size * par.replicas

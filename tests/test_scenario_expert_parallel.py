@@ -104,3 +104,5 @@ def test_a_small_run_by_hand():
     assert ep["steps"] == computing
     assert ep["alltoall_s_per_step"] == pytest.approx(ep["alltoall_s_total"] / ep["steps"])
     assert ep["collectives"] == ["all_gather over 2 GPUs: links", "reduce_scatter over 2 GPUs: links"]
+    assert kvsim.run(result.scenario).summary == s  # the resolved scenario (every default set) runs again
+
