@@ -81,7 +81,9 @@ def _one_of(data: Any, a: str, b: str) -> Any:
 class Parallelism(Strict):
     """tensor_parallel_size: GPUs one replica's weights and KV are split across. replicas (or vLLM's name,
     data_parallel_size): identical engine replicas behind the router (`router:`). Each at most 1024. For
-    pools of different replicas use `cluster:`."""
+    pools of different replicas use `cluster:`. enable_expert_parallel and the keys after it: vLLM's expert
+    parallelism over tensor_parallel_size x data_parallel_size GPUs (docs/moe.md)."""
+
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     replicas: int = Field(default=1, ge=1, le=1024,
