@@ -771,8 +771,8 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`,
-    `workload.length_pairs`, `workload.bench_serve` and `lora` only when set, `scheduler.policy` only when not the
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`, `lora`,
+    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the
     default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing", "lora"):

@@ -73,7 +73,8 @@ class Capacity:
         return (f"{self.num_blocks:,} blocks x {self.block_size} = {self.tokens:,} tokens "
                 f"({format_bytes(self.kv_bytes_per_token)}/token; budget {format_bytes(self.budget_bytes)}"
                 f" = weights {format_bytes(self.weight_bytes)} + reserve "
-                f"{format_bytes(self.activation_reserve_bytes)}{lora} + KV {format_bytes(self.usable_bytes)})")
+                f"{format_bytes(self.activation_reserve_bytes)}{lora} + KV "
+                f"{format_bytes(self.usable_bytes)})")
 
 
 def default_activation_reserve(hw: HardwareSpec) -> float:

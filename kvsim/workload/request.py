@@ -54,9 +54,9 @@ class RequestTable(Sequence[Request]):
     of N requests is a few numpy arrays, not N objects. Row i is the request with rid i.
 
     The columns are 1-d numpy arrays of one length (`after` None: no follow-ups; `think_s` None: 0;
-    `session` / `output_id` / `adapter` None: -1); `segments(i)`, when given, builds row i's segments. A Request read
-    from the table is a new object each time: changes to it do not reach the table (the engine reads each
-    request once, `follow_ups` releases each follow-up once)."""
+    `session` / `output_id` / `adapter` None: -1); `segments(i)`, when given, builds row i's segments. A
+    Request read from the table is a new object each time: changes to it do not reach the table (the engine
+    reads each request once, `follow_ups` releases each follow-up once)."""
 
     __slots__ = ("arrival_s", "prompt_len", "output_len", "after", "think_s", "session", "output_id", "n",
                  "source", "beam_width", "segments", "adapter")
