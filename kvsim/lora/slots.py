@@ -76,6 +76,12 @@ class AdapterSlots:
             s = self.stats[rid] = RequestLora()
         return s
 
+    def where(self, adapter: int) -> int:
+        """GPU, HOST or DISK: where `adapter` is now (read only, for routers)."""
+        if adapter in self.gpu:
+            return GPU
+        return HOST if adapter in self.host else DISK
+
     def admissible(self, adapter: int) -> bool:
         """Whether a request of `adapter` may join the running ones (vLLM's max_loras rule)."""
         return adapter < 0 or adapter in self.active or len(self.active) < self.max_loras
