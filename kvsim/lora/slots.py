@@ -176,7 +176,8 @@ class AdapterSlots:
             tokens += self.seqs - prefill_seqs
         load, self.pending_s = self.pending_s, 0.0
         self.last = (tokens, len(self.active), load)
-        return batch._replace(lora_tokens=tokens, lora_adapters=len(self.active), lora_load_s=load)
+        return type(batch)(**{**batch._asdict(), "lora_tokens": tokens, "lora_adapters": len(self.active),
+                              "lora_load_s": load})
 
     def request_values(self, rid: int, adapter: int) -> tuple:
         """The request columns of rid (kvsim/engine/lora_columns.py), and forget it."""
