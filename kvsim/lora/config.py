@@ -40,6 +40,9 @@ class AdapterGroup(Strict):
 
 
 def _adapter_kind(value: Any) -> str:
+    """'group' for a {count, ...} mapping (or an AdapterGroup, when serializing), else 'adapter'."""
+    if isinstance(value, AdapterGroup):
+        return "group"
     return "group" if isinstance(value, dict) and "count" in value else "adapter"
 
 
