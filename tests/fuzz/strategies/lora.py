@@ -13,20 +13,24 @@ from hypothesis import strategies as st
 from .common import Raw, run_argv, small_scenario, to_yaml
 
 LORA_BAD: tuple[tuple[str, Any, str], ...] = (
-    ("max_loras", 0, "fail"), ("max_loras", -1, "fail"), ("max_loras", 1.5, "fail"), ("max_loras", True, "fail"),
+    ("max_loras", 0, "fail"), ("max_loras", -1, "fail"), ("max_loras", 1.5, "fail"),
+    ("max_loras", True, "fail"),
     ("max_loras", 10**6, "fail"), ("max_loras", "4", "any"), ("max_lora_rank", 12, "fail"),
     ("max_lora_rank", 0, "fail"), ("max_lora_rank", 1024, "fail"), ("max_lora_rank", Raw(".nan"), "fail"),
     ("max_cpu_loras", 0, "fail"), ("max_cpu_loras", 10**9, "fail"), ("base_fraction", -0.1, "fail"),
     ("base_fraction", 1.5, "fail"), ("base_fraction", Raw(".nan"), "fail"), ("base_fraction", 1, "pass"),
     ("disk_bandwidth_gbps", 0, "fail"), ("disk_bandwidth_gbps", Raw(".inf"), "fail"),
-    ("disk_bandwidth_gbps", 0.01, "pass"), ("kernel_overhead_s", -1, "fail"), ("kernel_overhead_s", 0, "pass"),
+    ("disk_bandwidth_gbps", 0.01, "pass"), ("kernel_overhead_s", -1, "fail"),
+    ("kernel_overhead_s", 0, "pass"),
     ("kernel_overhead_s", Raw(".nan"), "fail"), ("enabled", "maybe", "fail"), ("enabled", False, "pass"),
     ("adapters", "all", "fail"), ("adapters", [None], "fail"), ("adapters", [], "pass"),
     ("adapters", [{"name": "a"}, {"name": "a"}], "fail"), ("adapters", [{"name": ""}], "fail"),
     ("adapters", [{"name": "a", "rank": 0}], "fail"), ("adapters", [{"name": "a", "rank": 64}], "fail"),
-    ("adapters", [{"name": "a", "popularity": -1}], "fail"), ("adapters", [{"name": "a", "popularity": 0}], "fail"),
+    ("adapters", [{"name": "a", "popularity": -1}], "fail"),
+    ("adapters", [{"name": "a", "popularity": 0}], "fail"),
     ("adapters", [{"count": 0}], "fail"), ("adapters", [{"count": 10**6}], "fail"),
-    ("adapters", [{"count": 3, "popularity": "pareto"}], "fail"), ("adapters", [{"count": 3, "zipf_s": -1}], "fail"),
+    ("adapters", [{"count": 3, "popularity": "pareto"}], "fail"),
+    ("adapters", [{"count": 3, "zipf_s": -1}], "fail"),
     ("adapters", [{"count": 2, "prefix": "a"}, {"name": "a1"}], "fail"), ("adapters", [{"rank": 8}], "fail"),
     ("adapters", [{"name": "a", "count": 2}], "fail"), ("rank", 8, "fail"),
 )
