@@ -63,7 +63,7 @@ class LoraConfig(Strict):
 
     enabled: bool = True
     max_loras: int = Field(default=1, ge=1, le=MAX_LORAS)
-    max_lora_rank: int = 16
+    max_lora_rank: int = Field(default=16, ge=1, le=max(LORA_RANKS))
     max_cpu_loras: int | None = Field(default=None, ge=1, le=MAX_ADAPTERS)
     adapters: list[AdapterEntry] = Field(default_factory=list, max_length=MAX_ADAPTERS)
     base_fraction: float = Field(default=0.0, ge=0, le=1)
