@@ -61,3 +61,15 @@ def test_trace_names_map_to_adapters():
     assert [r.adapter for r in tag_requests(reqs, c, adapter_table(c), seed=0)] == [1, -1, 0]
     with pytest.raises(KvsimError, match="adapter 'z'"):
         tag_requests([Request(0, 0.0, 10, 2, adapter_name="z")], c, adapter_table(c), seed=0)
+
+
+def test_the_columns_trace_reads_an_adapter_column(tmp_path):
+    from kvsim.workload.config import WorkloadConfig
+    from kvsim.workload.trace import trace_requests
+
+    (tmp_path / "t.csv").write_text("t,p,o,model\n0.5,10,2, x \n0.0,20,3,\n")
+    wl = WorkloadConfig.model_validate({"kind": "trace", "trace": {
+        "path": str(tmp_path / "t.csv"), "format": "columns",
+        "columns": {"arrival": "t", "prompt": "p", "output": "o", "adapter": "model"}}})
+    reqs = trace_requests(wl, np.random.default_rng(0), None, None)
+    assert [(r.prompt_len, r.adapter_name) for r in reqs] == [(20, ""), (10, "x")]  # sorted by arrival
