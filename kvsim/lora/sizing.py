@@ -94,7 +94,8 @@ def kernels_per_step(model: ModelSpec) -> int:
     return model.num_layers * len(MODULES) * KERNELS_PER_MODULE
 
 
-def check_model(model: ModelSpec) -> None:
+def check_model(model: ModelSpec, fix: str = "remove the lora section") -> None:
+    """KvsimError 'lora: <why> (<fix>)' when kvsim does not size LoRA on `model`."""
     reason = unsupported_reason(model)
     if reason is not None:
-        raise KvsimError(f"lora: {reason} (remove the lora section)")
+        raise KvsimError(f"lora: {reason} ({fix})")

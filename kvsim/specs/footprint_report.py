@@ -38,8 +38,9 @@ def groups_summary(m: ModelSpec, kv_dtype: Any = "bf16", tp: int = 1, short: boo
 
 
 def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_memory_utilization: float,
-                   block_size: int, tokens: int) -> list[tuple[str, str]]:
-    """(what, value) rows; KvsimError only for bad inputs (an impossible tp, a bad dtype or block size)."""
+                   block_size: int, tokens: int, lora_bytes: float = 0.0) -> list[tuple[str, str]]:
+    """(what, value) rows; KvsimError only for bad inputs (an impossible tp, a bad dtype or block size).
+    lora_bytes: LoRA adapter slots per GPU (`kvsim footprint --max-loras`), taken from the KV memory."""
     m.validate_tp(tp)
     groups = m.layer_groups(kv_dtype, tp)
     per_tok = m.kv_bytes_per_token(kv_dtype, tp)
@@ -52,7 +53,10 @@ def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_m
         for g in groups:
             rows += _group_bytes_rows(m, g, tokens)
     rows.append(("weights per GPU", format_bytes(m.weight_bytes(tp))))
-    cap = capacity_or_reason(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, None)
+    if lora_bytes:
+        rows.append(("LoRA slots per GPU (taken from KV)", format_bytes(lora_bytes)))
+    cap = capacity_or_reason(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, None,
+                             lora_bytes=lora_bytes)
     plan = cap.plan if not isinstance(cap, str) else None
     if plan is None:
         from kvsim.specs.pages import plan_pages
