@@ -1,6 +1,12 @@
 """The adapters of a `lora` section as arrays (names, ranks, popularity), and which adapter each request
 of a stream asks for: drawn by popularity once per session (a conversation's follow-ups keep it), or
-named by a trace's adapter column."""
+named by a trace's adapter column.
+
+vLLM's prefix cache keys a block by its tokens and the request's adapter
+(vllm/v1/core/kv_cache_utils.py `_gen_lora_extra_hash_keys`: an extra key of every block hash), so
+requests of different adapters never share cached KV. kvsim does the same by moving an adapter request's
+content ids (prompt segments, output id, re-read ids) into a band of its own: id + (adapter + 1) x 2^64,
+above every generator's band and kind mix's component shift (c x 2^52); the base model's ids are unchanged."""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ from kvsim.errors import KvsimError, excerpt
 from kvsim.lora.config import AdapterGroup, LoraConfig
 from kvsim.workload.request import Request, RequestTable
 
+ADAPTER_ID_SHIFT = 64
+"""Content ids of adapter a's requests are shifted by (a + 1) << ADAPTER_ID_SHIFT (module docstring)."""
 DRAW_STREAM = 0x10A4
 """The adapter draws' own numpy stream: default_rng([seed, DRAW_STREAM]) (the workload's draws are
 unchanged by a lora section)."""
@@ -69,6 +77,7 @@ def tag_requests(stream: Sequence[Request], cfg: LoraConfig, table: AdapterTable
     probability base_fraction, else adapter i with probability probs[i]."""
     if isinstance(stream, RequestTable):
         stream.adapter = _draw(_keys(stream), cfg, table, seed)
+        _shift_table(stream)
         return stream
     if any(r.adapter_name for r in stream):
         index = table.index()
@@ -82,13 +91,50 @@ def tag_requests(stream: Sequence[Request], cfg: LoraConfig, table: AdapterTable
                 raise KvsimError(f"{where}: request {r.rid} asks for LoRA adapter {excerpt(name)}, which "
                                  "lora.adapters does not name")
             r.adapter = a
+        _shift_list(stream)
         return stream
     session = np.fromiter((r.session for r in stream), dtype=np.int64, count=len(stream))
     rid = np.fromiter((r.rid for r in stream), dtype=np.int64, count=len(stream))
     drawn = _draw(np.where(session >= 0, session, -1 - rid), cfg, table, seed)
     for r, a in zip(stream, drawn.tolist(), strict=True):
         r.adapter = a
+    _shift_list(stream)
     return stream
+
+
+def _shift_list(stream: Sequence[Request]) -> None:
+    for r in stream:
+        if r.adapter < 0:
+            continue
+        shift = (r.adapter + 1) << ADAPTER_ID_SHIFT
+        r.segments = tuple((cid + shift, n) for cid, n in r.segments)
+        r.rereads = tuple(cid + shift for cid in r.rereads)
+        if r.output_id >= 0:
+            r.output_id += shift
+
+
+def _shift_table(t: RequestTable) -> None:
+    adapter = t.adapter
+    if adapter is None or not (adapter >= 0).any():
+        return
+    if t.output_id is not None:  # (Python ints: the shifted ids do not fit int64)
+        out = t.output_id.astype(object)
+        mask = (adapter >= 0) & (t.output_id >= 0)
+        out[mask] = out[mask] + np.array([(a + 1) << ADAPTER_ID_SHIFT for a in adapter[mask].tolist()],
+                                         dtype=object)
+        t.output_id = out
+    if t.segments is not None:
+        build = t.segments
+
+        def shifted(i: int, build=build, adapter=adapter) -> tuple:
+            a = adapter.item(i)
+            segs = build(i)
+            if a < 0:
+                return segs
+            shift = (a + 1) << ADAPTER_ID_SHIFT
+            return tuple((cid + shift, n) for cid, n in segs)
+
+        t.segments = shifted
 
 
 def _keys(t: RequestTable) -> np.ndarray:

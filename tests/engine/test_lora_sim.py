@@ -107,3 +107,18 @@ def test_lora_affinity_prefers_the_replica_holding_the_adapter_and_changes_nothi
     assert router.route(Request(6, 0.0, 10, 2, adapter=1), views) == 1  # nobody has it: least loaded
     assert router.route(Request(7, 0.0, 10, 2), views) == 1  # base model: least loaded
     assert (list(a.gpu), list(a.host), a.totals(), list(b.gpu), b.totals()) == before
+
+
+def test_the_prefix_cache_is_shared_only_within_an_adapter():
+    from kvsim.lora.adapters import adapter_table, tag_requests
+    from kvsim.scenario import lora_config
+
+    sim = Simulation(load_scenario(None, [*BASE, "kv.prefix_cache=hash",
+                                          "lora={max_loras: 2, adapters: [{name: a}, {name: b}]}"]))
+    # the same 64-token prompt (content 9) under a, then b, then a again, one at a time
+    reqs = [Request(i, float(i), 64, 2, segments=((9, 64),), adapter_name=n) for i, n in enumerate("aba")]
+    cfg = lora_config(sim.sc)
+    sim.build_requests = lambda: tag_requests(reqs, cfg, adapter_table(cfg), 0)
+    r = sim.run().requests.set_index("rid")
+    # (64 - 1) // 16 = 3 full blocks may hit: b finds none of a's, the second a finds all three
+    assert r["cached_tokens"].tolist() == [0, 0, 48]

@@ -73,3 +73,26 @@ def test_the_columns_trace_reads_an_adapter_column(tmp_path):
         "columns": {"arrival": "t", "prompt": "p", "output": "o", "adapter": "model"}}})
     reqs = trace_requests(wl, np.random.default_rng(0), None, None)
     assert [(r.prompt_len, r.adapter_name) for r in reqs] == [(20, ""), (10, "x")]  # sorted by arrival
+
+
+def test_adapter_requests_get_content_ids_of_their_own():
+    # vLLM keys cached blocks by the adapter too: the same prompt under two adapters shares nothing
+    c = cfg(adapters=[{"name": "x"}, {"name": "y"}])
+    reqs = [Request(i, 0.0, 10, 2, segments=((5, 10),), output_id=7, rereads=(5,), adapter_name=n)
+            for i, n in enumerate(["x", "y", "", "x"])]
+    tag_requests(reqs, c, adapter_table(c), seed=0)
+    assert [r.segments[0][0] for r in reqs] == [5 + (1 << 64), 5 + (2 << 64), 5, 5 + (1 << 64)]
+    assert [r.output_id for r in reqs] == [7 + (1 << 64), 7 + (2 << 64), 7, 7 + (1 << 64)]
+    assert reqs[1].rereads == (5 + (2 << 64),)
+
+
+def test_a_request_table_shifts_its_segments_and_output_ids():
+    t = RequestTable(np.zeros(20), np.full(20, 10), np.full(20, 2), session=np.arange(20),
+                     output_id=np.where(np.arange(20) == 2, -1, 7), segments=lambda i: ((5, 10),))
+    c = cfg(adapters=[{"name": "x"}], base_fraction=0.5)
+    tag_requests(t, c, adapter_table(c), seed=1)
+    assert set(t.adapter.tolist()) == {-1, 0}
+    for r in t:
+        shift = 0 if r.adapter < 0 else 1 << 64
+        assert r.segments == ((5 + shift, 10),)
+        assert r.output_id == (-1 if r.rid == 2 else 7 + shift)
