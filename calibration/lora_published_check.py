@@ -3,7 +3,8 @@ A100, Llama-2-7b-hf, 1000 ShareGPT prompts): 11.45 req/s without LoRA, 7.60 with
 --max-loras 1 --max-lora-rank 8 (one adapter), 7.61 with --max-loras 4 (four). kvsim runs the same offline
 throughput scenario (kvsim/cost/published.py throughput_scenario: every prompt at t = 0, vLLM V0's engine
 defaults of the time) without and with the lora section and prints req/s and the LoRA slowdown for each
-seed, then their means: `.venv/bin/python calibration/lora_published_check.py [seeds] [kernel_overhead_s]`."""
+seed, then their means: `.venv/bin/python calibration/lora_published_check.py [seeds] [kernel_overhead_s]
+[cost model]` (roofline, the published runs' model, by default; `kernels` reads a100-80gb's kernel tables)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ CASE = {
 }
 
 
-def req_s(seed: int, lora: dict | None) -> float:
-    sc = throughput_scenario(CASE, seed)
+def req_s(seed: int, lora: dict | None, model: str = "roofline") -> float:
+    sc = throughput_scenario(CASE, seed, model=model)
     if lora is not None:
         sc["lora"] = lora
     requests = Simulation(build_scenario(sc)).run().requests
@@ -44,14 +45,15 @@ def req_s(seed: int, lora: dict | None) -> float:
 def main() -> None:
     seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     overhead = float(sys.argv[2]) if len(sys.argv) > 2 else 2e-6
+    model = sys.argv[3] if len(sys.argv) > 3 else "roofline"
     variants = {"base": None,
                 "lora1": {"max_loras": 1, "max_lora_rank": 8, "kernel_overhead_s": overhead,
                           "adapters": [{"name": "sql", "rank": 8}]},
                 "lora4": {"max_loras": 4, "max_lora_rank": 8, "kernel_overhead_s": overhead,
                           "adapters": [{"count": 4, "rank": 8}]}}
-    rows = {k: [req_s(s, v) for s in range(seeds)] for k, v in variants.items()}
+    rows = {k: [req_s(s, v, model) for s in range(seeds)] for k, v in variants.items()}
     print(f"source: {SOURCE}")
-    print(f"kernel_overhead_s {overhead:g}, {seeds} seeds")
+    print(f"cost model {model}, kernel_overhead_s {overhead:g}, {seeds} seeds")
     print("| run | published req/s | kvsim req/s (mean of seeds) | error | slowdown: published | kvsim |")
     print("|---|---|---|---|---|---|")
     for k, rates in rows.items():
