@@ -534,6 +534,9 @@ def footprint(
     hardware: str = typer.Option("h100-sxm", "--hardware", help="Hardware profile for the fit."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", min=0.01, max=1.0),
     block_size: int = typer.Option(16, "--block-size", min=1, max=4096),
+    max_loras: int = typer.Option(0, "--max-loras", min=0, max=1024, help="LoRA adapter slots (vLLM's"
+                                  " --max-loras) taken from the KV memory; 0: no LoRA."),
+    max_lora_rank: int = typer.Option(16, "--max-lora-rank", min=1, max=512, help="The slots' rank."),
 ) -> None:
     """KV bytes per token and for N tokens (per layer group and in total), the page plan, and how many
     sequences fit on a device after the weights (rows, also when the weights do not fit at this TP)."""
@@ -547,7 +550,15 @@ def footprint(
         m = get_model(model)
         precision = kv_precision(dtype, m.weight_dtype)
         hw = load_hardware(hardware)
-        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens, ep)
+        lora_bytes = 0.0
+        if max_loras:
+            from kvsim.lora.sizing import check_model, slot_bytes
+
+            check_model(m, "drop --max-loras")
+            m.validate_tp(tp)
+            lora_bytes = max_loras * slot_bytes(m, max_lora_rank, tp)
+        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens, ep,
+                              lora_bytes)
         return m, hw, precision, rows
 
     m, hw, precision, rows = _guard(compute)

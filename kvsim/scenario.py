@@ -22,6 +22,7 @@ from pydantic import (
 from kvsim import aliases, inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
+from kvsim.lora.config import LoraConfig
 from kvsim.registry import (
     COST_MODELS,
     EVICTION_POLICIES,
@@ -349,6 +350,8 @@ class Scenario(Strict):
     """Default: round_robin (and least_loaded for decode replicas)."""
     cluster: ClusterConfig | None = None
     """Pools of replicas; without it, parallelism.replicas mixed replicas of the scenario's hardware."""
+    lora: LoraConfig | None = None
+    """Multi-LoRA serving (vLLM's enable_lora, max_loras, max_lora_rank, max_cpu_loras; docs/lora.md)."""
     _base_dir: str | None = PrivateAttr(default=None)
 
     @field_validator("slo", mode="before")
@@ -593,7 +596,7 @@ def cross_check(sc: Scenario) -> str | None:
     """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
     combinations would otherwise fail only when the run starts, or stall it."""
     kv = sc.kv
-    rule = _tier_rule(kv) or _cluster_rule(sc) or _expert_parallel_rule(sc)
+    rule = _tier_rule(kv) or _cluster_rule(sc) or _expert_parallel_rule(sc) or _lora_rule(sc)
     if rule:
         return rule
     if kv.prefix_cache != "none" and kv.layout != "paged":
@@ -658,6 +661,28 @@ def _tier_rule(kv: KVConfig) -> str | None:
     if kv.tier_chunk_tokens is not None and kv.tier_chunk_tokens % kv.block_size:
         return (f"kv.tier_chunk_tokens: {kv.tier_chunk_tokens} is not a multiple of kv.block_size "
                 f"({kv.block_size})")
+    return None
+
+
+def lora_config(sc: Scenario) -> LoraConfig | None:
+    """The scenario's `lora` section when LoRA is on (set, and not `enabled: false`), else None."""
+    lo = sc.lora
+    return lo if lo is not None and lo.enabled else None
+
+
+def _lora_rule(sc: Scenario) -> str | None:
+    """What multi-LoRA serving is not modelled with (docs/lora.md)."""
+    if lora_config(sc) is None:
+        return None
+    if sc.cluster is not None and any(ROLES[p.role].sends_kv or ROLES[p.role].receives_kv
+                                      for p in sc.cluster.pools):
+        return ("lora: LoRA adapters are not modelled with disaggregated prefill / decode (the adapter "
+                "would have to be on both replicas); use role mixed pools")
+    if sc.kv.layout != "paged":
+        return f"lora: LoRA adapters are modelled with kv.layout: paged only (got '{sc.kv.layout}')"
+    if sc.kv.sparsity.enabled:
+        return (f"lora: LoRA adapters are not modelled with kv.sparsity.policy '{sc.kv.sparsity.policy}' "
+                "(set one of them off)")
     return None
 
 
@@ -783,11 +808,11 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`,
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`, `lora`,
     `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the
     default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
-    for key in ("router", "cluster", "slo", "pricing"):
+    for key in ("router", "cluster", "slo", "pricing", "lora"):
         if data[key] is None:
             del data[key]
     if data["scheduler"]["policy"] == "vllm_v1":

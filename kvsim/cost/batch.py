@@ -31,6 +31,9 @@ class Batch(NamedTuple):
         prefetch of the selected entries, kv.sparsity.policy infinigen): overlapped with the forward
         pass layer by layer, so only the part compute cannot hide adds to the iteration
         (RooflineCost.prefetch_overlap, docs/cost_model.md).
+    lora_tokens / lora_adapters / lora_load_s: multi-LoRA (docs/lora.md): tokens of requests with an
+        adapter, the distinct adapters the running requests use, and the seconds loading adapters into
+        GPU slots adds before the forward pass (kvsim/lora/cost.py charges them).
     """
 
     num_seqs: int = 0
@@ -50,6 +53,9 @@ class Batch(NamedTuple):
     prefill_window_pairs: tuple[float, ...] = ()
     kv_load_wait_s: float = 0.0
     prefetch_bytes: float = 0.0
+    lora_tokens: int = 0
+    lora_adapters: int = 0
+    lora_load_s: float = 0.0
 
     @property
     def num_tokens(self) -> int:

@@ -39,10 +39,12 @@ def groups_summary(m: ModelSpec, kv_dtype: Any = "bf16", tp: int = 1, short: boo
 
 
 def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_memory_utilization: float,
-                   block_size: int, tokens: int, ep: int | None = None) -> list[tuple[str, str]]:
+                   block_size: int, tokens: int, ep: int | None = None,
+                   lora_bytes: float = 0.0) -> list[tuple[str, str]]:
     """(what, value) rows; KvsimError only for bad inputs (an impossible tp, a bad dtype or block size, an
     expert-parallel size the model cannot split its experts over). ep: vLLM's expert parallelism over ep =
-    tp x data_parallel_size GPUs (kvsim/specs/expert_parallel.py), None without."""
+    tp x data_parallel_size GPUs (kvsim/specs/expert_parallel.py), None without.
+    lora_bytes: LoRA adapter slots per GPU (`kvsim footprint --max-loras`), taken from the KV memory."""
     m.validate_tp(tp)
     if ep is not None:
         problem = expert_parallel_problem(m, tp, ep // tp) if ep % tp == 0 else (
@@ -66,8 +68,10 @@ def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_m
         rows.append(("weights per GPU", f"{format_bytes(ep_weight_bytes(m, tp, ep))} (non-expert"
                      f" {format_bytes(m.weight_bytes(1) - routed)} / TP {tp} + routed experts"
                      f" {format_bytes(routed)} / EP {ep}; {m.num_experts // ep} experts per GPU)"))
+    if lora_bytes:
+        rows.append(("LoRA slots per GPU (taken from KV)", format_bytes(lora_bytes)))
     cap = capacity_or_reason(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, None,
-                             expert_parallel=ep)
+                             expert_parallel=ep, lora_bytes=lora_bytes)
     plan = cap.plan if not isinstance(cap, str) else None
     if plan is None:
         from kvsim.specs.pages import plan_pages

@@ -12,7 +12,7 @@ from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
 from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
-from kvsim.scenario import Scenario
+from kvsim.scenario import Scenario, lora_config
 from kvsim.specs.catalog import get_model, with_quantization
 from kvsim.specs.expert_parallel import expert_parallel_problem
 from kvsim.specs.footprint import kv_capacity
@@ -53,9 +53,12 @@ class Deployment:
         self.ep = expert_parallel_size(scenario, self.model)  # None without enable_expert_parallel
         kvc = scenario.kv
         reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
+        self.lora = None if lora_config(scenario) is None else self._lora_sizing()
+        """Multi-LoRA: the adapters' sizes on this pool (kvsim/engine/lora_columns.py LoraSizing), or None."""
         self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization,
                                     kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager,
-                                    expert_parallel=self.ep)
+                                    expert_parallel=self.ep,
+                                    lora_bytes=self.lora.slots_bytes if self.lora is not None else 0.0)
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
@@ -74,7 +77,19 @@ class Deployment:
         tiers)."""
         self.check_settings()
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
+        if self.lora is not None:
+            self.cost = self.lora.cost_model(self.cost, scenario, self.hw)
+            self.lora.blocks_lost = kv_capacity(
+                self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization, kvc.block_size, reserve,
+                hybrid=not kvc.disable_hybrid_kv_cache_manager, expert_parallel=self.ep,
+            ).num_blocks - self.capacity.num_blocks
         self.first_kv = None  # the first replica's KV manager (refuse_reason), set by new_scheduler
+
+    def _lora_sizing(self):
+        # imported only here: a run without a lora section does not load the LoRA modules (start-up)
+        from kvsim.engine.lora_columns import LoraSizing
+
+        return LoraSizing(lora_config(self.sc), self.model, self.tp)
 
     @property
     def replica_block_bytes(self) -> float:
@@ -200,7 +215,8 @@ class Deployment:
                                                       num_layers=m.num_layers)), None
         links = self.tier_links()
         return Scheduler(limits, kv, loader=None if links is None else links.load,
-                         handoff=HandOff(self.role.sends_kv, receive)), links
+                         handoff=HandOff(self.role.sends_kv, receive),
+                         lora=None if self.lora is None else self.lora.slots(self.hw)), links
 
     def reject_reason(self, r: Request) -> str | None:
         """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
