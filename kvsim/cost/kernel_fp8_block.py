@@ -116,7 +116,7 @@ def fp8_block_rows(gemm) -> Fp8BlockRows | None:
         return None
     ratios = kernel_ratios(block, reference)
     at_m = kernel_at_each_m(block, sorted(reference["m"].unique()))
-    factor = reference["m"].map(lambda m: ratios[at_m[int(m)]].ratio).to_numpy(np.float64)
+    factor = reference["m"].map({m: ratios[k].ratio for m, k in at_m.items()}).to_numpy(np.float64)
     rows = reference[["m", "n", "k"]].copy()
     rows["latency_s"] = reference["latency_s"].to_numpy(np.float64) * factor
     return Fp8BlockRows(rows, ratios, at_m)
