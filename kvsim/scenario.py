@@ -521,6 +521,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str = "-
         for i, part in enumerate(parts):
             where = f"{source} {excerpt(item)}: {_key_text('.'.join(parts[:i + 1]))}"
             if i == len(parts) - 1:
+                _drop_second_name(node, parts)
                 _assign(node, part, parse_value(raw, f"{source} {excerpt(item)}"), where)
             else:
                 node = _step(node, part, where)
@@ -536,7 +537,22 @@ def set_key(data: dict[str, Any], key: str, value: Any, source: str = "override"
     node: Any = data
     for i, part in enumerate(parts[:-1]):
         node = _step(node, part, f"{source} {excerpt(key)}: {_key_text('.'.join(parts[:i + 1]))}")
+    _drop_second_name(node, parts)
     _assign(node, parts[-1], value, f"{source} {excerpt(key)}")
+
+
+SECOND_NAMES = {"replicas": "data_parallel_size", "data_parallel_size": "replicas"}
+"""Keys with two names in one mapping (parallelism, a cluster pool): an override of either replaces the
+value under whichever name the scenario used (kvsim plan's parallelism.replicas on a scenario that says
+data_parallel_size), rather than giving both."""
+
+
+def _drop_second_name(node: Any, parts: list[str]) -> None:
+    """Before `parts` (a dotted key) is set in `node`: remove the key's other name from it."""
+    other = SECOND_NAMES.get(parts[-1])
+    in_section = parts[:-1] == ["parallelism"] or (len(parts) == 4 and parts[:2] == ["cluster", "pools"])
+    if other is not None and in_section and isinstance(node, dict):
+        node.pop(other, None)
 
 
 def _step(node: dict | list, part: str, where: str) -> dict | list:

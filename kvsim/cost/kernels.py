@@ -10,7 +10,9 @@ op `moe`; attention per layer kind: kvsim/cost/kernel_attention.py):
   tp, k = hidden), o (n = hidden, k = q heads x head_dim / tp), gate_up (n = 2 x intermediate / tp, k =
   hidden) and down (n = hidden, k = intermediate / tp) at m = the batch's tokens, times the layers, plus
   lm_head (n = vocab / tp, k = hidden) at m = the batch's sequences (logits of their last tokens only), at
-  the weights' dtype (bf16 -> bfloat16, fp8 -> fp8). The sum is taken at each measured m and interpolated in
+  the weights' dtype (bf16 -> bfloat16, fp8 -> fp8; fp8_block -> the per-tensor fp8 GEMM times the measured
+  ratio of the block-scaled kernel vLLM runs at that m, since the tables time fp8_block GEMMs eagerly, host
+  launch included: kvsim/cost/kernel_fp8_block.py). The sum is taken at each measured m and interpolated in
   log-log between (one lookup per iteration).
 - decode and prefill attention, per layer kind (full, sliding, MLA, Gated-DeltaNet state; compressed on
   the roofline): kvsim/cost/kernel_attention.py, summed over the model's layer groups.
@@ -33,6 +35,7 @@ import numpy as np
 
 from kvsim.cost.batch import Batch
 from kvsim.cost.kernel_attention import DECODE, PREFILL, KernelAttention
+from kvsim.cost.kernel_fp8_block import REFERENCE_DTYPE, fp8_block_rows
 from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
 from kvsim.cost.kernel_moe import MoeKernels, nonexpert_gemms
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
@@ -115,11 +118,15 @@ class KernelCost(RooflineCost):
             self.why["linear"] = f"no gemm table for weight dtype {model.weight_dtype}"
             return None, None
         df = self.tables["gemm"]
-        df = df[df["dtype"] == dtype]
+        block = fp8_block_rows(df) if dtype == "fp8_block" else None  # kvsim/cost/kernel_fp8_block.py
+        df = df[df["dtype"] == (REFERENCE_DTYPE if block is not None else dtype)]
         if not len(df):
             self.why["linear"] = f"the gemm table has no {dtype} rows"
             return None, None
         self.kernels["linear"] = ", ".join(sorted(df["kernel"].unique()))
+        if block is not None:
+            self.kernels["linear"] = block.describe(self.kernels["linear"])
+            df = block.rows
         grid = fastest_grid(df, ("m", "n", "k"))
         q, kv, hd, h, inter = (model.num_attention_heads, model.num_kv_heads, model.head_dim,
                                model.hidden_size, model.intermediate_size)
