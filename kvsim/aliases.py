@@ -45,6 +45,7 @@ ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "preemption_mode": ("scheduler.preemption_mode", _same),
     "tensor_parallel_size": ("parallelism.tensor_parallel_size", _same),
     "data_parallel_size": ("parallelism.replicas", _same),
+    "speculative_config": ("speculative", _same),
 }
 """vLLM engine argument -> (kvsim dotted key, value conversion). Same meaning and unit: vLLM's swap_space
 is GiB per GPU, as kv.swap_space_gb is."""
@@ -53,7 +54,6 @@ NOT_MODELLED: dict[str, str] = {
     "pipeline_parallel_size": "pipeline parallelism",
     "enforce_eager": "eager launches: the cost model charges cost.eager_layer_overhead_s to prefill batches",
     "cpu_offload_gb": "weight offload to CPU",
-    "speculative_config": "speculative decoding",
     "enable_lora": "LoRA adapters",
     "enable_expert_parallel": "expert parallelism",
     "kv_transfer_config": "vLLM's KV connector config (see cluster.kv_transfer)",
@@ -146,6 +146,12 @@ def _vllm_name(name: str, where: str) -> str:
 
 
 def _place(data: dict[str, Any], where: str, key: str, value: Any, source: str) -> None:
+    if "." not in key:  # a whole section (speculative_config -> speculative)
+        if key in data and data[key] != value:
+            raise KvsimError(f"{source}: {where} (vLLM's name for {key}) and {key} are both given, with "
+                             f"different values; give one")
+        data[key] = value
+        return
     section, field = key.split(".")
     part = data.get(section)
     if part is None:

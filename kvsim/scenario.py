@@ -22,6 +22,7 @@ from pydantic import (
 from kvsim import aliases, inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
+from kvsim.speculative.config import SpeculativeConfig
 from kvsim.registry import (
     COST_MODELS,
     EVICTION_POLICIES,
@@ -334,6 +335,9 @@ class Scenario(Strict):
     """Default: round_robin (and least_loaded for decode replicas)."""
     cluster: ClusterConfig | None = None
     """Pools of replicas; without it, parallelism.replicas mixed replicas of the scenario's hardware."""
+    speculative: SpeculativeConfig | None = None
+    """Speculative decoding (vLLM's speculative_config: ngram, eagle, eagle3, mtp, draft_model). See
+    docs/speculative.md."""
     _base_dir: str | None = PrivateAttr(default=None)
 
     @field_validator("slo", mode="before")
@@ -588,6 +592,9 @@ def cross_check(sc: Scenario) -> str | None:
     if kv.sparsity.enabled and sc.scheduler.policy == "vllm_v0" and not sc.scheduler.chunked_prefill:
         return (f"kv.sparsity.policy: '{kv.sparsity.policy}' is not modelled with scheduler.policy: vllm_v0 "
                 "without chunked prefill (prefill-only iterations); set scheduler.chunked_prefill: true")
+    rule = _speculative_rule(sc)
+    if rule:
+        return rule
     for key, wl in _workloads(sc.workload):
         seqs = max(wl.n, wl.beam_width)
         field = "n" if wl.n >= wl.beam_width else "beam_width"
@@ -597,6 +604,28 @@ def cross_check(sc: Scenario) -> str | None:
         if kv.sparsity.enabled and seqs > 1:
             return (f"kv.sparsity.policy: '{kv.sparsity.policy}' does not model parallel sampling or beam "
                     "search (set workload.n and workload.beam_width to 1)")
+    return None
+
+
+def _speculative_rule(sc: Scenario) -> str | None:
+    """What speculative decoding is not modelled with (docs/speculative.md), one line each."""
+    if sc.speculative is None:
+        return None
+    kv, what = sc.kv, "speculative: speculative decoding is not modelled with"
+    if sc.scheduler.policy != "vllm_v1":
+        return f"{what} scheduler.policy: {sc.scheduler.policy} (vLLM V1's scheduler only; use vllm_v1)"
+    if kv.layout != "paged":
+        return f"{what} kv.layout: {kv.layout} (use kv.layout: paged)"
+    if kv.sparsity.enabled:
+        return f"{what} kv.sparsity.policy: {kv.sparsity.policy} (set kv.sparsity.policy: none)"
+    if sc.cluster is not None and any(p.role != "mixed" for p in sc.cluster.pools):
+        return f"{what} prefill / decode pools (cluster.pools roles other than mixed)"
+    for key, wl in _workloads(sc.workload):
+        if max(wl.n, wl.beam_width) > 1:
+            return f"{what} parallel sampling or beam search ({key}.n, {key}.beam_width: set them to 1)"
+        if wl.kind == "bench_serve":
+            return (f"{what} {key}.kind: bench_serve (its ITL figures count one token per sequence and "
+                    "iteration)")
     return None
 
 

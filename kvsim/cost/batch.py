@@ -31,6 +31,9 @@ class Batch(NamedTuple):
         prefetch of the selected entries, kv.sparsity.policy infinigen): overlapped with the forward
         pass layer by layer, so only the part compute cannot hide adds to the iteration
         (RooflineCost.prefetch_overlap, docs/cost_model.md).
+    spec_tokens: speculative decoding (docs/speculative.md): the draft tokens the decode sequences verify,
+        k per sequence; the verify forward's linear layers compute decode_seqs + spec_tokens decode tokens
+        (their KV read is in decode_context_tokens, the k lookahead slots included).
     """
 
     num_seqs: int = 0
@@ -50,7 +53,8 @@ class Batch(NamedTuple):
     prefill_window_pairs: tuple[float, ...] = ()
     kv_load_wait_s: float = 0.0
     prefetch_bytes: float = 0.0
+    spec_tokens: int = 0
 
     @property
     def num_tokens(self) -> int:
-        return self.prefill_tokens + self.decode_seqs
+        return self.prefill_tokens + self.decode_seqs + self.spec_tokens
