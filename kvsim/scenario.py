@@ -22,7 +22,6 @@ from pydantic import (
 from kvsim import aliases, inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
-from kvsim.speculative.config import SpeculativeConfig
 from kvsim.registry import (
     COST_MODELS,
     EVICTION_POLICIES,
@@ -42,6 +41,7 @@ from kvsim.registry import (
 from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict, check_slo
 from kvsim.specs.dtypes import QUANTIZATION
 from kvsim.specs.kv_precision import schema_kv_dtype
+from kvsim.speculative.config import SpeculativeConfig
 from kvsim.workload.config import WorkloadConfig
 
 MAX_GIB = 1e6
@@ -776,8 +776,8 @@ def _exists(path: Path) -> bool:
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`,
-    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the
-    default, never `simulation.exact_stepping` (the same results either way)."""
+    `speculative`, `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only
+    when not the default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing"):
         if data[key] is None:
@@ -785,6 +785,8 @@ def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     if data["scheduler"]["policy"] == "vllm_v1":
         del data["scheduler"]["policy"]
     del data["simulation"]["exact_stepping"]
+    if data["speculative"] is None:  # (speculative decoding only when set)
+        del data["speculative"]
     for workload in (data["workload"], *data["workload"]["mix"]):
         if workload["length_pairs"] is None:
             del workload["length_pairs"]

@@ -31,7 +31,7 @@ class SpeculativeCost:
         self.draft_s = 0.0
         """Draft seconds summed over the iterations costed (the run's total; meta speculative)."""
 
-    def __getattr__(self, name: str) -> Any:  # everything else (request_overhead, selected, ...) is the target's
+    def __getattr__(self, name: str) -> Any:  # the rest (request_overhead, selected, ...) is the target's
         return getattr(self.__dict__["target"], name)
 
     def draft_time(self, batch: Batch) -> float:

@@ -28,7 +28,9 @@ def register_columns(recorder: Recorder) -> None:
 
 def run_totals(spec: SpecDeployment, sizings: list[SpecSizing], draft_s: float) -> dict[str, Any]:
     """The `speculative` entry of the run's meta: the configuration (SpecDeployment.describe), the draft's
-    seconds (every pool's), and the verify steps by accepted length over every decode run that ended (finished or
-    preempted), summed over the replicas."""
-    hist = np.sum([s.hist for s in sizings], axis=0) if sizings else np.zeros(spec.k + 1, dtype=np.int64)
+    seconds (every pool's), and the verify steps by accepted length over every decode run that ended
+    (finished or preempted), summed over the replicas."""
+    hist = np.zeros(spec.k + 1, dtype=np.int64)
+    for s in sizings:
+        hist += s.hist
     return {**spec.describe(), "draft_s": draft_s, "steps_by_accepted": [int(x) for x in hist]}

@@ -56,8 +56,8 @@ class SpeculativeConfig(Strict):
         acc = self.acceptance
         if isinstance(acc, list):
             if len(acc) != k:
-                raise ValueError(f"acceptance: {len(acc)} rates given for num_speculative_tokens {k}; give one "
-                                 "rate per draft position (or one number for all)")
+                raise ValueError(f"acceptance: {len(acc)} rates given for num_speculative_tokens {k}; give "
+                                 "one rate per draft position (or one number for all)")
             for i, p in enumerate(acc):
                 if not 0.0 <= p <= 1.0:
                     raise ValueError(f"acceptance.{i}: a rate must be in [0, 1], got {p!r}")
@@ -65,8 +65,8 @@ class SpeculativeConfig(Strict):
             if not 0.0 <= acc <= 1.0:
                 raise ValueError(f"acceptance: a rate must be in [0, 1], got {acc!r}")
         elif acc.mean_acceptance_length > k + 1:
-            raise ValueError(f"acceptance.mean_acceptance_length: at most num_speculative_tokens + 1 = {k + 1} "
-                             f"tokens per step, got {acc.mean_acceptance_length:g}")
+            raise ValueError(f"acceptance.mean_acceptance_length: at most num_speculative_tokens + 1 = "
+                             f"{k + 1} tokens per step, got {acc.mean_acceptance_length:g}")
         if self.method == "draft_model" and self.model is None:
             raise ValueError("model: method draft_model needs the draft model (a catalog name or spec)")
         if self.method == "ngram" and self.model is not None:

@@ -21,9 +21,9 @@ def with_draft(cap: Capacity, draft: Draft, model_name: str) -> Capacity:
         return cap
     usable = cap.usable_bytes - draft.weight_bytes
     if usable <= 0:
-        raise KvsimError(f"speculative: the {draft.method} draft's weights ({draft.weight_bytes / 1e9:.2f} GB "
-                         f"per GPU) leave no room for KV beside {model_name} ({cap.usable_bytes / 1e9:.2f} GB "
-                         "were free for it)")
+        raise KvsimError(f"speculative: the {draft.method} draft's weights ({draft.weight_bytes / 1e9:.2f} "
+                         f"GB per GPU) leave no room for KV beside {model_name} "
+                         f"({cap.usable_bytes / 1e9:.2f} GB were free for it)")
     per_token = cap.kv_bytes_per_token + draft.kv_bytes_per_token
     page = per_token * cap.block_size
     blocks = max(0, math.floor(usable / page))

@@ -41,7 +41,7 @@ class Deployment:
         self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization,
                                     kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager)
         self.spec = None
-        """Speculative decoding (kvsim/engine/spec_deploy.py): the draft, its capacity and cost; None without."""
+        """Speculative decoding (kvsim/engine/spec_deploy.py): the draft, capacity and cost; None without."""
         self.lookahead = 0
         """KV slots a decoding sequence holds beyond its context (speculative decoding's k)."""
         if scenario.speculative is not None:
@@ -212,7 +212,8 @@ class Deployment:
             return "prompt longer than max_model_len"
         output = min(r.output_len, self.max_model_len - r.prompt_len)
         # (Role.max_held_tokens, inline: this runs for every request)
-        total = r.prompt_len + max(output - 1, 0) + self.lookahead if self.role.holds_output_kv else r.prompt_len
+        total = (r.prompt_len + max(output - 1, 0) + self.lookahead if self.role.holds_output_kv
+                 else r.prompt_len)
         seqs = max(r.n, r.beam_width)
         blocks = seqs * self._pages_for(total, r.prompt_len)
         if blocks > self.num_blocks:
