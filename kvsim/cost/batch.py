@@ -32,8 +32,9 @@ class Batch(NamedTuple):
         pass layer by layer, so only the part compute cannot hide adds to the iteration
         (RooflineCost.prefetch_overlap, docs/cost_model.md).
     spec_tokens: speculative decoding (docs/speculative.md): the draft tokens the decode sequences verify,
-        k per sequence; the verify forward's linear layers compute decode_seqs + spec_tokens decode tokens
-        (their KV read is in decode_context_tokens, the k lookahead slots included).
+        k per sequence (SpeculativeCost.verify_batch fills it); the verify forward's linear layers compute
+        decode_seqs + spec_tokens decode tokens (their KV read is in decode_context_tokens, the k lookahead
+        slots included).
     """
 
     num_seqs: int = 0

@@ -51,7 +51,12 @@ class SpeculativeCost:
             t += (self.k - 1) * draft.forward_time(step)
         return t
 
+    def verify_batch(self, batch: Batch) -> Batch:
+        """`batch` with its decode sequences' k draft tokens each (Batch.spec_tokens)."""
+        return batch._replace(spec_tokens=batch.decode_seqs * self.k) if batch.decode_seqs else batch
+
     def step_time(self, batch: Batch) -> float:
+        batch = self.verify_batch(batch)
         t = self.draft_time(batch)
         self.draft_s += t
         return self.target.step_time(batch) + t

@@ -17,7 +17,7 @@ decoding group holds, and the scheduler calls it at these points:
   the decodes read beyond the held offset: prefetched entries read as they arrive).
 - `record_overlap(compute_s, transfer_s, exposed_s)`: the cost model's split of the iteration's prefetch
   (CostModel.prefetch_overlap), called only for a batch with prefetch bytes.
-- `decode_steps(g, remaining) -> int` (not by context only): g starts decoding with `remaining` output
+- `decode_steps(g, remaining) -> int`: g starts decoding with `remaining` output
   tokens to go; the iterations it decodes (one token each: `remaining`; speculative decoding: fewer).
 - `progress(g, done) -> int` (not by context only): g is preempted after iteration `done`; the tokens it
   generated beyond one per iteration (0 but for speculative decoding).

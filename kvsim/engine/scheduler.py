@@ -122,8 +122,6 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         """Iterations run (the timeline's iteration number)."""
         rules = limits.rules
         self._charge = self.sizing.decode_tokens if rules.decodes_use_budget else 0
-        self._spec_k = self.sizing.decode_tokens - 1
-        """Draft tokens each decoding sequence verifies (speculative decoding; else 0)."""
         self._prefill_first = not rules.mix
         self._admit_after_preemption = rules.admit_after_preemption
         self._admit_while_swapped = rules.admit_while_swapped
@@ -240,11 +238,9 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_base_sum += g.n * g.base
         g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
         self.dec_blocks += g.seq_blocks
+        self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self._by_context:
-            self._push(self._finish_heap, g.output - g.gen_base, g)
             self._schedule_next_alloc(g, it_done + 1)
-        else:
-            self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self.win is not None:
             self.win.join(g, it_done + 1)
         delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
@@ -382,7 +378,6 @@ class Scheduler(Admission, Preemption, BlockGrowth):
             decode_window_tokens=windows[0],
             prefill_window_pairs=windows[1],
             kv_load_wait_s=self._load_wait,
-            spec_tokens=dec_seqs * self._spec_k,
         )
 
     def _start_chunk(self, g: Group, chunk: int) -> None:
