@@ -20,6 +20,8 @@ from typing import Any
 from kvsim.cost.base import CostModel
 from kvsim.cost.batch import Batch
 
+_FIELDS = tuple(f for f in Batch.__annotations__ if f != "spec_tokens")
+
 
 class SpeculativeCost:
     """The target's cost model plus `k` draft forwards of `draft` (None for ngram) per iteration."""
@@ -53,7 +55,9 @@ class SpeculativeCost:
 
     def verify_batch(self, batch: Batch) -> Batch:
         """`batch` with its decode sequences' k draft tokens each (Batch.spec_tokens)."""
-        return batch._replace(spec_tokens=batch.decode_seqs * self.k) if batch.decode_seqs else batch
+        if not batch.decode_seqs:
+            return batch
+        return Batch(**{f: getattr(batch, f) for f in _FIELDS}, spec_tokens=batch.decode_seqs * self.k)
 
     def step_time(self, batch: Batch) -> float:
         batch = self.verify_batch(batch)
