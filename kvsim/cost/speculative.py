@@ -8,9 +8,11 @@ runs k sequential forwards through a cost model of the same kind built on the dr
 (kvsim/speculative/draft.py): the first over what the target just computed (the prefill chunks and the
 decode sequences' k + 1 tokens, as vLLM's EAGLE proposer runs over the verified tokens), the next k - 1 over
 one token per decode sequence, each reading the draft's KV over the same contexts. Only the forward
-passes count (CostModel.forward_time: per-layer overhead, linear layers, all-reduce, attention): the
-iteration's fixed CPU and per-sequence overheads are the target's, once. ngram has no draft model: no
-draft time (its prompt lookup runs on the CPU, overlapped).
+passes count (CostModel.forward_time: per-layer overhead, linear layers, all-reduce, attention), plus
+`overhead_s` of CPU time per draft forward (speculative.draft_overhead_s: vLLM's proposer prepares and
+launches each draft step from Python; DRAFT_OVERHEAD_S, fitted in docs/speculative.md); the iteration's fixed
+CPU and per-sequence overheads are the target's, once. ngram has no draft model: no draft time (its prompt
+lookup runs on the CPU, overlapped).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ _FIELDS = tuple(f for f in Batch.__annotations__ if f != "spec_tokens")
 class SpeculativeCost:
     """The target's cost model plus `k` draft forwards of `draft` (None for ngram) per iteration."""
 
-    def __init__(self, target: CostModel, draft: CostModel | None, k: int) -> None:
+    def __init__(self, target: CostModel, draft: CostModel | None, k: int, overhead_s: float = 0.0) -> None:
         self.target = target
         self.draft = draft
         self.k = k
+        self.overhead_s = overhead_s
         self.draft_s = 0.0
         """Draft seconds summed over the iterations costed (the run's total; meta speculative)."""
 
@@ -46,7 +49,7 @@ class SpeculativeCost:
                       prefill_tokens=batch.prefill_tokens, prefill_attn_pairs=batch.prefill_attn_pairs,
                       decode_seqs=b, decode_context_tokens=batch.decode_context_tokens,
                       decode_blocks=batch.decode_blocks, spec_tokens=batch.spec_tokens)
-        t = draft.forward_time(first)
+        t = draft.forward_time(first) + self.overhead_s * (self.k if b else 1)
         if b and self.k > 1:
             step = Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=batch.decode_context_tokens,
                          decode_blocks=batch.decode_blocks)
@@ -69,5 +72,6 @@ class SpeculativeCost:
         out = dict(self.target.describe())
         if self.draft is not None:
             d = self.draft.describe()
-            out["speculative_draft"] = {"model": d.get("model"), "forwards_per_step": self.k}
+            out["speculative_draft"] = {"model": d.get("model"), "forwards_per_step": self.k,
+                                        "draft_overhead_s": self.overhead_s}
         return out

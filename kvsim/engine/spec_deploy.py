@@ -18,6 +18,7 @@ from kvsim.specs.footprint import Capacity
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.model import ModelSpec
 from kvsim.speculative.acceptance import expected_accepted, position_rates
+from kvsim.speculative.config import DRAFT_OVERHEAD_S
 from kvsim.speculative.draft import build_draft
 from kvsim.speculative.memory import with_draft
 
@@ -51,7 +52,8 @@ class SpecDeployment:
         the draft's spec; none for ngram)."""
         spec = self.draft.spec
         draft = None if spec is None else build_cost_model(self.sc, spec, hw, bytes_per_block)
-        return SpeculativeCost(target, draft, self.k)
+        overhead = DRAFT_OVERHEAD_S if self.cfg.draft_overhead_s is None else self.cfg.draft_overhead_s
+        return SpeculativeCost(target, draft, self.k, overhead)
 
     def new_sizing(self, block_size: int) -> SpecSizing:
         """A replica's decode sizing; the i-th replica draws from default_rng([seed, SEED_TAG, i])."""

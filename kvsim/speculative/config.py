@@ -16,6 +16,9 @@ from kvsim.schema import Strict
 METHODS: tuple[str, ...] = ("ngram", "eagle", "eagle3", "mtp", "draft_model")
 """The names `speculative.method` accepts (vLLM's `speculative_config.method`)."""
 Method = Literal[METHODS]
+DRAFT_OVERHEAD_S = 2.0e-4
+"""Default CPU seconds per draft forward (`speculative.draft_overhead_s`): fitted to vLLM V1's EAGLE-1
+TPOTs at batch size 1 (vllm-project/vllm#20780, k = 2..7; docs/speculative.md, "Published check")."""
 MAX_SPEC_TOKENS = 16
 """Largest num_speculative_tokens accepted (vLLM's EAGLE benchmarks go to 7-8; MTP uses 1-3)."""
 
@@ -49,6 +52,9 @@ class SpeculativeConfig(Strict):
     model: str | dict[str, Any] | None = None
     mtp_layers: int = Field(default=1, ge=1, le=MAX_SPEC_TOKENS)
     acceptance: list[float] | float | AcceptanceLength
+    draft_overhead_s: float | None = Field(default=None, ge=0, le=1.0)
+    """CPU seconds per draft forward beyond its GPU time (vLLM's proposer prepares and launches each
+    draft step); unset: DRAFT_OVERHEAD_S (fitted, docs/speculative.md)."""
 
     @model_validator(mode="after")
     def _check(self) -> SpeculativeConfig:
