@@ -35,6 +35,8 @@ class SpecDeployment:
         self.sc = sc
         self.cfg = cfg
         self.k = cfg.num_speculative_tokens
+        self.lookahead = 0 if cfg.method == "ngram" else self.k
+        """vLLM's num_lookahead_tokens: slots the drafter writes its proposals into (none for ngram)."""
         self.rates = position_rates(cfg)
         draft_model = None
         if cfg.model is not None:
@@ -59,7 +61,7 @@ class SpecDeployment:
         """A replica's decode sizing; the i-th replica draws from default_rng([seed, SEED_TAG, i])."""
         rng = np.random.default_rng([self.sc.simulation.seed, SEED_TAG, self._replicas])
         self._replicas += 1
-        return SpecSizing(self.k, self.rates, rng, block_size)
+        return SpecSizing(self.k, self.rates, rng, block_size, self.lookahead)
 
     def describe(self) -> dict[str, Any]:
         """The configuration's part of meta `speculative`."""
@@ -67,6 +69,7 @@ class SpecDeployment:
         return {
             "method": self.cfg.method,
             "num_speculative_tokens": self.k,
+            "lookahead_slots": self.lookahead,
             "acceptance_rates": list(self.rates),
             "expected_accepted_per_step": expected_accepted(self.rates),
             "draft_model": None if d.spec is None else d.spec.name,

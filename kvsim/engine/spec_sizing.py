@@ -5,11 +5,14 @@ When a sequence starts decoding (after its prefill, or back from a swap) its ver
 (`decode_steps`: AcceptanceDraws.plan, from the replica's seeded Generator), so the scheduler knows the
 iteration it completes in (its finish heap) and, at step j, how far it has run ahead of one token per
 iteration: X_j = drafts accepted in steps 0..j-1. Before each iteration (`before_decode`) every decoding
-sequence holds blocks for its context plus the k lookahead slots, ceil((base + it + X_j + k) / block_size)
-(vLLM's allocate_slots with num_lookahead_tokens), grown through the scheduler's allocate-or-preempt;
-the held offset is n (X_j + k) (the scheduler's context sum then counts every slot held and read). Blocks
-never shrink between steps: the next step needs at least one more slot than this one kept. The k - a_j
-rejected drafts' slots are the step's `rejected_kv_slots` (their KV was written and is overwritten).
+sequence holds blocks for its context, the k drafts it verifies and the `lookahead` slots the drafter
+writes its next proposals into (vLLM: num_lookahead_tokens = k for eagle / eagle3 / mtp / draft_model,
+0 for ngram): ceil((base + it + X_j + k + lookahead) / block_size), vLLM's allocate_slots(1 + k new
+tokens, num_lookahead_tokens), grown through the scheduler's allocate-or-preempt; the held offset is
+n (X_j + k + lookahead) (the scheduler's context sum then counts every slot held and read). Blocks never
+shrink between steps (vLLM rolls num_computed_tokens back by the rejected drafts and keeps the blocks: the
+next step needs at least one more slot than this one kept). The k - a_j rejected drafts' slots are the
+step's `rejected_kv_slots` (their KV was written and is overwritten).
 This costs O(decoding sequences) per iteration, unlike context sizing's O(changes).
 
 A preemption (`progress`) ends the sequence's plan after the steps it ran; its generated tokens include
@@ -35,7 +38,7 @@ class SpecState:
         self.cum = cum
         self.start = start
         self.offset = 0
-        """n (X_j + k) of the last sizing: the group's part of the scheduler's held offset."""
+        """n (X_j + k + lookahead) of the last sizing: the group's part of the scheduler's held offset."""
         self.done = -1
         """Steps run when it was preempted (-1: not preempted; a finished group ran them all)."""
 
@@ -49,8 +52,11 @@ class SpecSizing:
 
     by_context = False
 
-    def __init__(self, k: int, rates: tuple[float, ...], rng: np.random.Generator, block_size: int) -> None:
+    def __init__(self, k: int, rates: tuple[float, ...], rng: np.random.Generator, block_size: int,
+                 lookahead: int = 0) -> None:
         self.k = k
+        self.extra = k + lookahead
+        """Slots a decoding sequence holds beyond its context: the k drafts verified and the lookahead."""
         self.decode_tokens = k + 1
         """Query tokens a decoding sequence brings to an iteration (the scheduler's token budget)."""
         self.draws = AcceptanceDraws(rates, rng)
@@ -87,10 +93,10 @@ class SpecSizing:
         its growth preempted g itself)."""
         n = g.n
         x = st.ahead(it - st.start - 1)
-        need = -(-(g.base + it + x + self.k) // self.bs)
+        need = -(-(g.base + it + x + self.extra) // self.bs)
         if need > g.seq_blocks // n and not resize(g, need):
             return 0
-        offset = n * (x + self.k)
+        offset = n * (x + self.extra)
         delta = offset - st.offset
         st.offset = offset
         return delta
@@ -124,7 +130,7 @@ class SpecSizing:
         return delta
 
     def swap_in_blocks(self, g: Group, length: int, held: int) -> int:
-        return max(held, -(-(length + self.k) // self.bs) * g.n)
+        return max(held, -(-(length + self.extra) // self.bs) * g.n)
 
     def on_swap_in(self, g: Group, it: int, resize: Resize) -> int:
         st = self._start(g)

@@ -35,6 +35,7 @@ EXEMPT: dict[str, str] = {
     "sparsity.pool_kernel": "configuration",
     "sparsity.host_pool_bytes": "configuration",
     "speculative.num_speculative_tokens": "configuration",
+    "speculative.lookahead_slots": "configuration",
     "speculative.acceptance_rates[]": "configuration (the per-position rates drawn from)",
     "speculative.expected_accepted_per_step": "configuration (the rates' expectation)",
     "speculative.draft_params": "model fact (the draft's parameters)",

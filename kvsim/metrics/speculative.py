@@ -9,8 +9,9 @@ import pandas as pd
 from kvsim.specs.footprint import format_bytes
 
 CONFIG_KEYS: tuple[str, ...] = (
-    "method", "num_speculative_tokens", "acceptance_rates", "expected_accepted_per_step", "draft_model",
-    "draft_derived", "draft_params", "draft_weight_bytes", "draft_kv_bytes_per_token", "draft_kv_layers",
+    "method", "num_speculative_tokens", "lookahead_slots", "acceptance_rates", "expected_accepted_per_step",
+    "draft_model", "draft_derived", "draft_params", "draft_weight_bytes", "draft_kv_bytes_per_token",
+    "draft_kv_layers",
     "kv_capacity_tokens", "kv_capacity_tokens_without_draft", "kv_capacity_tokens_lost", "draft_s")
 """Figures copied from meta `speculative` (the configuration and the draft's run total)."""
 

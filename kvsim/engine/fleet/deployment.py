@@ -43,14 +43,14 @@ class Deployment:
         self.spec = None
         """Speculative decoding (kvsim/engine/spec_deploy.py): the draft, capacity and cost; None without."""
         self.lookahead = 0
-        """KV slots a decoding sequence holds beyond its context (speculative decoding's k)."""
+        """KV slots a decoding sequence holds beyond its context (speculative decoding's drafts)."""
         if scenario.speculative is not None:
             # imported only here: a run without `speculative` does not load its modules (start-up)
             from kvsim.engine.spec_deploy import SpecDeployment
 
             self.spec = SpecDeployment(scenario, self.model, self.capacity, self.tp)
             self.capacity = self.spec.capacity
-            self.lookahead = self.spec.k
+            self.lookahead = self.spec.k + self.spec.lookahead
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
