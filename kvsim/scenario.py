@@ -609,7 +609,7 @@ def cross_check(sc: Scenario) -> str | None:
 
 def _speculative_rule(sc: Scenario) -> str | None:
     """What speculative decoding is not modelled with (docs/speculative.md), one line each."""
-    if sc.speculative is None:
+    if sc.speculative is None or not sc.speculative.enabled:
         return None
     kv, what = sc.kv, "speculative: speculative decoding is not modelled with"
     if sc.scheduler.policy != "vllm_v1":

@@ -13,8 +13,9 @@ from pydantic import Field, model_validator
 
 from kvsim.schema import Strict
 
-METHODS: tuple[str, ...] = ("ngram", "eagle", "eagle3", "mtp", "draft_model")
-"""The names `speculative.method` accepts (vLLM's `speculative_config.method`)."""
+METHODS: tuple[str, ...] = ("none", "ngram", "eagle", "eagle3", "mtp", "draft_model")
+"""The names `speculative.method` accepts: vLLM's `speculative_config.method`, and none (the section is
+ignored: a run without speculative decoding, for `kvsim compare --vary speculative.method=none,...`)."""
 Method = Literal[METHODS]
 DRAFT_OVERHEAD_S = 2.0e-4
 """Default CPU seconds per draft forward (`speculative.draft_overhead_s`): fitted to vLLM V1's EAGLE-1
@@ -55,6 +56,11 @@ class SpeculativeConfig(Strict):
     draft_overhead_s: float | None = Field(default=None, ge=0, le=1.0)
     """CPU seconds per draft forward beyond its GPU time (vLLM's proposer prepares and launches each
     draft step); unset: DRAFT_OVERHEAD_S (fitted, docs/speculative.md)."""
+
+    @property
+    def enabled(self) -> bool:
+        """False for method none: the run has no speculative decoding."""
+        return self.method != "none"
 
     @model_validator(mode="after")
     def _check(self) -> SpeculativeConfig:

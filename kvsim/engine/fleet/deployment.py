@@ -44,7 +44,7 @@ class Deployment:
         """Speculative decoding (kvsim/engine/spec_deploy.py): the draft, capacity and cost; None without."""
         self.lookahead = 0
         """KV slots a decoding sequence holds beyond its context (speculative decoding's drafts)."""
-        if scenario.speculative is not None:
+        if scenario.speculative is not None and scenario.speculative.enabled:
             # imported only here: a run without `speculative` does not load its modules (start-up)
             from kvsim.engine.spec_deploy import SpecDeployment
 

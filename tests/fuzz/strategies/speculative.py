@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from .common import Raw, run_argv, small_scenario, to_yaml
 
-METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model")
+METHODS = ("none", "ngram", "eagle", "eagle3", "mtp", "draft_model")
 LLAMA_1B = {"num_layers": 16, "hidden_size": 2048, "num_attention_heads": 32, "num_kv_heads": 8,
             "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True}
 """Llama-3.2-1B's shapes (its config.json), inline: a draft model for Llama-3 targets."""
