@@ -7,9 +7,9 @@ speculative decoding.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kvsim.schema import Strict
 
@@ -22,6 +22,10 @@ DRAFT_OVERHEAD_S = 2.0e-4
 TPOTs at batch size 1 (vllm-project/vllm#20780, k = 2..7; docs/speculative.md, "Published check")."""
 MAX_SPEC_TOKENS = 16
 """Largest num_speculative_tokens accepted (vLLM's EAGLE benchmarks go to 7-8; MTP uses 1-3)."""
+
+
+Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+"""An acceptance rate, in [0, 1]."""
 
 
 class AcceptanceLength(Strict):
@@ -52,10 +56,21 @@ class SpeculativeConfig(Strict):
     num_speculative_tokens: int = Field(ge=1, le=MAX_SPEC_TOKENS)
     model: str | dict[str, Any] | None = None
     mtp_layers: int = Field(default=1, ge=1, le=MAX_SPEC_TOKENS)
-    acceptance: list[float] | float | AcceptanceLength
+    acceptance: list[Rate] | Rate | AcceptanceLength
     draft_overhead_s: float | None = Field(default=None, ge=0, le=1.0)
     """CPU seconds per draft forward beyond its GPU time (vLLM's proposer prepares and launches each
     draft step); unset: DRAFT_OVERHEAD_S (fitted, docs/speculative.md)."""
+
+    @field_validator("acceptance", mode="before")
+    @classmethod
+    def _rates_in_range(cls, value: Any) -> Any:
+        """A rate out of [0, 1] named as such (not as the union's first member's complaint)."""
+        rates = value if isinstance(value, list) else [value]
+        for i, p in enumerate(rates):
+            if isinstance(p, int | float) and not isinstance(p, bool) and not 0.0 <= p <= 1.0:
+                where = f"rate {i + 1} " if isinstance(value, list) else "a rate "
+                raise ValueError(f"{where}must be in [0, 1], got {p!r}")
+        return value
 
     @property
     def enabled(self) -> bool:

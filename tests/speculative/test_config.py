@@ -21,8 +21,8 @@ def test_the_three_forms_of_acceptance():
 
 @pytest.mark.parametrize("kw, words", [
     ({"acceptance": [0.9, 0.8]}, "2 rates given for num_speculative_tokens 3"),
-    ({"acceptance": [0.9, 1.2, 0.5]}, "acceptance.1: a rate must be in [0, 1]"),
-    ({"acceptance": 1.5}, "a rate must be in [0, 1]"),
+    ({"acceptance": [0.9, 1.2, 0.5]}, "rate 2 must be in [0, 1], got 1.2"),
+    ({"acceptance": 1.5}, "a rate must be in [0, 1], got 1.5"),
     ({"acceptance": {"mean_acceptance_length": 4.5}}, "at most num_speculative_tokens + 1 = 4"),
     ({"method": "draft_model"}, "method draft_model needs the draft model"),
     ({"method": "ngram", "model": "llama-3-8b"}, "method ngram proposes from the prompt"),
