@@ -78,6 +78,8 @@ def speculative_cases(draw) -> Case:
         sc["parallelism"] = {"replicas": 2}
     expect, how = "pass", "valid"
     mistake = draw(st.sampled_from([None, None, "key", "key", "shape"]))
+    if mistake and sec["method"] == "none":  # (method none ignores the section: a mistake needs it on)
+        sec["method"] = "eagle"
     if mistake == "key":
         key, value, expect = draw(st.sampled_from(BAD))
         sec[key] = value
