@@ -37,7 +37,10 @@ class SpeculativeCost:
         """Draft seconds summed over the iterations costed (the run's total; meta speculative)."""
 
     def __getattr__(self, name: str) -> Any:  # the rest (request_overhead, selected, ...) is the target's
-        return getattr(self.__dict__["target"], name)
+        target = self.__dict__.get("target")
+        if target is None:  # (not built yet: copy / pickle probing)
+            raise AttributeError(name)
+        return getattr(target, name)
 
     def draft_time(self, batch: Batch) -> float:
         """Seconds of the draft's k forwards for `batch` (0 for ngram or a batch without work)."""
