@@ -12,7 +12,9 @@ model spec its forwards are costed with.
   layer + fc + LM head, KV of one layer.
 - mtp: the target's `mtp_layers` MTP modules (DeepSeek-V3: num_nextn_predict_layers = 1), each one decoder
   layer of the target (its routed experts included) plus eh_proj (2h x h), sharing the embedding and LM
-  head: new weights = mtp_layers x (layer + eh_proj), KV of mtp_layers layers.
+  head: new weights = mtp_layers x (layer + eh_proj), KV of mtp_layers layers; each draft forward runs one
+  module (draft step i runs module i, vLLM reusing the last when k is larger), so its forward is costed as
+  one layer + eh_proj + LM head.
 
 A target layer's parameters are the per-layer average of the spec's counts: active per layer =
 (active_params - embedding - LM head) / layers, plus, for an MoE model, its (experts - top-k) idle
@@ -105,7 +107,9 @@ def build_draft(cfg: SpeculativeConfig, target: ModelSpec, kv_dtype: Any, tp: in
         layers, extra, own_head = 1, q_kv + 3.0 * h * h, float(vocab * h)
     else:  # mtp
         layers, extra, vocab, own_head = cfg.mtp_layers, cfg.mtp_layers * 2.0 * h * h, target.vocab_size, 0.0
-    spec = _head_spec(target, method, layers, layers * total + extra, layers * active + extra, vocab)
+    # each draft forward runs one layer: the head's, or one MTP module (draft step i runs module i)
+    per_forward = extra / layers
+    spec = _head_spec(target, method, 1, total + per_forward, active + per_forward, vocab)
     params = layers * total + extra + own_head
     weight = params * DTYPE_BYTES[target.weight_dtype] / tp
     return Draft(method, k, spec, weight, layers * per_layer_kv, layers, params, True)

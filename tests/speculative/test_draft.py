@@ -49,6 +49,7 @@ def test_mtp_layer_of_deepseek_v3():
     assert d.kv_layers == 1
     two = build_draft(cfg("mtp", mtp_layers=2), get_model("deepseek-v3"), "bf16", 8)
     assert two.kv_layers == 2 and two.kv_bytes_per_token == 2 * d.kv_bytes_per_token
+    assert two.params == pytest.approx(2 * d.params) and two.spec.num_layers == 1  # (one module a forward)
 
 
 def test_draft_model_and_ngram():
