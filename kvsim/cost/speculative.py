@@ -35,6 +35,9 @@ class SpeculativeCost:
         self.overhead_s = overhead_s
         self.draft_s = 0.0
         """Draft seconds summed over the iterations costed (the run's total; meta speculative)."""
+        self.plain_s = 0.0
+        """What the same iterations would take without speculation: the target's time for each batch as
+        the scheduler built it (no verify tokens, no draft forwards), summed."""
 
     def __getattr__(self, name: str) -> Any:  # the rest (request_overhead, selected, ...) is the target's
         target = self.__dict__.get("target")
@@ -66,6 +69,7 @@ class SpeculativeCost:
         return Batch(**{f: getattr(batch, f) for f in _FIELDS}, spec_tokens=batch.decode_seqs * self.k)
 
     def step_time(self, batch: Batch) -> float:
+        self.plain_s += self.target.step_time(batch)
         batch = self.verify_batch(batch)
         t = self.draft_time(batch)
         self.draft_s += t

@@ -222,7 +222,8 @@ class Simulation:
 
             first = self.deployments[0]
             meta["speculative"] = spec_columns.run_totals(first.spec, [r.sched.sizing for r in replicas],
-                                                          sum(d.cost.draft_s for d in self.deployments))
+                                                          sum(d.cost.draft_s for d in self.deployments),
+                                                          sum(d.cost.plain_s for d in self.deployments))
         if self.tier_media:
             first = self.deployments[0]
             meta["tiers"] = tier_columns.run_totals(first.sc.kv, [r.sched.kv.tiers for r in replicas],

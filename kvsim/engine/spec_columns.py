@@ -26,11 +26,13 @@ def register_columns(recorder: Recorder) -> None:
     recorder.add_request_columns(REQUEST_GROUP)
 
 
-def run_totals(spec: SpecDeployment, sizings: list[SpecSizing], draft_s: float) -> dict[str, Any]:
+def run_totals(spec: SpecDeployment, sizings: list[SpecSizing], draft_s: float,
+               plain_s: float) -> dict[str, Any]:
     """The `speculative` entry of the run's meta: the configuration (SpecDeployment.describe), the draft's
-    seconds (every pool's), and the verify steps by accepted length over every decode run that ended
-    (finished or preempted), summed over the replicas."""
+    seconds and the iterations' seconds without speculation (every pool's), and the verify steps by
+    accepted length over every decode run that ended (finished or preempted), summed over the replicas."""
     hist = np.zeros(spec.k + 1, dtype=np.int64)
     for s in sizings:
         hist += s.hist
-    return {**spec.describe(), "draft_s": draft_s, "steps_by_accepted": [int(x) for x in hist]}
+    return {**spec.describe(), "draft_s": draft_s, "busy_s_without_speculation": plain_s,
+            "steps_by_accepted": [int(x) for x in hist]}

@@ -47,6 +47,8 @@ EXEMPT: dict[str, str] = {
     "speculative.kv_capacity_tokens_lost": "configuration (the two pools' difference)",
     "speculative.kv_capacity_lost_fraction": "configuration (the two pools' ratio)",
     "speculative.draft_s": "engine counter: the draft's seconds, inside the iterations' dt_s",
+    "speculative.step_s_mean_without_speculation": "engine counter: the cost model's time for the same "
+                                                   "batches without verify tokens or draft forwards",
     "speculative.position_acceptance[]": "engine counter: verify steps by accepted length over every decode "
                                          "run that ended (preempted runs and unfinished requests included)",
     "speculative.position_conditional_rates[]": "engine counter (as position_acceptance)",

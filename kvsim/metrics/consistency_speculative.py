@@ -21,6 +21,9 @@ def check_speculative(c: Checker, t: Tables) -> None:
     accepted = math.fsum(column(t.rq, "spec_accepted_drafts", 0.0)[mask])
     tokens = math.fsum(t.out_len[mask] - 1)
     mean = ratio_pos(accepted, steps)
+    busy = column(t.tl, "dt_s")[t.busy]
+    c.eq("speculative.step_s_mean", math.fsum(busy) / len(busy) if len(busy) else None,
+         "timeline.parquet dt_s")
     c.eq("speculative", {
         "verify_steps": int(steps), "drafts_proposed": int(k * steps), "drafts_accepted": int(accepted),
         "rejected_kv_slots": int(k * steps - accepted), "mean_accepted_length": mean,

@@ -20,11 +20,16 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
-def speculative_section(done: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
-    """Figures of a run with `speculative`: the configuration (meta) and, over the completed requests `done`
-    (their spec_steps and spec_accepted_drafts columns), the verify steps and what they accepted."""
+def speculative_section(done: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+    """Figures of a run with `speculative`: the configuration (meta), over the completed requests `done`
+    (their spec_steps and spec_accepted_drafts columns) the verify steps and what they accepted, and the
+    iterations' mean time with and without speculation."""
     sp = meta["speculative"]
     out: dict[str, Any] = {k: sp.get(k) for k in CONFIG_KEYS}
+    busy = timeline[timeline["iteration"] >= 0] if len(timeline) else timeline
+    n = len(busy)
+    out["step_s_mean"] = float(busy["dt_s"].sum()) / n if n else None
+    out["step_s_mean_without_speculation"] = sp.get("busy_s_without_speculation", 0.0) / n if n else None
     without = sp["kv_capacity_tokens_without_draft"]
     out["kv_capacity_lost_fraction"] = _ratio(sp["kv_capacity_tokens_lost"], without)
     k = sp["num_speculative_tokens"]

@@ -49,7 +49,7 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
         summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
                                                summary["concurrency"]["mean"])
     if meta.get("speculative") is not None:  # speculative decoding (docs/speculative.md)
-        summary["speculative"] = speculative_section(done, meta)
+        summary["speculative"] = speculative_section(done, timeline, meta)
     cost = cost_section(meta.get("pricing"), summary["throughput"])
     if cost is not None:  # fleet rental cost (docs/metrics.md, cost)
         summary["cost"] = cost

@@ -49,6 +49,9 @@ def test_first_draft_only():
     assert lost == sp["kv_capacity_tokens_lost"] > 0
     assert sp["kv_capacity_tokens"] == res.summary["kv"]["capacity_tokens"]
     assert sp["draft_kv_bytes_per_token"] == 4096 and sp["lookahead_slots"] == 2
+    busy = res.timeline[res.timeline["iteration"] >= 0]
+    assert sp["step_s_mean"] == pytest.approx(busy["dt_s"].mean())
+    assert 0 < sp["step_s_mean_without_speculation"] < sp["step_s_mean"]  # (fewer, longer iterations)
 
 
 def test_speculation_shortens_tpot():
