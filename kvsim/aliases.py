@@ -12,6 +12,7 @@ as unknown keys. docs/scenario.md lists the table.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,6 +31,16 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _json_section(value: Any) -> Any:
+    """vLLM's CLI takes --speculative-config as a JSON string: a string is parsed, a mapping kept."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError(f"not a JSON object: {excerpt(value)}") from None
+    return value
+
+
 ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "kv_cache_dtype": ("kv.dtype", _same),
     "block_size": ("kv.block_size", _same),
@@ -45,7 +56,7 @@ ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "preemption_mode": ("scheduler.preemption_mode", _same),
     "tensor_parallel_size": ("parallelism.tensor_parallel_size", _same),
     "data_parallel_size": ("parallelism.replicas", _same),
-    "speculative_config": ("speculative", _same),
+    "speculative_config": ("speculative", _json_section),
 }
 """vLLM engine argument -> (kvsim dotted key, value conversion). Same meaning and unit: vLLM's swap_space
 is GiB per GPU, as kv.swap_space_gb is."""

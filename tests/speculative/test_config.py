@@ -40,6 +40,14 @@ def test_vllm_name_maps_to_the_section():
     assert sc.speculative.method == "ngram" and sc.speculative.num_speculative_tokens == 2
 
 
+def test_vllm_json_string_is_parsed():
+    sc = build_scenario({"speculative_config": '{"method": "eagle3", "num_speculative_tokens": 3, '
+                                               '"acceptance": 0.6}'})
+    assert sc.speculative.method == "eagle3"
+    with pytest.raises(KvsimError, match="speculative_config: not a JSON object"):
+        build_scenario({"speculative_config": "{method: eagle3"})
+
+
 def test_both_names_with_different_values_are_an_error():
     with pytest.raises(KvsimError, match="speculative_config .* and speculative are both given"):
         build_scenario({
