@@ -57,16 +57,21 @@ ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "tensor_parallel_size": ("parallelism.tensor_parallel_size", _same),
     "data_parallel_size": ("parallelism.replicas", _same),
     "speculative_config": ("speculative", _json_section),
+    "enable_expert_parallel": ("parallelism.enable_expert_parallel", _same),
+    "all2all_backend": ("parallelism.all2all_backend", _same),
+    "enable_lora": ("lora.enabled", _same),
+    "max_loras": ("lora.max_loras", _same),
+    "max_lora_rank": ("lora.max_lora_rank", _same),
+    "max_cpu_loras": ("lora.max_cpu_loras", _same),
 }
 """vLLM engine argument -> (kvsim dotted key, value conversion). Same meaning and unit: vLLM's swap_space
-is GiB per GPU, as kv.swap_space_gb is."""
+is GiB per GPU, as kv.swap_space_gb is. enable_lora / max_loras / max_lora_rank / max_cpu_loras go into the
+`lora` section (kvsim/lora/config.py; any of them turns LoRA on unless enable_lora is false)."""
 
 NOT_MODELLED: dict[str, str] = {
     "pipeline_parallel_size": "pipeline parallelism",
     "enforce_eager": "eager launches: the cost model charges cost.eager_layer_overhead_s to prefill batches",
     "cpu_offload_gb": "weight offload to CPU",
-    "enable_lora": "LoRA adapters",
-    "enable_expert_parallel": "expert parallelism",
     "kv_transfer_config": "vLLM's KV connector config (see cluster.kv_transfer)",
     "scheduling_policy": "priority scheduling (see scheduler.policy)",
 }

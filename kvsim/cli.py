@@ -528,9 +528,15 @@ def footprint(
                                  " int8, int4, nvfp4, or a mapping such as '{bits: 3.5, group_size: 128,"
                                  " scale_bits: 16}' or '{rope: bf16, rest: fp8}'."),
     tp: int = typer.Option(1, "--tp", min=1, max=1024, help="Tensor-parallel size."),
+    ep: int | None = typer.Option(None, "--ep", min=1, max=1024 * 1024, help="Expert-parallel size (vLLM's"
+                                  " --enable-expert-parallel: tp x data-parallel size): routed experts split"
+                                  " over it, the rest over --tp."),
     hardware: str = typer.Option("h100-sxm", "--hardware", help="Hardware profile for the fit."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", min=0.01, max=1.0),
     block_size: int = typer.Option(16, "--block-size", min=1, max=4096),
+    max_loras: int = typer.Option(0, "--max-loras", min=0, max=1024, help="LoRA adapter slots (vLLM's"
+                                  " --max-loras) taken from the KV memory; 0: no LoRA."),
+    max_lora_rank: int = typer.Option(16, "--max-lora-rank", min=1, max=512, help="The slots' rank."),
 ) -> None:
     """KV bytes per token and for N tokens (per layer group and in total), the page plan, and how many
     sequences fit on a device after the weights (rows, also when the weights do not fit at this TP)."""
@@ -544,11 +550,22 @@ def footprint(
         m = get_model(model)
         precision = kv_precision(dtype, m.weight_dtype)
         hw = load_hardware(hardware)
-        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens)
+        lora_bytes = 0.0
+        if max_loras:
+            from kvsim.lora.sizing import check_model, slot_bytes
+
+            check_model(m, "drop --max-loras")
+            m.validate_tp(tp)
+            lora_bytes = max_loras * slot_bytes(m, max_lora_rank, tp)
+        rows = footprint_rows(m, hw, precision, tp, gpu_memory_utilization, block_size, tokens, ep,
+                              lora_bytes)
         return m, hw, precision, rows
 
     m, hw, precision, rows = _guard(compute)
-    table = Table(title=f"{printable(m.name)}, KV {printable(precision.name)}, tp={tp}", show_header=False)
+    title = f"{printable(m.name)}, KV {printable(precision.name)}, tp={tp}"
+    title += "" if ep is None else f", ep={ep}"
+    table = Table(title=title, show_header=False)
+
     table.add_column("what")
     table.add_column("value", justify="right")
     for what, value in rows:

@@ -54,6 +54,7 @@ ROUTERS = {
     "session_affinity": "every request of a chat session or agent episode to the replica of its first",
     "prefix_aware": "longest cached prefix on the replica, traded against load: max overlap - weight x load",
     "store_aware": "prefix_aware that counts the shared store's prefix (loadable by every replica) too",
+    "lora_affinity": "LoRA: a replica holding the request's adapter (GPU slot, else host memory), then load",
 }
 """Routers (kvsim/engine/fleet/router.py implements each name): they see ReplicaViews, never mutate them."""
 REPLICA_ROLES = {name: role.summary for name, role in ROLES.items()}

@@ -22,6 +22,7 @@ from pydantic import (
 from kvsim import aliases, inputs
 from kvsim.errors import KvsimError, excerpt
 from kvsim.kvcache.sparsity.config import SparsityConfig
+from kvsim.lora.config import LoraConfig
 from kvsim.registry import (
     COST_MODELS,
     EVICTION_POLICIES,
@@ -40,6 +41,7 @@ from kvsim.registry import (
 )
 from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Strict, check_slo
 from kvsim.specs.dtypes import QUANTIZATION
+from kvsim.specs.expert_parallel import ALL2ALL_BACKENDS, DEFAULT_ALL2ALL_BACKEND
 from kvsim.specs.kv_precision import schema_kv_dtype
 from kvsim.speculative.config import SpeculativeConfig
 from kvsim.workload.config import WorkloadConfig
@@ -66,6 +68,7 @@ RouterName = Literal[tuple(ROUTERS)]
 ReplicaRole = Literal[tuple(REPLICA_ROLES)]
 Quantization = Literal[tuple(QUANTIZATION)]
 TransferMode = Literal[tuple(KV_TRANSFER_MODES)]
+All2AllBackend = Literal[tuple(ALL2ALL_BACKENDS)]
 MAX_TIER_GB = 1e9
 """A tier of at most 10^9 GB (an exabyte)."""
 
@@ -80,11 +83,24 @@ def _one_of(data: Any, a: str, b: str) -> Any:
 class Parallelism(Strict):
     """tensor_parallel_size: GPUs one replica's weights and KV are split across. replicas (or vLLM's name,
     data_parallel_size): identical engine replicas behind the router (`router:`). Each at most 1024. For
-    pools of different replicas use `cluster:`."""
+    pools of different replicas use `cluster:`. enable_expert_parallel and the keys after it: vLLM's expert
+    parallelism over tensor_parallel_size x data_parallel_size GPUs (docs/moe.md)."""
+
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     replicas: int = Field(default=1, ge=1, le=1024,
                           validation_alias=AliasChoices("replicas", "data_parallel_size"))
+    enable_expert_parallel: bool = False
+    """vLLM's --enable-expert-parallel: the routed experts split over EP = tensor_parallel_size x
+    data_parallel_size GPUs, each DP rank (replica) an engine with its own scheduler and KV cache, the DP
+    ranks stepping together through the MoE layers (docs/moe.md)."""
+    expert_parallel_size: int | None = Field(default=None, ge=1, le=1024 * 1024)
+    """The EP size vLLM derives (tensor_parallel_size x data_parallel_size); optional, checked."""
+    all2all_backend: All2AllBackend = DEFAULT_ALL2ALL_BACKEND
+    """vLLM's --all2all-backend: how the MoE dispatch and combine move tokens (docs/moe.md)."""
+    expert_load_factor: float = Field(default=1.0, ge=1.0, le=1024.0)
+    """Routing skew: the busiest EP rank's routed tokens over the mean (1: balanced; vLLM's EPLB logs
+    balancedness = mean / max, so 1 / balancedness)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -338,6 +354,8 @@ class Scenario(Strict):
     speculative: SpeculativeConfig | None = None
     """Speculative decoding (vLLM's speculative_config: ngram, eagle, eagle3, mtp, draft_model). See
     docs/speculative.md."""
+    lora: LoraConfig | None = None
+    """Multi-LoRA serving (vLLM's enable_lora, max_loras, max_lora_rank, max_cpu_loras; docs/lora.md)."""
     _base_dir: str | None = PrivateAttr(default=None)
 
     @field_validator("slo", mode="before")
@@ -582,7 +600,7 @@ def cross_check(sc: Scenario) -> str | None:
     """The first rule across sections the scenario breaks, as 'dotted.key: message', or None. These
     combinations would otherwise fail only when the run starts, or stall it."""
     kv = sc.kv
-    rule = _tier_rule(kv) or _cluster_rule(sc)
+    rule = _tier_rule(kv) or _cluster_rule(sc) or _expert_parallel_rule(sc) or _lora_rule(sc)
     if rule:
         return rule
     if kv.prefix_cache != "none" and kv.layout != "paged":
@@ -626,6 +644,30 @@ def _speculative_rule(sc: Scenario) -> str | None:
         if wl.kind == "bench_serve":
             return (f"{what} {key}.kind: bench_serve (its ITL figures count one token per sequence and "
                     "iteration)")
+    if lora_config(sc) is not None:
+        return f"{what} lora (LoRA adapters' cost over the verify tokens; remove one of the sections)"
+    return None
+
+
+def _expert_parallel_rule(sc: Scenario) -> str | None:
+    """The expert-parallel keys' rules that need the scenario alone (the model's: Deployment)."""
+    par = sc.parallelism
+    if not par.enable_expert_parallel:
+        # (vLLM ignores all2all_backend; values, not the keys set: a dumped scenario has every default)
+        for key, unset in (("expert_parallel_size", None), ("expert_load_factor", 1.0)):
+            if getattr(par, key) != unset:
+                return f"parallelism.{key}: needs parallelism.enable_expert_parallel: true"
+        return None
+
+    if sc.cluster is not None:
+        return "parallelism.enable_expert_parallel: not modelled with cluster: pools"
+    ep = par.tensor_parallel_size * par.replicas
+    if par.expert_parallel_size is not None and par.expert_parallel_size != ep:
+        return (f"parallelism.expert_parallel_size: {par.expert_parallel_size}, but vLLM derives EP ="
+                f" tensor_parallel_size x data_parallel_size = {ep}; give {ep} or leave it out")
+    if par.expert_load_factor > ep:
+        return (f"parallelism.expert_load_factor: {par.expert_load_factor:g} exceeds EP = {ep} (the busiest"
+                " rank receives at most every routed token)")
     return None
 
 
@@ -650,6 +692,28 @@ def _tier_rule(kv: KVConfig) -> str | None:
     if kv.tier_chunk_tokens is not None and kv.tier_chunk_tokens % kv.block_size:
         return (f"kv.tier_chunk_tokens: {kv.tier_chunk_tokens} is not a multiple of kv.block_size "
                 f"({kv.block_size})")
+    return None
+
+
+def lora_config(sc: Scenario) -> LoraConfig | None:
+    """The scenario's `lora` section when LoRA is on (set, and not `enabled: false`), else None."""
+    lo = sc.lora
+    return lo if lo is not None and lo.enabled else None
+
+
+def _lora_rule(sc: Scenario) -> str | None:
+    """What multi-LoRA serving is not modelled with (docs/lora.md)."""
+    if lora_config(sc) is None:
+        return None
+    if sc.cluster is not None and any(ROLES[p.role].sends_kv or ROLES[p.role].receives_kv
+                                      for p in sc.cluster.pools):
+        return ("lora: LoRA adapters are not modelled with disaggregated prefill / decode (the adapter "
+                "would have to be on both replicas); use role mixed pools")
+    if sc.kv.layout != "paged":
+        return f"lora: LoRA adapters are modelled with kv.layout: paged only (got '{sc.kv.layout}')"
+    if sc.kv.sparsity.enabled:
+        return (f"lora: LoRA adapters are not modelled with kv.sparsity.policy '{sc.kv.sparsity.policy}' "
+                "(set one of them off)")
     return None
 
 
@@ -775,11 +839,11 @@ def _exists(path: Path) -> bool:
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`,
+    """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`, `lora`,
     `speculative`, `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only
     when not the default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
-    for key in ("router", "cluster", "slo", "pricing"):
+    for key in ("router", "cluster", "slo", "pricing", "lora"):
         if data[key] is None:
             del data[key]
     if data["scheduler"]["policy"] == "vllm_v1":

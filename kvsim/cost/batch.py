@@ -35,6 +35,9 @@ class Batch(NamedTuple):
         k per sequence (SpeculativeCost.verify_batch fills it); the verify forward's linear layers compute
         decode_seqs + spec_tokens decode tokens (their KV read is in decode_context_tokens, the k lookahead
         slots included).
+    lora_tokens / lora_adapters / lora_load_s: multi-LoRA (docs/lora.md): tokens of requests with an
+        adapter, the distinct adapters the running requests use, and the seconds loading adapters into
+        GPU slots adds before the forward pass (kvsim/lora/cost.py charges them).
     """
 
     num_seqs: int = 0
@@ -55,6 +58,9 @@ class Batch(NamedTuple):
     kv_load_wait_s: float = 0.0
     prefetch_bytes: float = 0.0
     spec_tokens: int = 0
+    lora_tokens: int = 0
+    lora_adapters: int = 0
+    lora_load_s: float = 0.0
 
     @property
     def num_tokens(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvsim.cost.base import CostModel
 from kvsim.cost.calibrated import CalibratedCost
+from kvsim.cost.expert_parallel import ExpertParallel
 from kvsim.cost.kernels import KERNEL_DEFAULTS, KernelCost
 from kvsim.cost.roofline import RooflineCost
 from kvsim.errors import KvsimError
@@ -17,6 +18,33 @@ OVERHEAD_KEYS = ("iteration_overhead_s", "layer_overhead_s", "eager_layer_overhe
 
 
 def build_cost_model(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_block: float) -> CostModel:
+    cost = _build(scenario, model, hw, bytes_per_block)
+    par = scenario.parallelism
+    if getattr(par, "enable_expert_parallel", False):
+        _expert_parallel(cost, par, model, hw)
+    return cost
+
+
+def _expert_parallel(cost, par, model: ModelSpec, hw: HardwareSpec) -> None:
+    """Attach the expert-parallel MoE timing (kvsim/cost/expert_parallel.py) to a roofline or kernel
+    model; the calibrated model has no expert term to replace."""
+    if not isinstance(cost, RooflineCost) or isinstance(cost, CalibratedCost):
+        raise KvsimError("parallelism.enable_expert_parallel: not modelled with cost.model: calibrated; use "
+                         "auto, kernels or roofline")
+    tables = cost.tables if isinstance(cost, KernelCost) else None
+    ep = ExpertParallel(model, hw, par.tensor_parallel_size, par.replicas, par.all2all_backend,
+                        par.expert_load_factor, tables, cost)
+    cost.expert_parallel = ep
+    if isinstance(cost, KernelCost):  # the moe op is the EP rank's table (or the roofline's), not ep 1's
+        cost.why.pop("moe", None)
+        cost.kernels.pop("moe", None)
+        if ep.moe is not None and ep.moe.why:
+            cost.why["moe"] = f"expert parallel: {ep.moe.why}"
+        elif ep.moe is not None:
+            cost.kernels["moe"] = f"{ep.moe.kernel}, ep {ep.ep}"
+
+
+def _build(scenario, model: ModelSpec, hw: HardwareSpec, bytes_per_block: float) -> CostModel:
     c = scenario.cost
     tp = scenario.parallelism.tensor_parallel_size
     overheads = {k: getattr(c, k) for k in OVERHEAD_KEYS if getattr(c, k) is not None}

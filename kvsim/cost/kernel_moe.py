@@ -93,9 +93,10 @@ class MoeKernels:
     (None when the table has the model's class) and `kernel` say which, `time(tokens)` gives MoE layers x
     the class's time at `tokens`, None outside the measured tokens."""
 
-    __slots__ = ("why", "kernel", "grid", "layers", "shape", "balanced", "_memo")
+    __slots__ = ("why", "kernel", "grid", "layers", "shape", "balanced", "_memo", "ep")
 
-    def __init__(self, model: ModelSpec, tp: int, tables: KernelTables) -> None:
+    def __init__(self, model: ModelSpec, tp: int, tables: KernelTables, ep: int = 1) -> None:
+        self.ep = ep  # expert parallelism (kvsim/cost/expert_parallel.py): the rows of moe_ep_size ep
         self.grid: KernelGrid | None = None
         self.kernel = ""
         self.layers = model.moe_layer_count
@@ -116,14 +117,14 @@ class MoeKernels:
         df = tables["moe"]
         h, inter, k, e, _ = self.shape
         cls = df[(df["hidden"] == h) & (df["inter"] == inter) & (df["topk"] == k) & (df["experts"] == e)
-                 & (df["tp"] == tp) & (df["ep"] == 1)]
+                 & (df["tp"] == tp) & (df["ep"] == self.ep)]
         for dtype in dtypes:
             sel = cls[cls["dtype"] == dtype]
             if len(sel):
                 break
         else:
-            return (f"no moe class of hidden {h}, inter {inter}, top-{k} of {e} experts, tp {tp}, ep 1,"
-                    f" dtype {' or '.join(dtypes)}")
+            return (f"no moe class of hidden {h}, inter {inter}, top-{k} of {e} experts, tp {tp},"
+                    f" ep {self.ep}, dtype {' or '.join(dtypes)}")
         dist = _distribution(sel["distribution"])
         sel = sel[sel["distribution"] == dist]
         if sel["tokens"].nunique() < 2:

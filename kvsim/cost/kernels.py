@@ -206,7 +206,15 @@ class KernelCost(RooflineCost):
         moe table (0 where the roofline's linear term already holds them: a spec without its experts)."""
         if tokens <= 0 or not self.moe:
             return 0.0
+        ep = self.expert_parallel
+        if ep is not None:  # kvsim/cost/expert_parallel.py: dispatch, combine, experts
+            t = ep.time(tokens)
+            if not ep.last_on_table:
+                self._fell_back("moe")
+            return t
+
         t = self._moe.time(tokens)
+
         if t is None:
             self._fell_back("moe")
             return self.expert_linear_time(tokens)

@@ -114,7 +114,21 @@ def _engine(case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return kv, scheduler
 
 
+def _parallelism(case: dict[str, Any]) -> dict[str, Any]:
+    """parallelism of a case: its tensor_parallel_size, and the engine arguments' --enable-expert-parallel
+    and -dp / --data-parallel-size where stated (docs/moe.md)."""
+    par: dict[str, Any] = {"tensor_parallel_size": case["tensor_parallel_size"]}
+    words = (case.get("engine_args") or "").split()
+    if "--enable-expert-parallel" in words:
+        par["enable_expert_parallel"] = True
+    for flag in ("-dp", "--data-parallel-size"):
+        if flag in words:
+            par["data_parallel_size"] = int(words[words.index(flag) + 1])
+    return par
+
+
 def serving_scenario(case: dict[str, Any], cost_model: str, **cost: float) -> dict[str, Any]:
+
     """The scenario (a dict for `kvsim.scenario.build_scenario`) of one published case under `cost_model`.
 
     model, hardware, tensor_parallel_size and quantization are the case's; the workload is kind bench_serve:
@@ -131,7 +145,7 @@ def serving_scenario(case: dict[str, Any], cost_model: str, **cost: float) -> di
     sc: dict[str, Any] = {
         "name": case["case"], "model": case["model"], "hardware": case["hardware"],
         "quantization": case["quantization"],
-        "parallelism": {"tensor_parallel_size": case["tensor_parallel_size"]},
+        "parallelism": _parallelism(case),
         "kv": kv, "scheduler": scheduler,
         "workload": {"kind": "bench_serve", "bench_serve": _bench_serve(case, n)},
         "simulation": {"seed": 0, "requests": n},

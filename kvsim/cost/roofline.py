@@ -91,6 +91,9 @@ class RooflineCost:
     """
 
     name = "roofline"
+    expert_parallel = None
+    """With parallelism.enable_expert_parallel, the ExpertParallel (kvsim/cost/expert_parallel.py) that
+    times the routed experts in place of this model's expert term (set by build_cost_model)."""
     selected: str | None = None
     """With `cost.model: auto`, which model it chose and why (summary.json's cost_model.selected)."""
 
@@ -166,6 +169,8 @@ class RooflineCost:
         if tokens <= 0:
             return 0.0
         if self.moe:
+            if self.expert_parallel is not None:
+                return self.dense_linear_time(tokens) + self.expert_parallel.time(tokens)
             mem_d, comp_d, mem_e, comp_e = self._moe_terms(tokens)
             mem, comp = mem_d + mem_e, comp_d + comp_e
             return mem if mem > comp else comp
@@ -266,7 +271,10 @@ class RooflineCost:
         out = dict(self._params)
         if self.selected:
             out["selected"] = self.selected
+        if self.expert_parallel is not None:
+            out["expert_parallel"] = self.expert_parallel.describe()
         return out
+
 
 
 def prefetch_exposed(compute_s: float, transfer_s: float, layers: int) -> float:

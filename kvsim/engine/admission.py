@@ -46,6 +46,8 @@ class Admission:
             g = self.swapped[0]
             if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n * self._charge:
                 break
+            if self.lora is not None and not self.lora.admissible(g.req.adapter):
+                break  # (its adapter would be one too many in the batch: vLLM V0's swapped queue waits)
             length = g.base + 1
             need = sizing.swap_in_blocks(g, length, kv.swap_blocks_needed(g.seqs))
             if need + g.n > kv.num_free_blocks - self.lim.watermark_blocks:
@@ -59,6 +61,8 @@ class Admission:
             g.phase = DECODE
             self.running[g] = None
             self.running_seqs += g.n
+            if self.lora is not None and g.req.adapter >= 0:
+                self.lora.activate(g.req.adapter, g.req.rid, False, g.n)
             g.base = length - it
             g.gen_base = g.generated + 1 - it
             self.dec_seqs += g.n
@@ -79,10 +83,19 @@ class Admission:
         kv = self.kv
         lim = self.lim
         tiers = self.tier_waits
+        lora = self.lora
+        skipped = None
         while self.waiting and self._budget > 0:
             g = self.waiting[0]
             if self.running_seqs + g.n > lim.max_num_seqs:
                 break
+            if lora is not None and not lora.admissible(g.req.adapter):
+                # vLLM v1: a request whose adapter would exceed max_loras is skipped, later ones may go
+                lora.skip(g.req.rid)
+                if skipped is None:
+                    skipped = []
+                skipped.append(self.waiting.popleft())
+                continue
             seq = g.seqs[0]
             hit = kv.admit(seq, g.req, g.prompt, g.output)
             cached = hit.tokens
@@ -123,6 +136,8 @@ class Admission:
             self.running_seqs += g.n
             self.prefilling[g] = None
             self.prefill_tokens_held += cached
+            if lora is not None and g.req.adapter >= 0:
+                lora.activate(g.req.adapter, g.req.rid, not g.preemptions, g.n)
             if g.first_scheduled_s != g.first_scheduled_s:
                 g.first_scheduled_s = now
             if blocked:  # holds its blocks; the prefill loop starts it once the KV has arrived
@@ -130,3 +145,5 @@ class Admission:
             if ready - now > self._load_wait:
                 self._load_wait = ready - now
             self._start_chunk(g, chunk)
+        if skipped:
+            self.waiting.extendleft(reversed(skipped))

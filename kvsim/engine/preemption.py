@@ -31,6 +31,8 @@ class Preemption:
             victim = next(reversed(self.running))
         del self.running[victim]
         self.running_seqs -= victim.n
+        if self.lora is not None and victim.req.adapter >= 0:
+            self.lora.release(victim.req.adapter, victim.n)
         victim.preemptions += 1
         self.preempted_now += victim.n
         self.total_preemptions += 1

@@ -98,12 +98,16 @@ class Replica:
             else:  # (now + one delay need not reach a sum of several)
                 yield env.timeout_at(end)
             for g in sched.complete(env.now):
+                if sched.lora is not None and g.req.adapter >= 0:  # (it leaves the running adapters)
+                    sched.lora.release(g.req.adapter, g.n)
                 self.on_finish(g)
 
     def _step(self, batch, now: float) -> float:
         """Time the scheduled batch, record its timeline row (and check, in check mode); its duration."""
         sched = self.sched
         kv = sched.kv
+        if sched.lora is not None:  # multi-LoRA: the batch's adapter tokens, adapters and loads
+            batch = sched.lora.batch(batch, sched)
         dt = self.cost.step_time(batch)
         if batch.prefetch_bytes:
             sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))

@@ -83,7 +83,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None,
                  loader: Callable[[float, tuple], float] | None = None,
-                 handoff: HandOff | None = None) -> None:
+                 handoff: HandOff | None = None, lora=None) -> None:
         self.lim = limits
         self.kv = kv
         self.tier_waits = None if loader is None else TierWaits(loader)
@@ -94,6 +94,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         batch with its KV held until `release`, and complete() returns it like a finished group; on a
         decode replica `receive` times the KV a handed-off group brings."""
         self._sends = self.handoff.sends
+        self.lora = lora  # multi-LoRA: kvsim/lora/slots.py AdapterSlots (admission's adapter limit), or None
         self._now = 0.0
         self._load_wait = 0.0
         self.bs = kv.block_size

@@ -23,7 +23,15 @@ from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder, RequestRow
 from kvsim.metrics.slo import meets_slo
-from kvsim.scenario import MAX_GPU_BLOCKS, Pricing, Scenario, cross_check, pool_scenarios, scenario_dict
+from kvsim.scenario import (
+    MAX_GPU_BLOCKS,
+    Pricing,
+    Scenario,
+    cross_check,
+    lora_config,
+    pool_scenarios,
+    scenario_dict,
+)
 from kvsim.specs.hardware import list_hardware
 from kvsim.workload.factory import build_request_stream
 from kvsim.workload.request import FollowUps, Request, RequestTable
@@ -91,6 +99,12 @@ class Simulation:
             self.recorder.add_request_columns(CLIENT_COLUMNS)
         self._seq_no = 0
         self._completed = 0
+        self.lora = first.lora
+        """Multi-LoRA: the first pool's adapter sizes (kvsim/engine/lora_columns.py), or None."""
+        if self.lora is not None:
+            from kvsim.engine import lora_columns  # (only with a lora section: start-up)
+
+            lora_columns.register_columns(self.recorder)
 
     def _deployment(self, i: int, name: str, role: str, replicas: int, one: Scenario) -> Deployment:
         """Pool i's Deployment; in a fleet its errors name the pool (`cluster.pools.1.kv.tiers.0...`, or
@@ -179,8 +193,13 @@ class Simulation:
         whose requests are built as they are read (kvsim/workload/factory.py build_request_stream)."""
         sc = self.sc
         rng = np.random.default_rng(sc.simulation.seed)
-        return build_request_stream(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
-                                    base_dir=sc.base_dir)
+        stream = build_request_stream(sc.workload, rng, sc.simulation.requests, sc.simulation.duration_s,
+                                      base_dir=sc.base_dir)
+        if self.lora is None:
+            return stream
+        from kvsim.lora.adapters import tag_requests  # (only with a lora section: start-up)
+
+        return tag_requests(stream, lora_config(sc), self.lora.table, sc.simulation.seed)
 
     def run(self) -> SimResult:
         sc = self.sc
@@ -231,6 +250,10 @@ class Simulation:
                                                     first.replica_block_bytes)
         if self.fleet:
             meta["fleet"] = self.cluster.describe()
+        if self.lora is not None:
+            from kvsim.engine import lora_columns
+
+            meta["lora"] = lora_columns.run_totals(self.deployments, replicas, self.block_size)
         requests_df, timeline_df = self.recorder.take_frames()  # the recorder's columns move into the frames
         if sc.slo is not None:
             requests_df["meets_slo"] = meets_slo(requests_df, sc.slo)
@@ -301,6 +324,9 @@ class Simulation:
         if self.tier_media:
             chain = sched.kv.tiers
             parts.append(lambda: tier_columns.timeline_values(chain))
+        if self.lora is not None:
+            slots = sched.lora
+            parts.append(lambda: slots.last)
         if not parts:
             return None
         if len(parts) == 1:
@@ -327,6 +353,9 @@ class Simulation:
             extra.append(None if g is None else pd_columns.request_values(g))
         if self.client_limit is not None:
             extra.append((r.arrival_s - self._due[r.rid],))
+        if self.lora is not None:
+            extra.append((r.adapter, -1, 0, 0.0, 0.0, 0) if g is None
+                         else self.replicas[replica].sched.lora.request_values(r.rid, r.adapter))
         self.recorder.request(row, *extra)
         self._completed += 1
         if self.progress is not None:

@@ -21,6 +21,7 @@ from kvsim.metrics.consistency_bench_serve import check_bench_serve
 from kvsim.metrics.consistency_core import ABS_TOL, REL_TOL, Checker, Mismatch, check_mode
 from kvsim.metrics.consistency_exempt import EXEMPT
 from kvsim.metrics.consistency_fleet import check_fleet
+from kvsim.metrics.consistency_lora import check_lora
 from kvsim.metrics.consistency_sections import (
     check_concurrency,
     check_cost,
@@ -91,6 +92,7 @@ def _run(summary: dict[str, Any], requests: pd.DataFrame, timeline: pd.DataFrame
         section(c, t)
     check_cost(c, thr)
     check_fleet(c, t, thr)
+    check_lora(c, t)
     return c
 
 

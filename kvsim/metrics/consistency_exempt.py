@@ -52,6 +52,16 @@ EXEMPT: dict[str, str] = {
     "speculative.position_acceptance[]": "engine counter: verify steps by accepted length over every decode "
                                          "run that ended (preempted runs and unfinished requests included)",
     "speculative.position_conditional_rates[]": "engine counter (as position_acceptance)",
+    "lora.max_loras": "configuration",
+    "lora.max_lora_rank": "configuration",
+    "lora.max_cpu_loras": "configuration",
+    "lora.adapters": "configuration (adapters named)",
+    "lora.base_fraction": "configuration",
+    "lora.slot_bytes_per_gpu": "model fact (kvsim/lora/sizing.py)",
+    "lora.kv_capacity_lost.*": "configuration: the pool's KV capacity without and with the adapter slots",
+    "lora.per_replica[].index": "configuration",
+    "lora.per_replica[].disk_read_bytes": "engine counter: bytes read from disk (a re-admission may read "
+                                          "again; no column carries them)",
     # engine counters no table row carries
     "prefix_cache.evictions": "engine counter: evictions belong to no request or iteration row",
     "fleet.per_replica[].routed": "engine counter: the router's decisions (re-routed requests count again)",

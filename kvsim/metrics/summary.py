@@ -15,6 +15,7 @@ from kvsim.metrics.consistency_core import check_mode
 from kvsim.metrics.cost import cost_rows, cost_section
 from kvsim.metrics.fleet import fleet_rows, fleet_section
 from kvsim.metrics.frames import completed, makespan_s, rejected, replica_capacities, row_capacity, with_hold
+from kvsim.metrics.lora import lora_rows, lora_section
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
 from kvsim.metrics.slo import goodput_section, meets_slo, slo_rows, slo_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
@@ -50,6 +51,8 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
                                                summary["concurrency"]["mean"])
     if meta.get("speculative") is not None:  # speculative decoding (docs/speculative.md)
         summary["speculative"] = speculative_section(done, timeline, meta)
+    if meta.get("lora") is not None:  # multi-LoRA serving (docs/lora.md)
+        summary["lora"] = lora_section(requests, timeline, meta)
     cost = cost_section(meta.get("pricing"), summary["throughput"])
     if cost is not None:  # fleet rental cost (docs/metrics.md, cost)
         summary["cost"] = cost
@@ -313,6 +316,7 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows += tiers_rows(summary.get("tiers"), _fmt, _pct)
     rows += sparsity_rows(summary.get("sparsity"), _fmt, _pct)
     rows += speculative_rows(summary.get("speculative"), _fmt, _pct)
+    rows += lora_rows(summary.get("lora"), _fmt, _pct)
     rows += slo_rows(summary.get("slo"), summary.get("goodput"), _fmt, _pct)
     rows += cost_rows(summary.get("cost"), _fmt)
     rows += [

@@ -119,7 +119,17 @@ _BUILTIN: tuple[ModelSpec, ...] = (
         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280,
         "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}, "torch_dtype": "bfloat16",
         "tie_word_embeddings": False}),
+    # Qwen3 MoE: every layer MoE (decoder_sparse_step 1, no mlp_only_layers), 128 routed experts (8
+    # active), no shared expert; BF16 weights.
+    _hf("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B", {
+        "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False,
+        "decoder_sparse_step": 1, "head_dim": 128, "hidden_size": 4096, "intermediate_size": 12288,
+        "max_position_embeddings": 40960, "mlp_only_layers": [], "moe_intermediate_size": 1536,
+        "num_attention_heads": 64, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 94,
+        "num_key_value_heads": 4, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "vocab_size": 151936}),
     # Hybrid Mamba-2: 24 Mamba-2 + 4 attention + 24 MLP blocks (hybrid_override_pattern).
+
     _hf("nemotron-h-8b", "nvidia/Nemotron-H-8B-Base-8K", {
         "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "attention_bias": False,
         "attention_head_dim": 128, "conv_kernel": 4, "expand": 2, "hidden_size": 4096,

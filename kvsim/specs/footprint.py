@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvsim.errors import KvsimError
+from kvsim.specs.expert_parallel import ep_weight_bytes
 from kvsim.specs.hardware import MAX_BYTES, HardwareSpec
 from kvsim.specs.model import ModelSpec
 from kvsim.specs.pages import PagePlan, as_full_attention, plan_pages
@@ -45,6 +46,9 @@ class Capacity:
     num_blocks: int
     tokens: int
     plan: PagePlan | None = None
+    lora_bytes: float = 0.0
+    """Multi-LoRA: the adapter slots' bytes per GPU (kvsim/lora/sizing.py), taken from the KV memory
+    before it is divided into pages: usable = budget - weights - reserve - lora_bytes."""
 
     @property
     def num_pages(self) -> int:
@@ -66,10 +70,12 @@ class Capacity:
 
     def describe(self) -> str:
         """One human line: pages, tokens and where the memory went."""
+        lora = f" + LoRA slots {format_bytes(self.lora_bytes)}" if self.lora_bytes else ""
         return (f"{self.num_blocks:,} blocks x {self.block_size} = {self.tokens:,} tokens "
                 f"({format_bytes(self.kv_bytes_per_token)}/token; budget {format_bytes(self.budget_bytes)}"
                 f" = weights {format_bytes(self.weight_bytes)} + reserve "
-                f"{format_bytes(self.activation_reserve_bytes)} + KV {format_bytes(self.usable_bytes)})")
+                f"{format_bytes(self.activation_reserve_bytes)}{lora} + KV "
+                f"{format_bytes(self.usable_bytes)})")
 
 
 def default_activation_reserve(hw: HardwareSpec) -> float:
@@ -81,7 +87,8 @@ def default_activation_reserve(hw: HardwareSpec) -> float:
 
 def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: int = 1,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                activation_reserve_bytes: float | None = None, hybrid: bool = True) -> Capacity:
+                activation_reserve_bytes: float | None = None, hybrid: bool = True,
+                expert_parallel: int | None = None, lora_bytes: float = 0.0) -> Capacity:
     """KV pages and tokens one GPU can hold for `model` sharded over `tp` GPUs of type `hw`; kv_dtype is a
     name, a mapping or a KVPrecision (kvsim/specs/kv_precision.py). KvsimError when the sharding is
     impossible, the weights (plus reserve) do not fit, or an input is out of range:
@@ -89,9 +96,12 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: 
     [0, MAX_BYTES]. With those bounds (and the ModelSpec / HardwareSpec ones) every quantity here is a
     finite float, so the page count is a plain int. hybrid=False plans pages as vLLM does with
     --disable-hybrid-kv-cache-manager: sliding-window layers allocated as full attention
-    (kvsim/specs/pages.py as_full_attention)."""
+    (kvsim/specs/pages.py as_full_attention). expert_parallel: the EP size under vLLM's
+    --enable-expert-parallel (routed experts split over it, the rest over tp:
+    kvsim/specs/expert_parallel.py ep_weight_bytes); None without. lora_bytes: LoRA adapter slots per
+    GPU, taken from the KV memory (Capacity.lora_bytes)."""
     cap = capacity_or_reason(model, hw, kv_dtype, tp, gpu_memory_utilization, block_size,
-                             activation_reserve_bytes, hybrid)
+                             activation_reserve_bytes, hybrid, expert_parallel, lora_bytes)
     if isinstance(cap, str):
         raise KvsimError(cap)
     return cap
@@ -99,7 +109,8 @@ def kv_capacity(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any = "bf16", tp: 
 
 def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int,
                        gpu_memory_utilization: float, block_size: int,
-                       activation_reserve_bytes: float | None, hybrid: bool = True) -> Capacity | str:
+                       activation_reserve_bytes: float | None, hybrid: bool = True,
+                       expert_parallel: int | None = None, lora_bytes: float = 0.0) -> Capacity | str:
     """kv_capacity, or the one-line message of why the weights leave no room (bad inputs still raise)."""
     model.validate_tp(tp)
     if not _is_number(gpu_memory_utilization) or not 0 < gpu_memory_utilization <= 1:
@@ -117,13 +128,19 @@ def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: in
     groups = model.layer_groups(kv_dtype, tp)
     plan = plan_pages(groups if hybrid else as_full_attention(groups), block_size)
     budget = hw.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes(tp)
+    weights = (model.weight_bytes(tp) if expert_parallel is None
+               else ep_weight_bytes(model, tp, expert_parallel))
     reserve = default_activation_reserve(hw) if activation_reserve_bytes is None else activation_reserve_bytes
-    usable = budget - weights - reserve
+    usable = budget - weights - reserve - lora_bytes
     if weights > budget:
         return (f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) exceed the {budget / 1e9:.1f} GB"
                 f" budget of {hw.name} (memory x gpu_memory_utilization {gpu_memory_utilization:g}) at"
                 f" tensor_parallel_size {tp}; {_suggest(model, hw, budget, reserve, tp)}")
+    if usable <= 0 and lora_bytes:
+        return (f"{model.name} weights ({weights / 1e9:.1f} GB per GPU), the activation reserve"
+                f" ({reserve / 1e9:.1f} GB) and the LoRA slots ({lora_bytes / 1e9:.2f} GB) leave no room for"
+                f" KV in the {budget / 1e9:.1f} GB budget of {hw.name} at tensor_parallel_size {tp}; lower"
+                " lora.max_loras or lora.max_lora_rank")
     if usable <= 0:
         return (f"{model.name} weights ({weights / 1e9:.1f} GB per GPU) plus the activation reserve"
                 f" ({reserve / 1e9:.1f} GB) leave no room for KV in the {budget / 1e9:.1f} GB budget of"
@@ -132,7 +149,8 @@ def capacity_or_reason(model: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: in
     num_pages = max(0, math.floor(usable / page)) if page > 0 else 0  # both finite and > 0 here
     return Capacity(kv_bytes_per_token=per_token, block_size=plan.block_size, bytes_per_block=page,
                     budget_bytes=budget, weight_bytes=weights, activation_reserve_bytes=reserve,
-                    usable_bytes=usable, num_blocks=num_pages, tokens=num_pages * plan.block_size, plan=plan)
+                    usable_bytes=usable, num_blocks=num_pages, tokens=num_pages * plan.block_size, plan=plan,
+                    lora_bytes=lora_bytes)
 
 
 def _is_number(value: object) -> bool:

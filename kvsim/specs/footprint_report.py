@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvsim.errors import KvsimError
+from kvsim.specs.expert_parallel import ep_weight_bytes, expert_parallel_problem, routed_expert_total_bytes
 from kvsim.specs.footprint import capacity_or_reason, format_bytes
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.layers import LayerGroup
@@ -38,9 +39,18 @@ def groups_summary(m: ModelSpec, kv_dtype: Any = "bf16", tp: int = 1, short: boo
 
 
 def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_memory_utilization: float,
-                   block_size: int, tokens: int) -> list[tuple[str, str]]:
-    """(what, value) rows; KvsimError only for bad inputs (an impossible tp, a bad dtype or block size)."""
+                   block_size: int, tokens: int, ep: int | None = None,
+                   lora_bytes: float = 0.0) -> list[tuple[str, str]]:
+    """(what, value) rows; KvsimError only for bad inputs (an impossible tp, a bad dtype or block size, an
+    expert-parallel size the model cannot split its experts over). ep: vLLM's expert parallelism over ep =
+    tp x data_parallel_size GPUs (kvsim/specs/expert_parallel.py), None without.
+    lora_bytes: LoRA adapter slots per GPU (`kvsim footprint --max-loras`), taken from the KV memory."""
     m.validate_tp(tp)
+    if ep is not None:
+        problem = expert_parallel_problem(m, tp, ep // tp) if ep % tp == 0 else (
+            f"--ep {ep}: expert_parallel_size must be tensor_parallel_size ({tp}) x data_parallel_size")
+        if problem:
+            raise KvsimError(problem.replace("parallelism.enable_expert_parallel", f"--ep {ep}"))
     groups = m.layer_groups(kv_dtype, tp)
     per_tok = m.kv_bytes_per_token(kv_dtype, tp)
     rows = [("layer groups", groups_summary(m, kv_dtype, tp)),
@@ -51,8 +61,17 @@ def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_m
     if len(groups) > 1 or groups[0].kind == "compressed":
         for g in groups:
             rows += _group_bytes_rows(m, g, tokens)
-    rows.append(("weights per GPU", format_bytes(m.weight_bytes(tp))))
-    cap = capacity_or_reason(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, None)
+    if ep is None:
+        rows.append(("weights per GPU", format_bytes(m.weight_bytes(tp))))
+    else:
+        routed = routed_expert_total_bytes(m)
+        rows.append(("weights per GPU", f"{format_bytes(ep_weight_bytes(m, tp, ep))} (non-expert"
+                     f" {format_bytes(m.weight_bytes(1) - routed)} / TP {tp} + routed experts"
+                     f" {format_bytes(routed)} / EP {ep}; {m.num_experts // ep} experts per GPU)"))
+    if lora_bytes:
+        rows.append(("LoRA slots per GPU (taken from KV)", format_bytes(lora_bytes)))
+    cap = capacity_or_reason(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, None,
+                             expert_parallel=ep, lora_bytes=lora_bytes)
     plan = cap.plan if not isinstance(cap, str) else None
     if plan is None:
         from kvsim.specs.pages import plan_pages
@@ -69,7 +88,7 @@ def footprint_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, gpu_m
     plain = _pages_without_rules(plan, tokens)
     if plain != pages:
         rows.append(("  if every layer kept every token", f"{plain:,} pages"))
-    rows += _fit_rows(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, tokens, cap)
+    rows += _fit_rows(m, hw, kv_dtype, tp, gpu_memory_utilization, block_size, tokens, cap, ep)
     return rows
 
 
@@ -104,15 +123,19 @@ def _pages_without_rules(plan, tokens: int) -> int:
 
 
 def _fit_rows(m: ModelSpec, hw: HardwareSpec, kv_dtype: Any, tp: int, util: float, block_size: int,
-              tokens: int, cap) -> list[tuple[str, str]]:
+              tokens: int, cap, ep: int | None = None) -> list[tuple[str, str]]:
     where = f"on {hw.name}"
     if not isinstance(cap, str):
-        return [(f"KV capacity {where} (tp={tp})",
+        rows = [(f"KV capacity {where} (tp={tp}{'' if ep is None else f', ep={ep}'})",
                  f"{cap.num_pages:,} pages of {cap.tokens_per_page} tokens"
                  f" ({format_bytes(cap.usable_bytes)})"),
                 (f"sequences of {tokens:,} tokens that fit", f"{cap.sequences(tokens):,}")]
+        if ep is not None:
+            rows.append((f"KV capacity per DP rank ({tp} GPU{'' if tp == 1 else 's'}; {ep // tp} DP ranks)",
+                         f"{cap.tokens:,} token slots"))
+        return rows
     budget = hw.memory_bytes * util
-    weights = m.weight_bytes(tp)
+    weights = m.weight_bytes(tp) if ep is None else ep_weight_bytes(m, tp, ep)
     if weights > budget:
         rows = [(f"weights {where}", f"do not fit at TP {tp} ({weights / 1e9:.1f} GB > {budget / 1e9:.1f} GB"
                                      f" = memory x {util:g})")]

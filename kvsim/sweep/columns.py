@@ -98,7 +98,19 @@ GOODPUT = ColumnGroup(
 )
 """With an `slo` (docs/metrics.md, slo and goodput): the tail latencies it bounds, goodput, attained."""
 
-OPTIONAL_GROUPS: tuple[ColumnGroup, ...] = (GOODPUT, SPARSITY)
+LORA = ColumnGroup(
+    "lora",
+    (
+        ("lora.kv_capacity_lost.tokens", "KV lost to LoRA", "num"),
+        ("lora.gpu_hit_rate", "adapter in GPU", "pct"),
+        ("lora.load_stall_s", "LoRA stall s", "num"),
+        ("lora.skipped_requests", "LoRA skipped", "num"),
+    ),
+    {"lora.kv_capacity_lost.tokens": 0, "lora.load_stall_s": 0.0, "lora.skipped_requests": 0},
+)
+"""Multi-LoRA figures (docs/lora.md); a variant without a lora section loses no KV and loads nothing."""
+
+OPTIONAL_GROUPS: tuple[ColumnGroup, ...] = (GOODPUT, SPARSITY, LORA)
 
 
 @dataclass(slots=True, frozen=True)

@@ -27,6 +27,9 @@ class Request:
     many beams (the engine then runs beam_width sequences; ``n`` stays 1). ``rereads`` lists content ids
     of prompt segments the request re-reads while decoding (an agent consulting an old tool output);
     token-level sparsity policies move attention back onto them (kvsim/workload/rereads.py marks them).
+    ``adapter`` is the LoRA adapter the request asks for (its index in the scenario's `lora` adapters,
+    set by kvsim/lora/adapters.py), -1 for the base model; ``adapter_name`` is the name a trace's adapter
+    column gives ("" for none), which that module turns into ``adapter``.
     """
 
     rid: int
@@ -42,6 +45,8 @@ class Request:
     output_id: int = -1
     beam_width: int = 1
     rereads: tuple[int, ...] = ()
+    adapter: int = -1
+    adapter_name: str = ""
 
 
 class RequestTable(Sequence[Request]):
@@ -49,12 +54,12 @@ class RequestTable(Sequence[Request]):
     of N requests is a few numpy arrays, not N objects. Row i is the request with rid i.
 
     The columns are 1-d numpy arrays of one length (`after` None: no follow-ups; `think_s` None: 0;
-    `session` / `output_id` None: -1); `segments(i)`, when given, builds row i's segments. A Request read
-    from the table is a new object each time: changes to it do not reach the table (the engine reads each
-    request once, `follow_ups` releases each follow-up once)."""
+    `session` / `output_id` / `adapter` None: -1); `segments(i)`, when given, builds row i's segments. A
+    Request read from the table is a new object each time: changes to it do not reach the table (the engine
+    reads each request once, `follow_ups` releases each follow-up once)."""
 
     __slots__ = ("arrival_s", "prompt_len", "output_len", "after", "think_s", "session", "output_id", "n",
-                 "source", "beam_width", "segments")
+                 "source", "beam_width", "segments", "adapter")
 
     def __init__(self, arrival_s: np.ndarray, prompt_len: np.ndarray, output_len: np.ndarray, *,
                  after: np.ndarray | None = None, think_s: np.ndarray | None = None,
@@ -72,6 +77,8 @@ class RequestTable(Sequence[Request]):
         self.source = source
         self.beam_width = beam_width
         self.segments = segments
+        self.adapter: np.ndarray | None = None
+        """The LoRA adapter of each row (kvsim/lora/adapters.py sets it), None: every row the base model."""
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -111,7 +118,7 @@ class RequestTable(Sequence[Request]):
             after=-1 if self.after is None else self.after.item(i),
             think_s=0.0 if self.think_s is None else self.think_s.item(i),
             source=self.source, output_id=-1 if self.output_id is None else self.output_id.item(i),
-            beam_width=self.beam_width)
+            beam_width=self.beam_width, adapter=-1 if self.adapter is None else self.adapter.item(i))
 
     def open_loop(self) -> Iterator[Request]:
         """The requests that are not follow-ups (after < 0), in rid order, built as they are read."""

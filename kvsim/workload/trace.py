@@ -4,7 +4,8 @@ Formats:
 - azure: the Azure LLM inference 2023 CSV, header TIMESTAMP,ContextTokens,GeneratedTokens, timestamps like
   "2023-11-16 18:15:46.6805900".
 - columns: any CSV with a header; `columns` maps `arrival`, `prompt` and `output` to column names. Arrival
-  values are seconds (or timestamps in the azure style).
+  values are seconds (or timestamps in the azure style). An optional `adapter` key names the column of
+  each request's LoRA adapter (an empty cell: the base model); kvsim/lora/adapters.py maps the names.
 - mooncake: JSONL, one {"timestamp": ms, "input_length", "output_length", "hash_ids": [...]} per line.
   Each hash id stands for `hash_block_tokens` (512) prompt tokens and names the whole prefix up to its
   block, so the prompt becomes one segment per id: (MOONCAKE_ID_BASE + id, 512), the last one shortened so
@@ -53,11 +54,12 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     path = Path(tcfg.path)
     if not path.is_absolute() and base_dir is not None and _is_file(Path(base_dir) / path):
         path = Path(base_dir) / path  # else already resolved (load_scenario) or relative to the cwd
+    adapters = None
     if tcfg.format == "mooncake":
         arrival, prompt, output, segments = _read_mooncake(path, tcfg)
     else:
         names = AZURE_COLUMNS if tcfg.format == "azure" else _column_names(tcfg)
-        arrival, prompt, output = _read_csv(path, names, tcfg.limit)
+        arrival, prompt, output, adapters = _read_csv(path, names, tcfg.limit)
         segments = None
     if not len(arrival):
         raise KvsimError(f"{path}: trace holds no requests")
@@ -71,8 +73,12 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     output = np.maximum(np.asarray(output, dtype=np.int64), 1)[order].tolist()
     segs = [segments[i] for i in order.tolist()] if segments is not None else [()] * len(order)
     rows = zip(times[order].tolist(), prompt, output, segs, strict=True)
-    return [Request(rid=rid, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n, segments=sg, source="trace")
-            for rid, (t, p, o, sg) in enumerate(rows)]
+    out = [Request(rid=rid, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n, segments=sg, source="trace")
+           for rid, (t, p, o, sg) in enumerate(rows)]
+    if tcfg.format == "columns" and adapters is not None:
+        for r, i in zip(out, order.tolist(), strict=True):
+            r.adapter_name = adapters[i]
+    return out
 
 
 def _is_file(path: Path) -> bool:
@@ -98,16 +104,18 @@ def _column_names(tcfg: TraceConfig) -> dict[str, str]:
         if key not in tcfg.columns:
             raise KvsimError(f"workload.trace.columns: missing '{key}' (map arrival, prompt and output "
                              "to CSV column names)")
-    extra = sorted(set(tcfg.columns) - set(AZURE_COLUMNS))
+    extra = sorted(set(tcfg.columns) - set(AZURE_COLUMNS) - {"adapter"})
     if extra:
         raise KvsimError(f"workload.trace.columns: unknown key {excerpt(extra[0])} "
-                         "(expected arrival, prompt, output)")
-    return {key: tcfg.columns[key] for key in AZURE_COLUMNS}
+                         "(expected arrival, prompt, output, and optionally adapter)")
+    return {key: tcfg.columns[key] for key in (*AZURE_COLUMNS, "adapter") if key in tcfg.columns}
 
 
 def _read_csv(path: Path, names: dict[str, str],
-              limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    texts: tuple[list[str], list[str], list[str]] = ([], [], [])
+              limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str] | None]:
+    """(arrival, prompt, output, the adapter column's stripped texts or None without an adapter key)."""
+    keys = ("arrival", "prompt", "output", *(("adapter",) if "adapter" in names else ()))
+    texts: tuple[list[str], ...] = tuple([] for _ in keys)
     lines: list[int] = []
     reader = csv.reader(text for _, text in text_lines(path, "trace file"))
     try:
@@ -115,7 +123,7 @@ def _read_csv(path: Path, names: dict[str, str],
         if header is None:
             raise KvsimError(f"{path}: empty trace file (expected a header row)")
         header = [h.strip() for h in header]
-        idx = [find_column(header, names[key], path) for key in ("arrival", "prompt", "output")]
+        idx = [find_column(header, names[key], path) for key in keys]
         width = max(idx) + 1
         for row in reader:
             if not row:
@@ -135,7 +143,8 @@ def _read_csv(path: Path, names: dict[str, str],
         raise KvsimError(f"{path}:{reader.line_num}: bad CSV ({excerpt(str(exc), 60)})") from None
     return (_times(texts[0], lines, path, names["arrival"]),
             _counts(texts[1], lines, path, names["prompt"]),
-            _counts(texts[2], lines, path, names["output"]))
+            _counts(texts[2], lines, path, names["output"]),
+            [t.strip() for t in texts[3]] if len(keys) == 4 else None)
 
 
 def _times(texts: list[str], lines: list[int], path: Path, column: str) -> np.ndarray:

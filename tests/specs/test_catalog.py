@@ -13,7 +13,7 @@ PINNED = ["deepseek-v2-lite", "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama
           "qwen2.5-7b"]
 """Built-in models whose parameter counts are written in the catalog (exact published totals)."""
 FROM_CONFIG = ["deepseek-v3", "deepseek-v4-flash", "deepseek-v4-pro", "gemma-2-9b", "gemma-3-27b",
-               "gpt-oss-120b", "gpt-oss-20b", "nemotron-h-8b"]
+               "gpt-oss-120b", "gpt-oss-20b", "nemotron-h-8b", "qwen3-235b-a22b"]
 """Built-in models read from their config.json (parameter counts estimated: tests/specs/test_hf_config.py)."""
 EXPECTED = sorted(PINNED + FROM_CONFIG)
 
@@ -302,4 +302,4 @@ def test_odd_names_are_quoted_in_one_line():
     for name in ("a\nb", "x" * 5000, "nul\x00name"):
         with pytest.raises(KvsimError) as exc:
             get_model(name)
-        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 500  # the known names grow

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from kvsim.sweep.columns import COLUMNS, GOODPUT, SPARSITY, format_value, kv_bound_concurrency, select
+from kvsim.sweep.columns import COLUMNS, GOODPUT, LORA, SPARSITY, format_value, kv_bound_concurrency, select
 from kvsim.sweep.compare import (
     TIMELINE_KEEP,
     Variant,
@@ -52,7 +52,8 @@ def test_kv_bound_concurrency():
 def test_group_appears_only_with_its_section():
     plain = [summary(20.0, 0.5)]
     assert [c.key for c in select(plain)] == [k for k, _, _ in COLUMNS]
-    assert len(select(plain, always=True)) == len(COLUMNS) + len(GOODPUT.columns) + len(SPARSITY.columns)
+    assert len(select(plain, always=True)) == (len(COLUMNS) + len(GOODPUT.columns) + len(SPARSITY.columns)
+                                                + len(LORA.columns))
     assert len(select(plain, groups=(SPARSITY,), always=True)) == len(COLUMNS) + len(SPARSITY.columns)
     assert len(select([*plain, summary(25.0, 0.125, SPARSE)])) == len(COLUMNS) + 7
 

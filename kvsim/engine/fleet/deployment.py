@@ -12,14 +12,28 @@ from kvsim.errors import KvsimError
 from kvsim.kvcache.factory import build_kv_manager
 from kvsim.kvcache.links import TierLinks
 from kvsim.kvcache.tiers import Tier
-from kvsim.scenario import Scenario
+from kvsim.scenario import Scenario, lora_config
 from kvsim.specs.catalog import get_model, with_quantization
+from kvsim.specs.expert_parallel import expert_parallel_problem
 from kvsim.specs.footprint import kv_capacity
 from kvsim.specs.hardware import load_hardware
 from kvsim.specs.layers import window_caps
 from kvsim.workload.request import Request
 
 GIB = 1024**3
+
+
+def expert_parallel_size(scenario: Scenario, model) -> int | None:
+    """EP = tensor_parallel_size x data_parallel_size under parallelism.enable_expert_parallel (None
+    without); a one-line KvsimError for a model it does not model (kvsim/specs/expert_parallel.py)."""
+    par = scenario.parallelism
+    if not par.enable_expert_parallel:
+        return None
+    problem = expert_parallel_problem(model, par.tensor_parallel_size, par.replicas)
+    if problem:
+        raise KvsimError(problem)
+    return par.tensor_parallel_size * par.replicas
+
 
 
 class Deployment:
@@ -36,10 +50,15 @@ class Deployment:
         self.model = with_quantization(get_model(scenario.model), scenario.quantization)
         self.hw = load_hardware(scenario.hardware)
         self.tp = scenario.parallelism.tensor_parallel_size
+        self.ep = expert_parallel_size(scenario, self.model)  # None without enable_expert_parallel
         kvc = scenario.kv
         reserve = None if kvc.activation_reserve_gib is None else kvc.activation_reserve_gib * GIB
+        self.lora = None if lora_config(scenario) is None else self._lora_sizing()
+        """Multi-LoRA: the adapters' sizes on this pool (kvsim/engine/lora_columns.py LoraSizing), or None."""
         self.capacity = kv_capacity(self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization,
-                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager)
+                                    kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager,
+                                    expert_parallel=self.ep,
+                                    lora_bytes=self.lora.slots_bytes if self.lora is not None else 0.0)
         self.spec = None
         """Speculative decoding (kvsim/engine/spec_deploy.py): the draft, capacity and cost; None without."""
         self.lookahead = 0
@@ -71,7 +90,19 @@ class Deployment:
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
         if self.spec is not None:
             self.cost = self.spec.cost_model(self.cost, self.hw, self.bytes_per_block)
+        if self.lora is not None:
+            self.cost = self.lora.cost_model(self.cost, scenario, self.hw)
+            self.lora.blocks_lost = kv_capacity(
+                self.model, self.hw, kvc.dtype, self.tp, kvc.gpu_memory_utilization, kvc.block_size, reserve,
+                hybrid=not kvc.disable_hybrid_kv_cache_manager, expert_parallel=self.ep,
+            ).num_blocks - self.capacity.num_blocks
         self.first_kv = None  # the first replica's KV manager (refuse_reason), set by new_scheduler
+
+    def _lora_sizing(self):
+        # imported only here: a run without a lora section does not load the LoRA modules (start-up)
+        from kvsim.engine.lora_columns import LoraSizing
+
+        return LoraSizing(lora_config(self.sc), self.model, self.tp)
 
     @property
     def replica_block_bytes(self) -> float:
@@ -203,7 +234,8 @@ class Deployment:
         links = self.tier_links()
         sizing = None if self.spec is None else self.spec.new_sizing(kv.block_size)
         return Scheduler(limits, kv, sizing, loader=None if links is None else links.load,
-                         handoff=HandOff(self.role.sends_kv, receive)), links
+                         handoff=HandOff(self.role.sends_kv, receive),
+                         lora=None if self.lora is None else self.lora.slots(self.hw)), links
 
     def reject_reason(self, r: Request) -> str | None:
         """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
@@ -259,3 +291,4 @@ class Deployment:
         return {"name": self.name, "role": self.role.name, "replicas": self.replicas,
                 "hardware": self.hw.name, "tensor_parallel_size": self.tp, "capacity_blocks": self.num_blocks,
                 "block_size": self.block_size}
+

@@ -35,6 +35,13 @@ class ReplicaView:
         s = self._sched
         return len(s.waiting) + len(s.running) + len(s.swapped)
 
+    def lora_adapter(self, adapter: int) -> int:
+        """Where the replica holds LoRA adapter `adapter` (multi-LoRA, docs/lora.md): 0 in a GPU slot, 1 in
+        host memory only, 2 neither (read from disk on admission) or no lora section; a lookup, no LRU
+        touch."""
+        lora = self._sched.lora
+        return 2 if lora is None else lora.where(adapter)
+
     @property
     def kv_usage(self) -> float:
         """Share of the KV pool referenced by sequences (KVView.usage)."""

@@ -215,10 +215,33 @@ class StoreAwareRouter(PrefixAwareRouter):
         self.remote_weight = store_weight
 
 
+class LoraAffinityRouter:
+    """Multi-LoRA (docs/lora.md): a request with an adapter goes to a replica holding it in a GPU slot,
+    else to one holding it in host memory, else to any (ReplicaView.lora_adapter); among those, the least
+    loaded, ties rotating. A base-model request: least_loaded."""
+
+    __slots__ = ("metric", "_rot")
+    name = "lora_affinity"
+    OPTIONS = ("load_metric",)
+
+    def __init__(self, load_metric: str = "queue") -> None:
+        self.metric = load_metric
+        self._rot = _Rotation()
+
+    def route(self, r: Request, replicas: Sequence[ReplicaView]) -> int:
+        if r.adapter < 0:
+            return self._rot.least_loaded(replicas, self.metric)
+        where = [v.lora_adapter(r.adapter) for v in replicas]
+        best = min(where)
+        loads = _loads(replicas, self.metric)
+        low = min(loads[p] for p, w in enumerate(where) if w == best)
+        return self._rot.pick([p for p, w in enumerate(where) if w == best and loads[p] == low])
+
+
 ROUTER_CLASSES: dict[str, type] = {
     c.name: c
     for c in (RoundRobinRouter, RandomRouter, LeastLoadedRouter, PowerOfTwoRouter, SessionAffinityRouter,
-              PrefixAwareRouter, StoreAwareRouter)
+              PrefixAwareRouter, StoreAwareRouter, LoraAffinityRouter)
 }
 """The router of each kvsim/registry.py ROUTERS name."""
 

@@ -40,6 +40,7 @@ class StubSched:
         self.waiting = [None] * waiting
         self.running = list(running)
         self.swapped: list[int] = []
+        self.lora = None
 
 
 def state(kv):

@@ -25,6 +25,8 @@ and the newer surfaces (issue 25):
     fleet        cluster.pools (roles, replicas, hardware, TP, per-pool kv / scheduler), kv_transfer (the
                  NICs), routers
     tiers        every key of kv.tiers entries and of the chain (placement, store, load, chunks, min uses)
+    lora         every key of the lora section and vLLM's names for them, adapter lists and groups, the
+                 combinations not modelled (MLA / MoE models, P/D, contiguous, sparsity)
     layers       layer-group models: layer_types, sliding windows, Mamba-2 / GDN state layers, MLA; inline,
                  as model YAML and as Hugging Face config.json (Gemma-2/3, gpt-oss, Qwen2, Nemotron-H, ...)
     dsv4         DeepSeek-V4 specs: compress_ratios, index_*, per-part KV precision
@@ -56,6 +58,7 @@ The strategies live in one module per kind of input:
     api_calls     Python API calls as source (`api`)
     fleets        cluster pools, KV transfer and routers (`fleet`)
     tiers         KV tiers (`tiers`)
+    lora          multi-LoRA (`lora`)
     layer_models  layer-group models and DeepSeek-V4 specs (`layers`, `dsv4`)
     kv_slo_pricing  KV precision, SLO and pricing keys (`kvdtype`, `slo`, `pricing`)
     speculative   the speculative-decoding section (`speculative`)
@@ -73,6 +76,7 @@ from .fleets import fleet_cases
 from .hardware import hardware_cases
 from .kv_slo_pricing import kvdtype_cases, pricing_cases, slo_cases
 from .layer_models import dsv4_cases, layer_cases
+from .lora import lora_cases
 from .markup import markup_cases
 from .models import model_cases
 from .mutations import broken_cases, override_cases
@@ -95,5 +99,6 @@ CATEGORIES: dict[str, st.SearchStrategy[Case]] = {
     "fleet": fleet_cases(), "tiers": tier_cases(), "layers": layer_cases(),
     "dsv4": dsv4_cases(), "kvdtype": kvdtype_cases(), "slo": slo_cases(), "pricing": pricing_cases(),
     "speculative": speculative_cases(),
+    "lora": lora_cases(),
 }
 """Every case strategy by category name (report.py draws from each)."""
