@@ -61,6 +61,7 @@ def test_both_names_with_different_values_are_an_error():
     ({"kv": {"sparsity": {"policy": "h2o"}}}, "kv.sparsity.policy: h2o"),
     ({"scheduler": {"policy": "sarathi"}}, "scheduler.policy: sarathi"),
     ({"workload": {"kind": "bench_serve"}}, "workload.kind: bench_serve"),
+    ({"lora": {"max_loras": 1, "max_lora_rank": 8, "adapters": [{"name": "a", "rank": 8}]}}, "with lora"),
     ({"cluster": {"pools": [{"name": "p", "role": "prefill"}, {"name": "d", "role": "decode"}]}},
      "prefill / decode pools"),
 ])

@@ -2,7 +2,7 @@
 num_speculative_tokens, model, mtp_layers, acceptance as a list / a rate / a mean acceptance length,
 draft_overhead_s) and vLLM's `speculative_config` name, valid and with one bad value or a combination
 not modelled (beam search, n > 1, contiguous layouts, sparsity, P/D pools, bench_serve, other scheduler
-policies, sliding-window models)."""
+policies, sliding-window models, a lora section)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ BAD: tuple[tuple[str, Any, str], ...] = (
     ("draft_overhead_s", 0, "pass"), ("lookahead", 2, "fail"), ("speculative_tokens", 2, "fail"),
 )
 SHAPES: tuple[str, ...] = ("beam", "n2", "contiguous", "sparsity", "pd", "bench_serve", "sarathi", "sliding",
-                           "no-model", "ngram-model", "not-mapping", "alias-both")
+                           "no-model", "ngram-model", "not-mapping", "alias-both", "lora")
 
 
 @st.composite
@@ -116,6 +116,8 @@ def speculative_cases(draw) -> Case:
         elif how == "ngram-model":
             sec["method"] = "ngram"
             sec["model"] = LLAMA_1B
+        elif how == "lora":
+            sc["lora"] = {"max_loras": 1, "max_lora_rank": 8, "adapters": [{"name": "a", "rank": 8}]}
         elif how == "not-mapping":
             sc["speculative"] = draw(st.sampled_from(["eagle", 3, ["eagle"]]))
         else:
