@@ -12,6 +12,7 @@ as unknown keys. docs/scenario.md lists the table.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,6 +31,16 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _json_section(value: Any) -> Any:
+    """vLLM's CLI takes --speculative-config as a JSON string: a string is parsed, a mapping kept."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError(f"not a JSON object: {excerpt(value)}") from None
+    return value
+
+
 ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "kv_cache_dtype": ("kv.dtype", _same),
     "block_size": ("kv.block_size", _same),
@@ -45,6 +56,7 @@ ENGINE_ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "preemption_mode": ("scheduler.preemption_mode", _same),
     "tensor_parallel_size": ("parallelism.tensor_parallel_size", _same),
     "data_parallel_size": ("parallelism.replicas", _same),
+    "speculative_config": ("speculative", _json_section),
     "enable_expert_parallel": ("parallelism.enable_expert_parallel", _same),
     "all2all_backend": ("parallelism.all2all_backend", _same),
     "enable_lora": ("lora.enabled", _same),
@@ -60,7 +72,6 @@ NOT_MODELLED: dict[str, str] = {
     "pipeline_parallel_size": "pipeline parallelism",
     "enforce_eager": "eager launches: the cost model charges cost.eager_layer_overhead_s to prefill batches",
     "cpu_offload_gb": "weight offload to CPU",
-    "speculative_config": "speculative decoding",
     "kv_transfer_config": "vLLM's KV connector config (see cluster.kv_transfer)",
     "scheduling_policy": "priority scheduling (see scheduler.policy)",
 }
@@ -151,6 +162,12 @@ def _vllm_name(name: str, where: str) -> str:
 
 
 def _place(data: dict[str, Any], where: str, key: str, value: Any, source: str) -> None:
+    if "." not in key:  # a whole section (speculative_config -> speculative)
+        if key in data and data[key] != value:
+            raise KvsimError(f"{source}: {where} (vLLM's name for {key}) and {key} are both given, with "
+                             f"different values; give one")
+        data[key] = value
+        return
     section, field = key.split(".")
     part = data.get(section)
     if part is None:

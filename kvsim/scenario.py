@@ -43,6 +43,7 @@ from kvsim.schema import MAX_COUNT, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Stric
 from kvsim.specs.dtypes import QUANTIZATION
 from kvsim.specs.expert_parallel import ALL2ALL_BACKENDS, DEFAULT_ALL2ALL_BACKEND
 from kvsim.specs.kv_precision import schema_kv_dtype
+from kvsim.speculative.config import SpeculativeConfig
 from kvsim.workload.config import WorkloadConfig
 
 MAX_GIB = 1e6
@@ -350,6 +351,9 @@ class Scenario(Strict):
     """Default: round_robin (and least_loaded for decode replicas)."""
     cluster: ClusterConfig | None = None
     """Pools of replicas; without it, parallelism.replicas mixed replicas of the scenario's hardware."""
+    speculative: SpeculativeConfig | None = None
+    """Speculative decoding (vLLM's speculative_config: ngram, eagle, eagle3, mtp, draft_model). See
+    docs/speculative.md."""
     lora: LoraConfig | None = None
     """Multi-LoRA serving (vLLM's enable_lora, max_loras, max_lora_rank, max_cpu_loras; docs/lora.md)."""
     _base_dir: str | None = PrivateAttr(default=None)
@@ -622,6 +626,9 @@ def cross_check(sc: Scenario) -> str | None:
     if kv.sparsity.enabled and sc.scheduler.policy == "vllm_v0" and not sc.scheduler.chunked_prefill:
         return (f"kv.sparsity.policy: '{kv.sparsity.policy}' is not modelled with scheduler.policy: vllm_v0 "
                 "without chunked prefill (prefill-only iterations); set scheduler.chunked_prefill: true")
+    rule = _speculative_rule(sc)
+    if rule:
+        return rule
     for key, wl in _workloads(sc.workload):
         seqs = max(wl.n, wl.beam_width)
         field = "n" if wl.n >= wl.beam_width else "beam_width"
@@ -631,6 +638,30 @@ def cross_check(sc: Scenario) -> str | None:
         if kv.sparsity.enabled and seqs > 1:
             return (f"kv.sparsity.policy: '{kv.sparsity.policy}' does not model parallel sampling or beam "
                     "search (set workload.n and workload.beam_width to 1)")
+    return None
+
+
+def _speculative_rule(sc: Scenario) -> str | None:
+    """What speculative decoding is not modelled with (docs/speculative.md), one line each."""
+    if sc.speculative is None or not sc.speculative.enabled:
+        return None
+    kv, what = sc.kv, "speculative: speculative decoding is not modelled with"
+    if sc.scheduler.policy != "vllm_v1":
+        return f"{what} scheduler.policy: {sc.scheduler.policy} (vLLM V1's scheduler only; use vllm_v1)"
+    if kv.layout != "paged":
+        return f"{what} kv.layout: {kv.layout} (use kv.layout: paged)"
+    if kv.sparsity.enabled:
+        return f"{what} kv.sparsity.policy: {kv.sparsity.policy} (set kv.sparsity.policy: none)"
+    if sc.cluster is not None and any(p.role != "mixed" for p in sc.cluster.pools):
+        return f"{what} prefill / decode pools (cluster.pools roles other than mixed)"
+    for key, wl in _workloads(sc.workload):
+        if max(wl.n, wl.beam_width) > 1:
+            return f"{what} parallel sampling or beam search ({key}.n, {key}.beam_width: set them to 1)"
+        if wl.kind == "bench_serve":
+            return (f"{what} {key}.kind: bench_serve (its ITL figures count one token per sequence and "
+                    "iteration)")
+    if lora_config(sc) is not None:
+        return f"{what} lora (LoRA adapters' cost over the verify tokens; remove one of the sections)"
     return None
 
 
@@ -825,8 +856,8 @@ def _exists(path: Path) -> bool:
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`, `lora`,
-    `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only when not the
-    default, never `simulation.exact_stepping` (the same results either way)."""
+    `speculative`, `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only
+    when not the default, never `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing", "lora"):
         if data[key] is None:
@@ -834,6 +865,8 @@ def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     if data["scheduler"]["policy"] == "vllm_v1":
         del data["scheduler"]["policy"]
     del data["simulation"]["exact_stepping"]
+    if data["speculative"] is None:  # (speculative decoding only when set)
+        del data["speculative"]
     for workload in (data["workload"], *data["workload"]["mix"]):
         if workload["length_pairs"] is None:
             del workload["length_pairs"]

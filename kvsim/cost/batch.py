@@ -31,6 +31,10 @@ class Batch(NamedTuple):
         prefetch of the selected entries, kv.sparsity.policy infinigen): overlapped with the forward
         pass layer by layer, so only the part compute cannot hide adds to the iteration
         (RooflineCost.prefetch_overlap, docs/cost_model.md).
+    spec_tokens: speculative decoding (docs/speculative.md): the draft tokens the decode sequences verify,
+        k per sequence (SpeculativeCost.verify_batch fills it); the verify forward's linear layers compute
+        decode_seqs + spec_tokens decode tokens (their KV read is in decode_context_tokens, the k lookahead
+        slots included).
     lora_tokens / lora_adapters / lora_load_s: multi-LoRA (docs/lora.md): tokens of requests with an
         adapter, the distinct adapters the running requests use, and the seconds loading adapters into
         GPU slots adds before the forward pass (kvsim/lora/cost.py charges them).
@@ -53,10 +57,11 @@ class Batch(NamedTuple):
     prefill_window_pairs: tuple[float, ...] = ()
     kv_load_wait_s: float = 0.0
     prefetch_bytes: float = 0.0
+    spec_tokens: int = 0
     lora_tokens: int = 0
     lora_adapters: int = 0
     lora_load_s: float = 0.0
 
     @property
     def num_tokens(self) -> int:
-        return self.prefill_tokens + self.decode_seqs
+        return self.prefill_tokens + self.decode_seqs + self.spec_tokens

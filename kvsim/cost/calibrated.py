@@ -225,7 +225,7 @@ class CalibratedCost:
         return p["fixed_s"] + p["per_byte_s"] * nbytes
 
     def step_time(self, batch: Batch) -> float:
-        tokens = batch.prefill_tokens + batch.decode_seqs
+        tokens = batch.prefill_tokens + batch.decode_seqs + batch.spec_tokens
         t = self.rl.overhead_time(batch) + self.linear_time(tokens) + self.rl.allreduce_time(tokens)
         t += self.decode_time(batch) + self.prefill_time(batch)
         if batch.copy_blocks:
@@ -246,7 +246,7 @@ class CalibratedCost:
 
     def forward_time(self, batch: Batch) -> float:
         """The forward pass a prefetch overlaps (RooflineCost.forward_time, each term as timed here)."""
-        tokens = batch.prefill_tokens + batch.decode_seqs
+        tokens = batch.prefill_tokens + batch.decode_seqs + batch.spec_tokens
         return (self.rl.layer_overhead_time(batch) + self.linear_time(tokens) + self.rl.allreduce_time(tokens)
                 + self.decode_time(batch) + self.prefill_time(batch))
 

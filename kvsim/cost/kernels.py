@@ -247,10 +247,10 @@ class KernelCost(RooflineCost):
         # once per iteration: the common decode-only path is inlined (the memo, the graph overhead, the
         # decode grid), each op's fallback in its own method
         prefill, b = batch.prefill_tokens, batch.decode_seqs
-        tokens = prefill + b
+        tokens = prefill + b + batch.spec_tokens
         if not tokens:
             return 0.0
-        seqs = batch.prefill_seqs + b
+        seqs = batch.prefill_seqs + b + batch.spec_tokens  # (a verify step's LM head: every position)
         linear = self._linear_memo.get((tokens, seqs))
         if linear is None or linear < 0:
             linear = self.linear_kernel_time(tokens, seqs)

@@ -250,7 +250,7 @@ class RooflineCost:
     def forward_time(self, batch: Batch) -> float:
         """The forward pass a prefetch overlaps: per-layer overhead + linear + all-reduce + prefill and
         decode attention (the terms that run layer by layer on the GPU)."""
-        tokens = batch.prefill_tokens + batch.decode_seqs
+        tokens = batch.prefill_tokens + batch.decode_seqs + batch.spec_tokens
         t = self.layer_overhead_time(batch) + self.linear_time(tokens) + self.allreduce_time(tokens)
         flops = self.attn.prefill_flops(batch)
         if flops:

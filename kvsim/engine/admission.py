@@ -70,7 +70,7 @@ class Admission:
             g.seq_blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
             self.dec_blocks += g.seq_blocks
             self._budget -= g.n * self._charge
-            self._push(self._finish_heap, g.output - g.gen_base, g)
+            self._push(self._finish_heap, it - 1 + sizing.decode_steps(g, g.output - g.generated), g)
             if self._by_context:
                 self._schedule_next_alloc(g)
             if self.win is not None:

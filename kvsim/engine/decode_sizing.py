@@ -17,6 +17,13 @@ decoding group holds, and the scheduler calls it at these points:
   the decodes read beyond the held offset: prefetched entries read as they arrive).
 - `record_overlap(compute_s, transfer_s, exposed_s)`: the cost model's split of the iteration's prefetch
   (CostModel.prefetch_overlap), called only for a batch with prefetch bytes.
+- `decode_steps(g, remaining) -> int`: g starts decoding with `remaining` output
+  tokens to go; the iterations it decodes (one token each: `remaining`; speculative decoding: fewer).
+- `progress(g, done) -> int` (not by context only): g is preempted after iteration `done`; the tokens it
+  generated beyond one per iteration (0 but for speculative decoding).
+
+`decode_tokens` is the query tokens a decoding sequence brings to an iteration: 1, or k + 1 with k draft
+tokens to verify (kvsim/engine/spec_sizing.py); the scheduler charges its token budget that many.
 
 The **held offset** is the sum over decoding sequences of (KV tokens held and read - context length):
 the scheduler adds it to its context sum for `Batch.decode_context_tokens` and the token states. It is 0
@@ -56,6 +63,7 @@ class DecodeSizing(Protocol):
     """What the scheduler asks about its decoding groups' KV (see the module docstring)."""
 
     by_context: bool
+    decode_tokens: int
 
     def on_join_decode(self, g: Group, resize: Resize) -> int: ...
     def on_leave_decode(self, g: Group) -> int: ...
@@ -64,6 +72,8 @@ class DecodeSizing(Protocol):
     def on_swap_in(self, g: Group, it: int, resize: Resize) -> int: ...
     def batch_extras(self, figures: Figures) -> Extras: ...
     def record_overlap(self, compute_s: float, transfer_s: float, exposed_s: float) -> None: ...
+    def decode_steps(self, g: Group, remaining: int) -> int: ...
+    def progress(self, g: Group, done: int) -> int: ...
 
 
 class ContextSizing:
@@ -73,6 +83,7 @@ class ContextSizing:
     __slots__ = ()
 
     by_context = True
+    decode_tokens = 1
 
     def on_join_decode(self, g: Group, resize: Resize) -> int:
         return 0
@@ -94,3 +105,9 @@ class ContextSizing:
 
     def record_overlap(self, compute_s: float, transfer_s: float, exposed_s: float) -> None:
         return None
+
+    def decode_steps(self, g: Group, remaining: int) -> int:
+        return remaining
+
+    def progress(self, g: Group, done: int) -> int:
+        return 0

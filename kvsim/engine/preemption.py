@@ -41,6 +41,10 @@ class Preemption:
             done = self.it - 1
             length = victim.base + done
             generated = victim.gen_base + done
+            if not self._by_context:  # (speculative decoding: the accepted drafts ran it ahead)
+                ahead = self.sizing.progress(victim, done)
+                length += ahead
+                generated += ahead
             self._leave_decode(victim)
             # vLLM swaps multi-sequence groups whatever the mode: they cannot be recomputed as one prompt
             swap = self.lim.preemption_mode == "swap" or victim.n > 1

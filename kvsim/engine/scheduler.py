@@ -122,7 +122,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.iterations = 0
         """Iterations run (the timeline's iteration number)."""
         rules = limits.rules
-        self._charge = 1 if rules.decodes_use_budget else 0
+        self._charge = self.sizing.decode_tokens if rules.decodes_use_budget else 0
         self._prefill_first = not rules.mix
         self._admit_after_preemption = rules.admit_after_preemption
         self._admit_while_swapped = rules.admit_while_swapped
@@ -239,7 +239,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.dec_base_sum += g.n * g.base
         g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
         self.dec_blocks += g.seq_blocks
-        self._push(self._finish_heap, g.output - g.gen_base, g)
+        self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self._by_context:
             self._schedule_next_alloc(g, it_done + 1)
         if self.win is not None:
@@ -422,7 +422,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
             _, _, epoch, g = heapq.heappop(heap)
             if epoch != g.epoch or g.state != RUNNING:
                 continue
-            g.generated = g.gen_base + it
+            g.generated = g.gen_base + it if self._by_context else g.output
             self._leave_decode(g)
             self._finish(g, t_end)
             finished.append(g)

@@ -77,6 +77,11 @@ class Simulation:
         self.sparse = first.sparse
         if self.sparse:
             sparse_columns.register_columns(self.recorder)
+        self.spec = first.spec is not None
+        if self.spec:
+            from kvsim.engine import spec_columns  # (only with `speculative`: start-up)
+
+            spec_columns.register_columns(self.recorder)
         self.tier_media = first.tier_media
         self.refusals: dict[str, int] = {}
         """Why requests were refused outright (Deployment.reject_reason) -> how many."""
@@ -231,6 +236,13 @@ class Simulation:
         replicas = self.replicas
         if self.sparse:
             meta["sparsity"] = sparse_columns.run_totals([r.sched.sizing for r in replicas])
+        if self.spec:
+            from kvsim.engine import spec_columns
+
+            first = self.deployments[0]
+            meta["speculative"] = spec_columns.run_totals(first.spec, [r.sched.sizing for r in replicas],
+                                                          sum(d.cost.draft_s for d in self.deployments),
+                                                          sum(d.cost.plain_s for d in self.deployments))
         if self.tier_media:
             first = self.deployments[0]
             meta["tiers"] = tier_columns.run_totals(first.sc.kv, [r.sched.kv.tiers for r in replicas],
@@ -332,6 +344,8 @@ class Simulation:
                              cached_tokens=g.cached_tokens, rejected=0, session=r.session)
         extra = []
         if self.sparse:
+            extra.append(self.replicas[replica].sched.sizing.request_values(r.rid))
+        if self.spec:
             extra.append(self.replicas[replica].sched.sizing.request_values(r.rid))
         if self.tier_media:
             extra.append(None if g is None else tier_columns.request_values(g, self.tier_media))

@@ -46,6 +46,7 @@ class SparseSizing:
     """Decoding groups hold only the KV a token-level policy retains (see the module docstring)."""
 
     by_context = False
+    decode_tokens = 1
 
     def __init__(self, cfg: SparsityConfig, block_size: int, kv_bytes_per_token: float,
                  host_bandwidth: float, kv_heads: int = 1, host_pool_bytes: float = math.inf,
@@ -282,6 +283,12 @@ class SparseSizing:
         overlaps (a transfer-bound iteration)."""
         v = self._timeline_values
         self._timeline_values = (*v[:-2], exposed_s, int(transfer_s > compute_s))
+
+    def decode_steps(self, g: Group, remaining: int) -> int:
+        return remaining
+
+    def progress(self, g: Group, done: int) -> int:
+        return 0
 
     # ----------------------------------------------------------------- recorder values
     def timeline_values(self) -> tuple:

@@ -34,6 +34,7 @@ from kvsim.metrics.consistency_sections import (
     check_throughput,
     check_tiers,
 )
+from kvsim.metrics.consistency_speculative import check_speculative
 from kvsim.metrics.consistency_stats import Tables
 
 __all__ = ["ABS_TOL", "CONFIG_COPIES", "EXEMPT", "REL_TOL", "ConsistencyError", "Mismatch",
@@ -87,7 +88,7 @@ def _run(summary: dict[str, Any], requests: pd.DataFrame, timeline: pd.DataFrame
     check_requests(c, t)
     thr = check_throughput(c, t)
     for section in (check_latency, check_concurrency, check_kv, check_prefix, check_slo, check_tiers,
-                    check_bench_serve, check_sparsity):
+                    check_bench_serve, check_sparsity, check_speculative):
         section(c, t)
     check_cost(c, thr)
     check_fleet(c, t, thr)

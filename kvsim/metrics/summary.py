@@ -19,6 +19,7 @@ from kvsim.metrics.lora import lora_rows, lora_section
 from kvsim.metrics.prefix import prefix_cache_rows, prefix_cache_section
 from kvsim.metrics.slo import goodput_section, meets_slo, slo_rows, slo_section
 from kvsim.metrics.sparsity import sparsity_rows, sparsity_section
+from kvsim.metrics.speculative import speculative_rows, speculative_section
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, time_weighted_quantile, whole
 from kvsim.metrics.tiers import tiers_rows, tiers_section
 
@@ -48,6 +49,8 @@ def build_summary(requests: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str
     if meta.get("sparsity") is not None:  # token-level eviction / offload (docs/sparsity.md)
         summary["sparsity"] = sparsity_section(requests, timeline, meta, _per_replica_mean,
                                                summary["concurrency"]["mean"])
+    if meta.get("speculative") is not None:  # speculative decoding (docs/speculative.md)
+        summary["speculative"] = speculative_section(done, timeline, meta)
     if meta.get("lora") is not None:  # multi-LoRA serving (docs/lora.md)
         summary["lora"] = lora_section(requests, timeline, meta)
     cost = cost_section(meta.get("pricing"), summary["throughput"])
@@ -312,6 +315,7 @@ def summary_table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows += prefix_cache_rows(summary["prefix_cache"], _pct)
     rows += tiers_rows(summary.get("tiers"), _fmt, _pct)
     rows += sparsity_rows(summary.get("sparsity"), _fmt, _pct)
+    rows += speculative_rows(summary.get("speculative"), _fmt, _pct)
     rows += lora_rows(summary.get("lora"), _fmt, _pct)
     rows += slo_rows(summary.get("slo"), summary.get("goodput"), _fmt, _pct)
     rows += cost_rows(summary.get("cost"), _fmt)

@@ -59,6 +59,17 @@ class Deployment:
                                     kvc.block_size, reserve, hybrid=not kvc.disable_hybrid_kv_cache_manager,
                                     expert_parallel=self.ep,
                                     lora_bytes=self.lora.slots_bytes if self.lora is not None else 0.0)
+        self.spec = None
+        """Speculative decoding (kvsim/engine/spec_deploy.py): the draft, capacity and cost; None without."""
+        self.lookahead = 0
+        """KV slots a decoding sequence holds beyond its context (speculative decoding's drafts)."""
+        if scenario.speculative is not None and scenario.speculative.enabled:
+            # imported only here: a run without `speculative` does not load its modules (start-up)
+            from kvsim.engine.spec_deploy import SpecDeployment
+
+            self.spec = SpecDeployment(scenario, self.model, self.capacity, self.tp)
+            self.capacity = self.spec.capacity
+            self.lookahead = self.spec.k + self.spec.lookahead
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
@@ -77,6 +88,8 @@ class Deployment:
         tiers)."""
         self.check_settings()
         self.cost = build_cost_model(scenario, self.model, self.hw, self.bytes_per_block)
+        if self.spec is not None:
+            self.cost = self.spec.cost_model(self.cost, self.hw, self.bytes_per_block)
         if self.lora is not None:
             self.cost = self.lora.cost_model(self.cost, scenario, self.hw)
             self.lora.blocks_lost = kv_capacity(
@@ -107,6 +120,11 @@ class Deployment:
                              "lower kv.block_size or kv.dtype, or raise gpu_memory_utilization")
         self._check_layer_groups()
         self._check_tiers()
+        if self.spec is not None and (self.windows or not all(g.kind in ("full", "mla")
+                                                              for g in self.layer_groups)):
+            kinds = "/".join(sorted({g.kind for g in self.layer_groups}))
+            raise KvsimError(f"speculative: {self.model.name} keeps KV in {kinds} layer groups; speculative "
+                             "decoding is modelled for models of full or MLA attention only")
         capacity = self.num_blocks * self.block_size
         if sc.kv.layout == "contiguous:max" and self.max_model_len > capacity:
             raise KvsimError(f"kv.layout: {sc.kv.layout} reserves max_model_len ({self.max_model_len}) slots "
@@ -214,7 +232,8 @@ class Deployment:
                                                       host_pool_bytes=self.hw.host_dram_bytes,
                                                       num_layers=m.num_layers)), None
         links = self.tier_links()
-        return Scheduler(limits, kv, loader=None if links is None else links.load,
+        sizing = None if self.spec is None else self.spec.new_sizing(kv.block_size)
+        return Scheduler(limits, kv, sizing, loader=None if links is None else links.load,
                          handoff=HandOff(self.role.sends_kv, receive),
                          lora=None if self.lora is None else self.lora.slots(self.hw)), links
 
@@ -225,7 +244,8 @@ class Deployment:
             return "prompt longer than max_model_len"
         output = min(r.output_len, self.max_model_len - r.prompt_len)
         # (Role.max_held_tokens, inline: this runs for every request)
-        total = r.prompt_len + max(output - 1, 0) if self.role.holds_output_kv else r.prompt_len
+        total = (r.prompt_len + max(output - 1, 0) + self.lookahead if self.role.holds_output_kv
+                 else r.prompt_len)
         seqs = max(r.n, r.beam_width)
         blocks = seqs * self._pages_for(total, r.prompt_len)
         if blocks > self.num_blocks:

@@ -33,6 +33,8 @@ and the newer surfaces (issue 25):
     kvdtype      kv.dtype names and quantized formats (and `quantization`), in files, --set, --kv-dtype
     slo          slo: sections and `kvsim run --slo`
     pricing      pricing.usd_per_gpu_hour: one number or by hardware profile, on replicas and pools
+    speculative  the `speculative` section (and vLLM's speculative_config): methods, k, acceptance forms,
+                 draft models, and the combinations it does not model (issue 26)
 
 Valid scenarios are kept tiny so a run takes well under a second; expensive commands (compare, run with
 plots) are drawn less often than cheap ones (validate, errors).
@@ -59,6 +61,7 @@ The strategies live in one module per kind of input:
     lora          multi-LoRA (`lora`)
     layer_models  layer-group models and DeepSeek-V4 specs (`layers`, `dsv4`)
     kv_slo_pricing  KV precision, SLO and pricing keys (`kvdtype`, `slo`, `pricing`)
+    speculative   the speculative-decoding section (`speculative`)
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from .mutations import broken_cases, override_cases
 from .out_folders import out_cases
 from .plan_args import plan_cases
 from .scenarios import valid_cases
+from .speculative import speculative_cases
 from .sweep_files import sweep_cases
 from .tiers import tier_cases
 from .traces import trace_cases
@@ -94,6 +98,7 @@ CATEGORIES: dict[str, st.SearchStrategy[Case]] = {
     "plan": plan_cases(), "sweep": sweep_cases(), "api": api_cases(),
     "fleet": fleet_cases(), "tiers": tier_cases(), "layers": layer_cases(),
     "dsv4": dsv4_cases(), "kvdtype": kvdtype_cases(), "slo": slo_cases(), "pricing": pricing_cases(),
+    "speculative": speculative_cases(),
     "lora": lora_cases(),
 }
 """Every case strategy by category name (report.py draws from each)."""
