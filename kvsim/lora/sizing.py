@@ -30,8 +30,9 @@ PUNICA_ERAS = ("v0", "v1")
 """How vLLM issues the punica kernels of one wrapped layer (vllm/lora/punica_wrapper/punica_gpu.py
 `add_lora_linear`). v0 (vLLM 0.6.x, V0 engine, sgmv / bgmv kernels): per slice a torch.zeros buffer, a
 shrink (`_apply_shrink` in a loop over slices) and an expand (`_apply_expand` -> expand_slice): 3 kernels
-per slice. v1 (vLLM V1, vllm/lora/ops/triton_ops `lora_shrink` / `lora_expand` with a slice grid axis): one
-buffer `zero_()` inside lora_shrink, one shrink and one expand over all slices: 3 kernels per module."""
+per slice (as of December 2024; PR #11234 then fused the prefill ones over slices). v1 (vLLM V1,
+vllm/lora/ops/triton_ops `lora_shrink` / `lora_expand` with a slice grid axis): one buffer `zero_()`
+inside lora_shrink, one shrink and one expand over all slices: 3 kernels per module."""
 
 
 @dataclass(frozen=True, slots=True)
