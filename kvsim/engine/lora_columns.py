@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS
 from kvsim.lora.adapters import AdapterTable, adapter_table
-from kvsim.lora.config import LoraConfig
+from kvsim.lora.config import KERNEL_OVERHEAD_S, LoraConfig
 from kvsim.lora.cost import LoraCost
-from kvsim.lora.sizing import adapter_file_bytes, check_model, kernels_per_step, slot_bytes, slot_params
+from kvsim.lora.sizing import (
+    activation_bytes,
+    adapter_file_bytes,
+    check_model,
+    kernels_per_step,
+    slot_bytes,
+    slot_params,
+)
 from kvsim.lora.slots import AdapterSlots
 from kvsim.metrics.recorder import ColumnGroup, Recorder
 from kvsim.specs.model import ModelSpec
@@ -37,7 +45,8 @@ class LoraSizing:
         self.slot_bytes = slot_bytes(model, cfg.max_lora_rank, tp)
         self.slot_params = slot_params(model, cfg.max_lora_rank, tp)
         self.slots_bytes = cfg.max_loras * self.slot_bytes
-        self.kernels = kernels_per_step(model)
+        self.model = model
+        self.activation_bytes = activation_bytes(model, cfg.max_lora_rank, tp)
         unit = slot_bytes(model, 1, tp)
         self.gpu_bytes = (self.table.ranks * unit).tolist()
         self.disk_bytes = (self.table.ranks * adapter_file_bytes(model, 1)).tolist()
@@ -45,10 +54,16 @@ class LoraSizing:
         """KV blocks the slots cost (set by the Deployment: the pool's blocks without them, minus with)."""
 
     def cost_model(self, inner, scenario, hw):
+        """`inner` with the LoRA terms: the punica era is v0 under scheduler.policy vllm_v0 (vLLM 0.6's
+        per-slice sgmv / bgmv launches), else v1; lora.kernel_overhead_s defaults to the era's value."""
         c = scenario.cost
-        return LoraCost(inner, self.slot_bytes, self.slot_params, self.kernels, self.cfg.kernel_overhead_s,
+        era = "v0" if scenario.scheduler.policy == "vllm_v0" else "v1"
+        k_s = self.cfg.kernel_overhead_s
+        return LoraCost(inner, self.slot_bytes, self.slot_params, kernels_per_step(self.model, era),
+                        KERNEL_OVERHEAD_S[era] if k_s is None else k_s,
                         hw.hbm_bandwidth * c.bandwidth_efficiency, hw.flops("bf16"), c.gemm_efficiency_max,
-                        c.gemm_efficiency_m_half)
+                        c.gemm_efficiency_m_half, self.activation_bytes, era,
+                        self.cfg.graph_kernel_overhead_s, CUDA_GRAPH_MAX_SEQS)
 
     def disk_bandwidth(self, hw) -> float:
         gbps = self.cfg.disk_bandwidth_gbps

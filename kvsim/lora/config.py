@@ -16,6 +16,18 @@ MAX_ADAPTERS = 100_000
 MAX_LORAS = 1024
 """Most GPU adapter slots (max_loras) and host adapters (max_cpu_loras)."""
 MAX_NAME = 128
+KERNEL_OVERHEAD_S: dict[str, float] = {"v0": 1.1e-4, "v1": 2e-6}
+"""lora.kernel_overhead_s when unset, per punica era (kvsim/lora/sizing.py PUNICA_ERAS; v0 under
+scheduler.policy vllm_v0, else v1): seconds of one punica kernel (buffer zeroing, shrink or expand) of an
+eagerly run step (prefill or mixed) that do not scale with its bytes or FLOPs. v0: fitted by least
+squares on the LoRA slowdowns of vLLM PR #11267 (calibration/lora_published_check.py; leave-one-out and
+held-out errors in docs/lora.md); it is several bare Triton launches and absorbs the rest of vLLM 0.6's
+per-step LoRA host work. v1: an estimate (~2 us a small kernel, as kvsim/cost/roofline.py assumes), no
+public V1 run with and without LoRA to fit it on."""
+GRAPH_KERNEL_OVERHEAD_S = 2e-6
+"""lora.graph_kernel_overhead_s's default: seconds of one punica kernel replayed in a CUDA graph (a
+decode-only step of at most CUDA_GRAPH_MAX_SEQS sequences): the launch is gone, a small kernel's fixed
+GPU time (~2 us, an estimate) is left. Not fitted: the published runs cannot tell it apart."""
 
 
 class Adapter(Strict):
@@ -57,9 +69,11 @@ class LoraConfig(Strict):
     list of {name, rank, popularity} and / or groups {count, rank, popularity: uniform | zipf, zipf_s}.
     `base_fraction`: the share of requests (of sessions: a conversation keeps its first request's draw)
     that ask for the base model. `disk_bandwidth_gbps`: GB/s an adapter missing from host memory is read
-    at (default: the hardware profile's ssd_bandwidth). `kernel_overhead_s`: seconds of one LoRA kernel
-    (shrink or expand) that does not scale with its work, charged per LoRA kernel of an iteration that
-    runs adapter tokens."""
+    at (default: the hardware profile's ssd_bandwidth). `kernel_overhead_s`: seconds of one punica kernel
+    (buffer zeroing, shrink or expand) that do not scale with its work, charged per kernel of an eager
+    iteration (prefill or mixed) that runs adapter tokens (default: KERNEL_OVERHEAD_S of the engine's
+    punica era); `graph_kernel_overhead_s`: the same for a decode-only iteration replayed as a CUDA
+    graph (default GRAPH_KERNEL_OVERHEAD_S)."""
 
     enabled: bool = True
     max_loras: int = Field(default=1, ge=1, le=MAX_LORAS)
@@ -68,7 +82,8 @@ class LoraConfig(Strict):
     adapters: list[AdapterEntry] = Field(default_factory=list, max_length=MAX_ADAPTERS)
     base_fraction: float = Field(default=0.0, ge=0, le=1)
     disk_bandwidth_gbps: float | None = Field(default=None, gt=1e-3, le=1e6)
-    kernel_overhead_s: float = Field(default=2e-6, ge=0, le=MAX_SECONDS)
+    kernel_overhead_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    graph_kernel_overhead_s: float = Field(default=GRAPH_KERNEL_OVERHEAD_S, ge=0, le=MAX_SECONDS)
 
     @model_validator(mode="after")
     def _check(self) -> LoraConfig:

@@ -23,9 +23,16 @@ LORA_DTYPE_BYTES = 2
 fp8 and 4-bit checkpoints included: their activations are bf16)."""
 MODULES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 """The LoRA-wrapped linear layers of a decoder layer (vLLM's packed modules of a Llama-style model)."""
-KERNELS_PER_MODULE = 2
-"""Punica launches per wrapped layer and step: one lora_shrink (x @ A) and one lora_expand (@ B), each
-over all slices of the layer (vllm/lora/ops/triton_ops)."""
+BUFFER_BYTES = 4
+"""The shrink output (x @ A, rank values per slice and token) is a float32 buffer in every vLLM era
+(`add_lora_linear`: 'We set the buffer to be float32 by default', triton-lang/triton#1387)."""
+PUNICA_ERAS = ("v0", "v1")
+"""How vLLM issues the punica kernels of one wrapped layer (vllm/lora/punica_wrapper/punica_gpu.py
+`add_lora_linear`). v0 (vLLM 0.6.x, V0 engine, sgmv / bgmv kernels): per slice a torch.zeros buffer, a
+shrink (`_apply_shrink` in a loop over slices) and an expand (`_apply_expand` -> expand_slice): 3 kernels
+per slice (as of December 2024; PR #11234 then fused the prefill ones over slices). v1 (vLLM V1,
+vllm/lora/ops/triton_ops `lora_shrink` / `lora_expand` with a slice grid axis): one buffer `zero_()`
+inside lora_shrink, one shrink and one expand over all slices: 3 kernels per module."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +96,38 @@ def adapter_file_bytes(model: ModelSpec, rank: int) -> float:
         model.num_layers * LORA_DTYPE_BYTES
 
 
-def kernels_per_step(model: ModelSpec) -> int:
-    """Punica kernels an iteration with adapter tokens launches: per layer, 2 per wrapped module."""
-    return model.num_layers * len(MODULES) * KERNELS_PER_MODULE
+def kernels_per_layer(model: ModelSpec, era: str = "v1") -> int:
+    """Punica kernels (buffer zeroing included) one decoder layer launches in a step with adapter tokens:
+    v0 3 per slice (qkv 9, o 3, gate_up 6, down 3: 21), v1 3 per module (12); see PUNICA_ERAS."""
+    if era not in PUNICA_ERAS:
+        raise ValueError(f"punica era {era!r} is not one of {PUNICA_ERAS}")
+    shapes = module_shapes(model)
+    return 3 * (sum(len(m.slices) for m in shapes) if era == "v0" else len(shapes))
+
+
+def kernels_per_step(model: ModelSpec, era: str = "v1") -> int:
+    """Punica kernels an iteration with adapter tokens launches: kernels_per_layer x layers."""
+    return model.num_layers * kernels_per_layer(model, era)
+
+
+def activation_bytes(model: ModelSpec, rank: int, tp: int = 1) -> float:
+    """HBM bytes the punica kernels move per adapter token and step, over every layer and wrapped module
+    (the kernels are memory-bound on activations, not on the adapter weights): the shrink reads the
+    layer's input once per slice (input / tp for a row-parallel layer) in the activation dtype; the
+    float32 buffer of `rank` values per slice is zeroed, written by the shrink and read by the expand
+    (3 x 4 B); the expand adds into the layer's output in place (add_inputs): it reads and writes each
+    slice's output width per GPU (output / tp for a column-parallel layer, KV heads replicated as in
+    slot_params; the whole hidden for a row-parallel one, before its all-reduce)."""
+    kv_rep = max(1, model.num_kv_heads // tp) * tp / model.num_kv_heads
+    total = 0.0
+    for m in module_shapes(model):
+        for i, (n_in, n_out) in enumerate(m.slices):
+            if m.column_parallel:
+                x_in, out = n_in, n_out / tp * (kv_rep if m.name == "qkv_proj" and i else 1.0)
+            else:
+                x_in, out = n_in / tp, n_out
+            total += x_in * LORA_DTYPE_BYTES + 3 * rank * BUFFER_BYTES + 2 * out * LORA_DTYPE_BYTES
+    return total * model.num_layers
 
 
 def check_model(model: ModelSpec, fix: str = "remove the lora section") -> None:

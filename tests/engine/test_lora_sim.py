@@ -67,7 +67,8 @@ def test_a_request_whose_adapter_would_exceed_max_loras_waits_and_later_ones_go(
     assert sec["loads"] == 2 and sec["load_bytes_per_gpu"] == 2 * 83_886_080
     assert sec["skipped_requests"] == 1
     assert sec["kv_capacity_lost"] == {"bytes_per_gpu": 83_886_080, "blocks": 40, "tokens": 640}
-    assert summary["cost_model"]["lora"]["kernels_per_step"] == 256
+    # vLLM v1 punica: 32 layers x 4 modules x 3 kernels (buffer zero_, shrink, expand)
+    assert summary["cost_model"]["lora"]["kernels_per_step"] == 384
 
 
 def test_host_memory_keeps_an_adapter_its_slot_lost():
@@ -86,8 +87,9 @@ def test_lora_costs_time_and_a_run_without_it_has_no_lora_columns():
     _, plain, s0 = run(requests=base)
     assert "adapter" not in plain.requests.columns and "lora" not in s0
     _, with_a, s1 = run(LORA, requests=[Request(0, 0.0, 100, 20, adapter=0)])
-    # the load (13.3 ms) plus, every iteration, the LoRA kernels (256 x 2 us) and the slot read
-    assert s1["latency"]["e2e_s"]["mean"] > s0["latency"]["e2e_s"]["mean"] + LOAD_S + 19 * 256 * 2e-6
+    # the load (13.3 ms) plus, every iteration, the LoRA kernels (v1: 384 x 2 us), the slot and activation
+    # bytes (at least the kernels over its 20 iterations: the prefill one and 19 decodes)
+    assert s1["latency"]["e2e_s"]["mean"] > s0["latency"]["e2e_s"]["mean"] + LOAD_S + 20 * 384 * 2e-6
 
 
 def test_lora_affinity_prefers_the_replica_holding_the_adapter_and_changes_nothing():
@@ -109,6 +111,33 @@ def test_lora_affinity_prefers_the_replica_holding_the_adapter_and_changes_nothi
     assert (list(a.gpu), list(a.host), a.totals(), list(b.gpu), b.totals()) == before
 
 
+def test_lora_affinity_passes_over_a_replica_whose_batch_is_full_of_other_adapters():
+    class Sched:
+        def __init__(self, lora, waiting):
+            self.kv = build_kv_manager(KVConfig(block_size=4), 8, 2, 4096, bytes_per_block=1e9)
+            self.waiting, self.running, self.swapped, self.lora = [None] * waiting, [], [], lora
+
+    # replica 0: max_loras 1, adapter 1 running, adapter 0 still in host memory (it had the slot before);
+    # replica 1: adapter 0 nowhere, nothing running, but a longer queue
+    a = AdapterSlots(1, 2, [1, 1, 1], [1, 1, 1], 1.0, 1.0)
+    a.activate(0, 0, True)
+    a.release(0)
+    a.activate(1, 1, True)
+    b = AdapterSlots(1, 2, [1, 1, 1], [1, 1, 1], 1.0, 1.0)
+    views = [ReplicaView(0, "p", "mixed", Sched(a, 0)), ReplicaView(1, "p", "mixed", Sched(b, 5))]
+    assert views[0].lora_adapter(0) == 1 and not views[0].lora_admissible(0)
+    assert views[0].lora_admissible(1) and views[0].lora_admissible(-1) and views[1].lora_admissible(0)
+    router = build_router("lora_affinity", seed=0)
+    before = (list(a.gpu), list(a.host), a.totals(), dict(a.active), b.totals())
+    # adapter 0: in host memory on 0 but it would be skipped there (1 of 1 adapters running, not 0):
+    # replica 1 (disk, admissible) wins despite its queue of 5
+    assert router.route(Request(5, 0.0, 10, 2, adapter=0), views) == 1
+    assert router.route(Request(6, 0.0, 10, 2, adapter=1), views) == 0  # 1 is running on 0: it joins
+    # adapter 2 is nowhere: 0 is blocked (full of adapter 1), 1 is not
+    assert router.route(Request(7, 0.0, 10, 2, adapter=2), views) == 1
+    assert (list(a.gpu), list(a.host), a.totals(), dict(a.active), b.totals()) == before
+
+
 def test_the_prefix_cache_is_shared_only_within_an_adapter():
     from kvsim.lora.adapters import adapter_table, tag_requests
     from kvsim.scenario import lora_config
@@ -122,3 +151,18 @@ def test_the_prefix_cache_is_shared_only_within_an_adapter():
     r = sim.run().requests.set_index("rid")
     # (64 - 1) // 16 = 3 full blocks may hit: b finds none of a's, the second a finds all three
     assert r["cached_tokens"].tolist() == [0, 0, 48]
+
+
+@pytest.mark.parametrize("policy, era, kernels, k_s", [("vllm_v1", "v1", 384, 2e-6),
+                                                       ("vllm_v0", "v0", 672, 1.1e-4)])
+def test_the_punica_era_follows_the_scheduler_policy(policy, era, kernels, k_s):
+    # Llama-3.1-8B: v1 32 x 12 kernels, v0 32 x 21; kernel_overhead_s defaults to the era's value
+    # (kvsim/lora/config.py KERNEL_OVERHEAD_S), graph_kernel_overhead_s to 2 us; activation bytes at
+    # rank 16, tp 1: 8,038,400 per adapter token (tests/lora/test_sizing.py)
+    _, _, summary = run(LORA, f"scheduler.policy={policy}", requests=[Request(0, 0.0, 100, 4, adapter=0)])
+    d = summary["cost_model"]["lora"]
+    assert (d["punica_era"], d["kernels_per_step"], d["kernel_overhead_s"]) == (era, kernels, k_s)
+    assert d["graph_kernel_overhead_s"] == 2e-6 and d["activation_bytes_per_token"] == 8_038_400
+    _, _, s2 = run(LORA.replace("max_loras: 1,", "max_loras: 1, kernel_overhead_s: 5.0e-6,"),
+                   f"scheduler.policy={policy}", requests=[Request(0, 0.0, 100, 4, adapter=0)])
+    assert s2["cost_model"]["lora"]["kernel_overhead_s"] == 5e-6

@@ -30,6 +30,9 @@ FIXED = {
     "cpu-below-gpu": _case("cpu-below-gpu", "fail", lora={"max_loras": 4, "max_cpu_loras": 2}),
     "swap-preemption": _case("swap-preemption", "pass", scheduler={"preemption_mode": "swap"},
                              lora={"max_loras": 1, "adapters": [{"count": 3}]}),
+    "v0-punica-era": _case("v0-punica-era", "pass", scheduler={"policy": "vllm_v0", "chunked_prefill": False},
+                           lora={"max_loras": 2, "graph_kernel_overhead_s": 0, "adapters": [{"count": 3}]}),
+    "kernel-overhead-string": _case("kernel-overhead-string", "fail", lora={"kernel_overhead_s": "fast"}),
 }
 
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from kvsim.errors import KvsimError
-from kvsim.lora.sizing import adapter_file_bytes, check_model, kernels_per_step, slot_bytes, slot_params
+from kvsim.lora.sizing import (
+    activation_bytes,
+    adapter_file_bytes,
+    check_model,
+    kernels_per_layer,
+    kernels_per_step,
+    slot_bytes,
+    slot_params,
+)
 from kvsim.specs.catalog import get_model
 
 LLAMA = get_model("llama-3.1-8b")
@@ -37,9 +45,32 @@ def test_kv_heads_replicate_beyond_their_count():
     assert slot_params(LLAMA, 1, tp=16) == (12_800 + 4_352 + 9_984 + 4_992) * 32
 
 
-def test_slots_are_linear_in_rank_and_kernels_count_two_per_module_and_layer():
+def test_slots_are_linear_in_rank_and_kernels_count_per_era():
     assert slot_bytes(LLAMA, 64) == 4 * slot_bytes(LLAMA, 16)
-    assert kernels_per_step(LLAMA) == 32 * 4 * 2
+    # v1 (triton_ops lora_shrink / lora_expand over all slices): zero_ + shrink + expand per module
+    assert kernels_per_layer(LLAMA) == kernels_per_layer(LLAMA, "v1") == 4 * 3
+    assert kernels_per_step(LLAMA) == 32 * 12 == 384
+    # v0 (vLLM 0.6 sgmv / bgmv, a loop over slices): torch.zeros + shrink + expand per slice, slices
+    # qkv 3, o 1, gate_up 2, down 1: 3 x 7 = 21 a layer
+    assert kernels_per_layer(LLAMA, "v0") == 21 and kernels_per_step(LLAMA, "v0") == 672
+    with pytest.raises(ValueError, match="punica era"):
+        kernels_per_layer(LLAMA, "v2")
+
+
+def test_activation_bytes_by_hand():
+    """Llama-3.1-8B (hidden 4096, q 4096, kv 1024, intermediate 14336, 32 layers), rank 16, per adapter
+    token and layer; input x 2 B once per slice, the fp32 buffer 3 x 16 x 4 B per slice (zeroed, written,
+    read), the output read + written 2 x 2 B a value:
+      tp 1: qkv 3 x 4096 x 2 + 3 x 192 + 4 x (4096 + 1024 + 1024) = 24,576 + 576 + 24,576 = 49,728
+            o 4096 x 2 + 192 + 4 x 4096 = 24,768; gate_up 2 x 8192 + 384 + 4 x 28,672 = 131,456
+            down 14336 x 2 + 192 + 4 x 4096 = 45,248; a layer 251,200; x 32 = 8,038,400 B
+      tp 2: qkv 24,576 + 576 + 4 x 3072 = 37,440 (input whole, output split); o 2048 x 2 + 192 + 16,384
+            = 20,672 (input split, output whole); gate_up 16,384 + 384 + 4 x 14,336 = 74,112;
+            down 7168 x 2 + 192 + 16,384 = 30,912; a layer 163,136; x 32 = 5,220,352 B"""
+    assert activation_bytes(LLAMA, 16) == 8_038_400
+    assert activation_bytes(LLAMA, 16, tp=2) == 5_220_352
+    # the buffer is the only rank-dependent part: 32 layers x 7 slices x 12 B per rank unit
+    assert activation_bytes(LLAMA, 32) - activation_bytes(LLAMA, 16) == 16 * 32 * 7 * 12
 
 
 @pytest.mark.parametrize("name, what", [("deepseek-v2-lite", "MLA"), ("gpt-oss-20b", "mixture-of-experts"),

@@ -42,6 +42,13 @@ class ReplicaView:
         lora = self._sched.lora
         return 2 if lora is None else lora.where(adapter)
 
+    def lora_admissible(self, adapter: int) -> bool:
+        """Whether a request of LoRA adapter `adapter` could join the replica's running requests now:
+        False only when they already hold max_loras distinct adapters, none of them `adapter` (vLLM would
+        skip it there until one finishes); True without a lora section. A lookup, nothing changes."""
+        lora = self._sched.lora
+        return True if lora is None else lora.admissible(adapter)
+
     @property
     def kv_usage(self) -> float:
         """Share of the KV pool referenced by sequences (KVView.usage)."""

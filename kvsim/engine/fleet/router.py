@@ -218,7 +218,9 @@ class StoreAwareRouter(PrefixAwareRouter):
 class LoraAffinityRouter:
     """Multi-LoRA (docs/lora.md): a request with an adapter goes to a replica holding it in a GPU slot,
     else to one holding it in host memory, else to any (ReplicaView.lora_adapter); among those, the least
-    loaded, ties rotating. A base-model request: least_loaded."""
+    loaded, ties rotating. A replica whose running requests already hold max_loras other adapters
+    (ReplicaView.lora_admissible false: vLLM would skip the request there) ranks after every other one,
+    whatever it holds. A base-model request: least_loaded."""
 
     __slots__ = ("metric", "_rot")
     name = "lora_affinity"
@@ -231,7 +233,7 @@ class LoraAffinityRouter:
     def route(self, r: Request, replicas: Sequence[ReplicaView]) -> int:
         if r.adapter < 0:
             return self._rot.least_loaded(replicas, self.metric)
-        where = [v.lora_adapter(r.adapter) for v in replicas]
+        where = [v.lora_adapter(r.adapter) + (0 if v.lora_admissible(r.adapter) else 3) for v in replicas]
         best = min(where)
         loads = _loads(replicas, self.metric)
         low = min(loads[p] for p, w in enumerate(where) if w == best)

@@ -1,7 +1,8 @@
 """Multi-LoRA (`lora_cases`): every key of the `lora` section (max_loras, max_lora_rank, max_cpu_loras,
-base_fraction, disk_bandwidth_gbps, kernel_overhead_s, adapters as {name, rank, popularity} and as
-{count, rank, popularity, zipf_s, prefix}) and vLLM's names for them, on one replica or a small fleet with
-the lora_affinity router, valid and with one bad value or a combination kvsim does not model."""
+base_fraction, disk_bandwidth_gbps, kernel_overhead_s, graph_kernel_overhead_s, adapters as {name, rank,
+popularity} and as {count, rank, popularity, zipf_s, prefix}) and vLLM's names for them, on one replica
+or a small fleet with the lora_affinity router (under vllm_v1 or vllm_v0: both punica eras), valid and
+with one bad value or a combination kvsim does not model."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ LORA_BAD: tuple[tuple[str, Any, str], ...] = (
     ("disk_bandwidth_gbps", 0, "fail"), ("disk_bandwidth_gbps", Raw(".inf"), "fail"),
     ("disk_bandwidth_gbps", 0.01, "pass"), ("kernel_overhead_s", -1, "fail"),
     ("kernel_overhead_s", 0, "pass"),
-    ("kernel_overhead_s", Raw(".nan"), "fail"), ("enabled", "maybe", "fail"), ("enabled", False, "pass"),
+    ("kernel_overhead_s", Raw(".nan"), "fail"), ("kernel_overhead_s", None, "pass"),
+    ("graph_kernel_overhead_s", -1e-6, "fail"), ("graph_kernel_overhead_s", Raw(".inf"), "fail"),
+    ("graph_kernel_overhead_s", None, "fail"), ("graph_kernel_overhead_s", 0, "pass"),
+    ("enabled", "maybe", "fail"), ("enabled", False, "pass"),
     ("adapters", "all", "fail"), ("adapters", [None], "fail"), ("adapters", [], "pass"),
     ("adapters", [{"name": "a"}, {"name": "a"}], "fail"), ("adapters", [{"name": ""}], "fail"),
     ("adapters", [{"name": "a", "rank": 0}], "fail"), ("adapters", [{"name": "a", "rank": 128}], "fail"),
@@ -57,7 +61,8 @@ def lora_cases(draw) -> Case:
     for i in range(draw(st.integers(0 if adapters else 1, 3))):
         adapters.append({"name": f"ft-{i}", "rank": 8, "popularity": draw(st.sampled_from([0.5, 1, 10]))})
     lora["adapters"] = adapters
-    for key, values in (("disk_bandwidth_gbps", [0.5, 7]), ("kernel_overhead_s", [0, 5e-6])):
+    for key, values in (("disk_bandwidth_gbps", [0.5, 7]), ("kernel_overhead_s", [0, 5e-6, 1.1e-4]),
+                        ("graph_kernel_overhead_s", [0, 2e-6])):
         if draw(st.booleans()):
             lora[key] = draw(st.sampled_from(values))
     vllm_names = draw(st.booleans())
@@ -68,6 +73,8 @@ def lora_cases(draw) -> Case:
     sc["lora"] = lora
     if draw(st.integers(0, 3)) == 0:
         sc["parallelism"] = {"replicas": 2}
+        if draw(st.booleans()):  # the v0 punica era (per-slice kernels, the fitted eager overhead)
+            sc["scheduler"] = {**sc.get("scheduler", {}), "policy": "vllm_v0"}
         sc["router"] = {"policy": draw(st.sampled_from(["lora_affinity", "round_robin"]))}
     expect, how = "pass", "valid"
     mistake = draw(st.sampled_from([None, None, "key", "key", "shape"]))
