@@ -17,7 +17,7 @@ METHODS: tuple[str, ...] = ("none", "ngram", "eagle", "eagle3", "mtp", "draft_mo
 """The names `speculative.method` accepts: vLLM's `speculative_config.method`, and none (the section is
 ignored: a run without speculative decoding, for `kvsim compare --vary speculative.method=none,...`)."""
 Method = Literal[METHODS]
-DRAFT_OVERHEAD_S = 2.0e-4
+DRAFT_OVERHEAD_S = 7.0e-4
 """Default CPU seconds per draft forward (`speculative.draft_overhead_s`): fitted to vLLM V1's EAGLE-1
 TPOTs at batch size 1 (vllm-project/vllm#20780, k = 2..7; docs/speculative.md, "Published check")."""
 MAX_SPEC_TOKENS = 16
