@@ -30,11 +30,14 @@ _FIELDS = tuple(f for f in Batch.__annotations__ if f != "spec_tokens")
 
 
 class SpeculativeCost:
-    """The target's cost model plus `k` draft forwards of `draft` (None for ngram) per iteration."""
+    """The target's cost model plus `k` draft forwards of `draft` (None for ngram) per iteration; forwards
+    2..k through `draft_step` when given (EAGLE-3: the head without its fc, which runs once per step)."""
 
-    def __init__(self, target: CostModel, draft: CostModel | None, k: int, overhead_s: float = 0.0) -> None:
+    def __init__(self, target: CostModel, draft: CostModel | None, k: int, overhead_s: float = 0.0,
+                 draft_step: CostModel | None = None) -> None:
         self.target = target
         self.draft = draft
+        self.draft_step = draft if draft_step is None else draft_step
         self.k = k
         self.overhead_s = overhead_s
         self.draft_s = 0.0
@@ -64,7 +67,7 @@ class SpeculativeCost:
         if b and self.k > 1:
             step = Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=batch.decode_context_tokens,
                          decode_blocks=batch.decode_blocks)
-            g = draft.forward_time(step)
+            g = self.draft_step.forward_time(step)
             # forwards 2..k: the CPU prepares and launches forward i + 1 while the GPU runs forward i
             t += (self.k - 1) * (g if g > c else c)
         return t

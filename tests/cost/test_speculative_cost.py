@@ -64,6 +64,22 @@ def test_cpu_bound_draft_steps_cost_the_cpu_time():
     assert cost.draft_s == pytest.approx(0.28)
 
 
+def test_later_forwards_through_the_step_model():
+    """A step model (EAGLE-3 without its fc) costing 0.5 of the Recorder per token: k = 3, 2 decode
+    sequences, no prefill, overhead 0.001: first forward 2 + 6 = 8 tokens through the draft (0.08 s),
+    the other two 2 tokens through the step model (0.01 s each): 0.001 + 0.08 + 2 x 0.01 = 0.101 s."""
+
+    class Half(Recorder):
+        def forward_time(self, b):
+            return 0.5 * super().forward_time(b)
+
+    target, draft, step = Recorder(), Recorder(), Half()
+    cost = SpeculativeCost(target, draft, 3, overhead_s=0.001, draft_step=step)
+    b = Batch(num_seqs=2, decode_seqs=2, decode_context_tokens=100)
+    assert cost.step_time(b) == pytest.approx(1.101)
+    assert len(draft.seen) == 1 and len(step.seen) == 1
+
+
 def test_ngram_has_no_draft_time():
     target = Recorder()
     cost = SpeculativeCost(target, None, 4)
