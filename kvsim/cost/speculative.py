@@ -8,10 +8,14 @@ runs k sequential forwards through a cost model of the same kind built on the dr
 (kvsim/speculative/draft.py): the first over what the target just computed (the prefill chunks and the
 decode sequences' k + 1 tokens, as vLLM's EAGLE proposer runs over the verified tokens), the next k - 1 over
 one token per decode sequence, each reading the draft's KV over the same contexts. Only the forward
-passes count (CostModel.forward_time: per-layer overhead, linear layers, all-reduce, attention), plus
-`overhead_s` of CPU time per draft forward (speculative.draft_overhead_s: vLLM's proposer prepares and
-launches each draft step from Python; DRAFT_OVERHEAD_S, fitted in docs/speculative.md); the iteration's fixed
-CPU and per-sequence overheads are the target's, once. ngram has no draft model: no draft time (its prompt
+passes count (CostModel.forward_time: per-layer overhead, linear layers, all-reduce, attention). Each
+draft forward also takes `overhead_s` = c of CPU time (speculative.draft_overhead_s: vLLM's proposer
+prepares positions, slot mappings and attention metadata and launches the step from Python;
+DRAFT_OVERHEAD_S, fitted in docs/speculative.md). The proposer does not wait for the GPU between its k
+forwards, so the CPU work of forward i + 1 overlaps the GPU work of forward i: draft time = c + g_1 +
+(k - 1) x max(c, g), with g_1 the first forward's GPU time and g a later one's (the first's CPU work
+follows the target's sampling, which the engine waits for). The iteration's fixed CPU and per-sequence
+overheads are the target's, once. ngram has no draft model: no draft time (its prompt
 lookup runs on the CPU, overlapped).
 """
 
@@ -26,11 +30,14 @@ _FIELDS = tuple(f for f in Batch.__annotations__ if f != "spec_tokens")
 
 
 class SpeculativeCost:
-    """The target's cost model plus `k` draft forwards of `draft` (None for ngram) per iteration."""
+    """The target's cost model plus `k` draft forwards of `draft` (None for ngram) per iteration; forwards
+    2..k through `draft_step` when given (EAGLE-3: the head without its fc, which runs once per step)."""
 
-    def __init__(self, target: CostModel, draft: CostModel | None, k: int, overhead_s: float = 0.0) -> None:
+    def __init__(self, target: CostModel, draft: CostModel | None, k: int, overhead_s: float = 0.0,
+                 draft_step: CostModel | None = None) -> None:
         self.target = target
         self.draft = draft
+        self.draft_step = draft if draft_step is None else draft_step
         self.k = k
         self.overhead_s = overhead_s
         self.draft_s = 0.0
@@ -55,11 +62,14 @@ class SpeculativeCost:
                       prefill_tokens=batch.prefill_tokens, prefill_attn_pairs=batch.prefill_attn_pairs,
                       decode_seqs=b, decode_context_tokens=batch.decode_context_tokens,
                       decode_blocks=batch.decode_blocks, spec_tokens=batch.spec_tokens)
-        t = draft.forward_time(first) + self.overhead_s * (self.k if b else 1)
+        c = self.overhead_s
+        t = c + draft.forward_time(first)
         if b and self.k > 1:
             step = Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=batch.decode_context_tokens,
                          decode_blocks=batch.decode_blocks)
-            t += (self.k - 1) * draft.forward_time(step)
+            g = self.draft_step.forward_time(step)
+            # forwards 2..k: the CPU prepares and launches forward i + 1 while the GPU runs forward i
+            t += (self.k - 1) * (g if g > c else c)
         return t
 
     def verify_batch(self, batch: Batch) -> Batch:

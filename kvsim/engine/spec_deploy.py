@@ -52,10 +52,11 @@ class SpecDeployment:
     def cost_model(self, target: CostModel, hw: HardwareSpec, bytes_per_block: float) -> SpeculativeCost:
         """The target's cost model plus the draft's k forwards (a model of the same `cost.model` built on
         the draft's spec; none for ngram)."""
-        spec = self.draft.spec
+        spec, step_spec = self.draft.spec, self.draft.step_spec
         draft = None if spec is None else build_cost_model(self.sc, spec, hw, bytes_per_block)
+        step = None if step_spec is None else build_cost_model(self.sc, step_spec, hw, bytes_per_block)
         overhead = DRAFT_OVERHEAD_S if self.cfg.draft_overhead_s is None else self.cfg.draft_overhead_s
-        return SpeculativeCost(target, draft, self.k, overhead)
+        return SpeculativeCost(target, draft, self.k, overhead, step)
 
     def new_sizing(self, block_size: int) -> SpecSizing:
         """A replica's decode sizing; the i-th replica draws from default_rng([seed, SEED_TAG, i])."""

@@ -17,9 +17,10 @@ METHODS: tuple[str, ...] = ("none", "ngram", "eagle", "eagle3", "mtp", "draft_mo
 """The names `speculative.method` accepts: vLLM's `speculative_config.method`, and none (the section is
 ignored: a run without speculative decoding, for `kvsim compare --vary speculative.method=none,...`)."""
 Method = Literal[METHODS]
-DRAFT_OVERHEAD_S = 2.0e-4
-"""Default CPU seconds per draft forward (`speculative.draft_overhead_s`): fitted to vLLM V1's EAGLE-1
-TPOTs at batch size 1 (vllm-project/vllm#20780, k = 2..7; docs/speculative.md, "Published check")."""
+DRAFT_OVERHEAD_S = 7.0e-4
+"""Default CPU seconds per draft forward (`speculative.draft_overhead_s`; forwards 2..k overlap it with the
+previous forward's GPU time, kvsim/cost/speculative.py): fitted to vLLM V1's EAGLE-1 TPOTs at batch size 1
+only (vllm-project/vllm#20780, k = 2..7; docs/speculative.md, "Published check")."""
 MAX_SPEC_TOKENS = 16
 """Largest num_speculative_tokens accepted (vLLM's EAGLE benchmarks go to 7-8; MTP uses 1-3)."""
 
@@ -58,8 +59,9 @@ class SpeculativeConfig(Strict):
     mtp_layers: int = Field(default=1, ge=1, le=MAX_SPEC_TOKENS)
     acceptance: list[Rate] | Rate | AcceptanceLength
     draft_overhead_s: float | None = Field(default=None, ge=0, le=1.0)
-    """CPU seconds per draft forward beyond its GPU time (vLLM's proposer prepares and launches each
-    draft step); unset: DRAFT_OVERHEAD_S (fitted, docs/speculative.md)."""
+    """CPU seconds per draft forward (vLLM's proposer prepares and launches each draft step; from the
+    second forward on it overlaps the previous forward's GPU time); unset: DRAFT_OVERHEAD_S (fitted,
+    docs/speculative.md)."""
 
     @field_validator("acceptance", mode="before")
     @classmethod

@@ -9,7 +9,9 @@ model spec its forwards are costed with.
 - eagle3: one decoder layer whose q/k/v projections take 2h (embedding and fused hidden state), fc over 3
   concatenated hidden states (3h x h) and its own LM head over a draft vocabulary of 32,000 tokens (the
   published EAGLE-3 heads: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B has draft_vocab_size 32000): new weights =
-  layer + fc + LM head, KV of one layer.
+  layer + fc + LM head, KV of one layer. vLLM applies the fc once per step, to the target's hidden states
+  before the first draft forward (`combine_hidden_states`); the later forwards take the draft's own
+  hidden state (h): the first forward is costed with the fc, the later ones (`step_spec`) without.
 - mtp: the target's `mtp_layers` MTP modules (DeepSeek-V3: num_nextn_predict_layers = 1), each one decoder
   layer of the target (its routed experts included) plus eh_proj (2h x h), sharing the embedding and LM
   head: new weights = mtp_layers x (layer + eh_proj), KV of mtp_layers layers; each draft forward runs one
@@ -53,6 +55,8 @@ class Draft:
     """Parameters the draft adds (all GPUs together)."""
     derived: bool
     """True when the head was derived from the target (no `speculative.model`)."""
+    step_spec: ModelSpec | None = None
+    """The spec draft forwards 2..k are costed with, when not `spec` (eagle3: without the fc)."""
 
 
 def _layer_params(target: ModelSpec) -> tuple[float, float]:
@@ -110,6 +114,9 @@ def build_draft(cfg: SpeculativeConfig, target: ModelSpec, kv_dtype: Any, tp: in
     # each draft forward runs one layer: the head's, or one MTP module (draft step i runs module i)
     per_forward = extra / layers
     spec = _head_spec(target, method, 1, total + per_forward, active + per_forward, vocab)
+    step_spec = None
+    if method == "eagle3":  # the fc (3h x h) runs once per step, with the first forward
+        step_spec = _head_spec(target, method, 1, total + q_kv, active + q_kv, vocab)
     params = layers * total + extra + own_head
     weight = params * DTYPE_BYTES[target.weight_dtype] / tp
-    return Draft(method, k, spec, weight, layers * per_layer_kv, layers, params, True)
+    return Draft(method, k, spec, weight, layers * per_layer_kv, layers, params, True, step_spec)

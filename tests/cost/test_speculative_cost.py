@@ -36,20 +36,48 @@ class Recorder:
 
 def test_verify_and_draft_forwards_by_hand():
     """k = 3, 2 decode sequences and a 5-token prefill chunk: the target sees spec_tokens 2 x 3 = 6; the
-    draft's first forward takes 5 + 2 + 6 = 13 tokens (0.13 s), the other two 2 each (0.02 s x 2), and
-    3 x 0.001 s of overhead: 1 + 0.13 + 0.04 + 0.003 = 1.173 s."""
+    draft's first forward takes 5 + 2 + 6 = 13 tokens (0.13 s) after its 0.001 s of CPU preparation, the
+    other two 2 tokens each (0.02 s), each overlapping the next one's 0.001 s of CPU work (max(0.02,
+    0.001) = 0.02): 1 + 0.001 + 0.13 + 2 x 0.02 = 1.171 s."""
     target, draft = Recorder(), Recorder()
     cost = SpeculativeCost(target, draft, 3, overhead_s=0.001)
     b = Batch(num_seqs=3, prefill_seqs=1, prefill_tokens=5, decode_seqs=2, decode_context_tokens=100)
-    assert cost.step_time(b) == pytest.approx(1.173)
+    assert cost.step_time(b) == pytest.approx(1.171)
     # the target is asked twice: the batch as built (plain_s, the time without speculation), then verifying
     assert [x.spec_tokens for x in target.seen] == [0, 6] and cost.plain_s == 1.0
     # (the k - 1 one-token forwards are alike: costed once, times k - 1)
     assert [x.prefill_tokens for x in draft.seen] == [5, 0]
     assert [(x.decode_seqs, x.spec_tokens, x.decode_context_tokens) for x in draft.seen] == [(2, 6, 100),
                                                                                           (2, 0, 100)]
-    assert cost.draft_s == pytest.approx(0.173)
+    assert cost.draft_s == pytest.approx(0.171)
     assert cost.request_overhead == 0.0  # the rest is the target's
+
+
+def test_cpu_bound_draft_steps_cost_the_cpu_time():
+    """The same batch with 0.05 s of CPU per draft forward, more than a one-token forward's 0.02 s: the
+    first forward 0.05 + 0.13, the other two max(0.02, 0.05) = 0.05 each: draft 0.28 s (the former
+    serial sum would be 3 x 0.05 + 0.13 + 2 x 0.02 = 0.32 s)."""
+    target, draft = Recorder(), Recorder()
+    cost = SpeculativeCost(target, draft, 3, overhead_s=0.05)
+    b = Batch(num_seqs=3, prefill_seqs=1, prefill_tokens=5, decode_seqs=2, decode_context_tokens=100)
+    assert cost.step_time(b) == pytest.approx(1.28)
+    assert cost.draft_s == pytest.approx(0.28)
+
+
+def test_later_forwards_through_the_step_model():
+    """A step model (EAGLE-3 without its fc) costing 0.5 of the Recorder per token: k = 3, 2 decode
+    sequences, no prefill, overhead 0.001: first forward 2 + 6 = 8 tokens through the draft (0.08 s),
+    the other two 2 tokens through the step model (0.01 s each): 0.001 + 0.08 + 2 x 0.01 = 0.101 s."""
+
+    class Half(Recorder):
+        def forward_time(self, b):
+            return 0.5 * super().forward_time(b)
+
+    target, draft, step = Recorder(), Recorder(), Half()
+    cost = SpeculativeCost(target, draft, 3, overhead_s=0.001, draft_step=step)
+    b = Batch(num_seqs=2, decode_seqs=2, decode_context_tokens=100)
+    assert cost.step_time(b) == pytest.approx(1.101)
+    assert len(draft.seen) == 1 and len(step.seen) == 1
 
 
 def test_ngram_has_no_draft_time():

@@ -29,6 +29,18 @@ def test_eagle3_head_of_llama_31_8b():
     assert d.spec.num_layers == 1 and d.spec.vocab_size == 32_000
 
 
+def test_eagle3_fc_costed_with_the_first_forward_only():
+    """vLLM applies EAGLE-3's fc once per step (combine_hidden_states, before the first forward): the
+    first forward's spec holds layer + q/k/v + fc + the 32,000-row table twice (lookup and head, 2 x
+    131,072,000): 218,112,128 + 25,165,824 + 50,331,648 + 262,144,000 = 555,753,600 parameters; the later
+    forwards' spec the same without the fc: 505,421,952. EAGLE-1 runs its fc in every forward: no
+    step_spec."""
+    d = build_draft(cfg("eagle3"), get_model("llama-3.1-8b"), "bf16", 1)
+    assert d.spec.active_params == 555_753_600
+    assert d.step_spec.active_params == 505_421_952 and d.step_spec.num_layers == 1
+    assert build_draft(cfg("eagle"), get_model("llama-3.1-8b"), "bf16", 1).step_spec is None
+
+
 def test_eagle_head_shares_the_lm_head():
     """EAGLE-1: the layer 218,112,128 + fc 2 x 4,096^2 = 33,554,432: 251,666,560 parameters."""
     d = build_draft(cfg("eagle"), get_model("llama-3.1-8b"), "bf16", 2)
