@@ -8,6 +8,7 @@ is fitted: every case is held out."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from kvsim.cost.overhead_fit import ratio_summary
 from kvsim.errors import KvsimError
 from kvsim.inputs import load_yaml
+from kvsim.specs.hardware import HardwareSpec, load_hardware
 
 PUBLISHED_SERVING_RUNS = Path(__file__).with_name("published_serving_runs.yaml")
 RESULTS = Path(__file__).with_name("published_serving_results.yaml")
@@ -95,8 +97,73 @@ def _bench_serve(case: dict[str, Any], n: int) -> dict[str, Any]:
     return b
 
 
+GIB = 1 << 30
+VLLM_LARGE_GPU_BYTES = 70 * GIB
+"""vLLM's large-GPU threshold on the device's total memory (EngineArgs.get_batch_defaults, from v0.9.0)."""
+VLLM_DEFAULTS = {
+    # (large GPU, usage) -> (max_num_seqs, max_num_batched_tokens) before the cap of seqs at tokens
+    (True, "serve"): (1024, 8192), (True, "llm"): (1024, 16384),
+    (False, "serve"): (256, 2048), (False, "llm"): (256, 8192),
+}
+VLLM_V0_SERVE_DEFAULTS = (256, 2048)
+"""V0 `vllm serve` (vLLM < 0.8.0): SchedulerConfig's max_num_seqs 256 and, with chunked prefill, 2048 tokens
+a step (vllm-project/vllm PR #10544)."""
+
+
+def _version(text: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of an engine_version such as "0.10.2", "v0.9.0rc1" (KvsimError otherwise)."""
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", str(text).strip())
+    if not m:
+        raise KvsimError(f"published serving runs: engine_version {text!r} is not a version "
+                         "(major.minor.patch)")
+    return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+def vllm_serve_defaults(engine: str, version: str, hardware: str | HardwareSpec, usage: str = "serve"
+                        ) -> tuple[int, int] | None:
+    """(max_num_seqs, max_num_batched_tokens) that vLLM picks when its command line states neither, or None
+    for an engine other than vLLM (kvsim's scheduler defaults stay).
+
+    vLLM >= 0.9.0 (vllm-project/vllm vllm/engine/arg_utils.py, EngineArgs._set_default_args /
+    get_batch_defaults; the "a100" exclusion is PR #17885, first released in v0.9.0, over PR #17073's memory
+    rule): on a device with >= 70 GiB (HardwareSpec.memory_bytes, the CUDA / HIP total) whose name does not
+    contain "a100" (H100, H200, B200, GB200, MI300X), `vllm serve` (usage "serve", UsageContext
+    OPENAI_API_SERVER) 1024 sequences and 8192 tokens a step, the LLM class (usage "llm": LLM(),
+    benchmark_throughput / benchmark_latency) 1024 and 16384; on any other device (A100, L40S, ...) 256 and
+    2048, LLM class 256 and 8192. max_num_seqs is then capped at max_num_batched_tokens. vLLM < 0.8.0 (the
+    V0 engine): `vllm serve` 256 and 2048 (VLLM_V0_SERVE_DEFAULTS). The 0.8.x releases (V1's first defaults:
+    1024 sequences on every GPU, then H100 / H200 by name, PRs #12369, #16158, #17073) and V0's LLM class
+    (chunked prefill off below a 32K context) are not modelled: KvsimError (state --max-num-seqs and
+    --max-num-batched-tokens in the case's engine_args)."""
+    if engine != "vllm":
+        return None
+    if usage not in ("serve", "llm"):
+        raise KvsimError(f"vllm_serve_defaults: usage {usage!r}: one of 'serve', 'llm'")
+    v = _version(version)
+    if v < (0, 8, 0) and usage == "serve":
+        return VLLM_V0_SERVE_DEFAULTS
+    if v < (0, 9, 0):
+        raise KvsimError(f"published serving runs: vLLM {version}'s default max_num_seqs / "
+                         f"max_num_batched_tokens ({usage}) are not modelled (kvsim has vLLM >= 0.9.0's "
+                         "and V0 serve's); state --max-num-seqs and --max-num-batched-tokens in engine_args")
+    hw = load_hardware(hardware)
+    large = hw.memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in hw.name.lower()
+    seqs, tokens = VLLM_DEFAULTS[(large, usage)]
+    return min(seqs, tokens), tokens
+
+
+def _usage(case: dict[str, Any]) -> str:
+    """"serve" for a `vllm serve` run, "llm" for one through the LLM class (benchmark_latency /
+    benchmark_throughput, the offline groups)."""
+    words = (case.get("engine_args") or "").split()
+    return "serve" if words[:2] == ["vllm", "serve"] else "llm"
+
+
 def _engine(case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(kv, scheduler) keys the case's engine arguments state and kvsim has; kvsim's defaults otherwise."""
+    """(kv, scheduler) keys the case's engine arguments state and kvsim has; where they do not state
+    max_num_seqs / max_num_batched_tokens, the engine's own defaults (`vllm_serve_defaults`; the cap of
+    max_num_seqs at max_num_batched_tokens applied after an explicit value, as vLLM does); kvsim's defaults
+    otherwise."""
     args = case.get("engine_args") or ""
     kv: dict[str, Any] = {"block_size": 16, "prefix_cache": "none"}
     scheduler: dict[str, Any] = {}
@@ -111,6 +178,12 @@ def _engine(case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             (kv if key in ("gpu_memory_utilization", "dtype") else scheduler)[key] = value
     if "--dtype" in words and "dtype" not in kv:  # no --kv-cache-dtype: the KV cache is at the model dtype
         kv["dtype"] = {"float16": "fp16", "bfloat16": "bf16"}.get(words[words.index("--dtype") + 1], "bf16")
+    defaults = vllm_serve_defaults(case.get("engine", ""), case.get("engine_version", ""), case["hardware"],
+                                   _usage(case))
+    if defaults is not None:
+        scheduler.setdefault("max_num_batched_tokens", defaults[1])
+        if "max_num_seqs" not in scheduler:
+            scheduler["max_num_seqs"] = min(defaults[0], scheduler["max_num_batched_tokens"])
     return kv, scheduler
 
 
@@ -137,9 +210,10 @@ def serving_scenario(case: dict[str, Any], cost_model: str, **cost: float) -> di
     shipped ShareGPT lengths (workloads/lengths/sharegpt_v3_vllm_bench_llama3.csv, their own outputs,
     mean 199 against the measured 194-196); request_rate inf or the case's, concurrency ->
     max_concurrency; simulation.requests = num_prompts (it caps the stream). The engine arguments the case
-    states that kvsim has (`_engine`), else kvsim's defaults (blocks of 16, bf16 KV, 0.9 of the memory,
-    256 sequences, 8192 tokens a step, chunked prefill). Offline groups get request_overhead_s 0; `cost`
-    overrides the cost model's keys."""
+    states that kvsim has (`_engine`); for vLLM, the max_num_seqs / max_num_batched_tokens vLLM itself
+    picks when unstated (`vllm_serve_defaults`: 1024 / 8192 for `vllm serve` on H100); else kvsim's
+    defaults (blocks of 16, bf16 KV, 0.9 of the memory, 256 sequences, 8192 tokens a step, chunked
+    prefill). Offline groups get request_overhead_s 0; `cost` overrides the cost model's keys."""
     n = num_prompts(case)
     kv, scheduler = _engine(case)
     sc: dict[str, Any] = {

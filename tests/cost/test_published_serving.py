@@ -73,7 +73,9 @@ def test_gpustack_sharegpt_case_states_max_model_len_and_tp():
     sc = serving_scenario(CASES["gpustack_gpt-oss-120b_h100_tp4_sharegpt"], "roofline")
     assert sc["workload"]["bench_serve"] == {"num_prompts": 1000, "dataset": "sharegpt",
                                              "dataset_path": str(SHAREGPT_LENGTHS), "request_rate": "inf"}
-    assert sc["scheduler"] == {"max_model_len": 32768} and sc["parallelism"]["tensor_parallel_size"] == 4
+    # the flags it states, plus vLLM 0.10.2's `vllm serve` defaults on an H100 (vllm_serve_defaults)
+    assert sc["scheduler"] == {"max_model_len": 32768, "max_num_batched_tokens": 8192, "max_num_seqs": 1024}
+    assert sc["parallelism"]["tensor_parallel_size"] == 4
 
 
 def test_nim_case_is_a_closed_loop_of_its_concurrency_and_rocm_keeps_its_engine_args():
