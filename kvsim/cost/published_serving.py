@@ -16,6 +16,7 @@ from typing import Any
 from kvsim.cost.overhead_fit import ratio_summary
 from kvsim.errors import KvsimError
 from kvsim.inputs import load_yaml
+from kvsim.specs.catalog import get_model
 from kvsim.specs.hardware import HardwareSpec, load_hardware
 
 PUBLISHED_SERVING_RUNS = Path(__file__).with_name("published_serving_runs.yaml")
@@ -105,9 +106,10 @@ VLLM_DEFAULTS = {
     (True, "serve"): (1024, 8192), (True, "llm"): (1024, 16384),
     (False, "serve"): (256, 2048), (False, "llm"): (256, 8192),
 }
-VLLM_V0_SERVE_DEFAULTS = (256, 2048)
-"""V0 `vllm serve` (vLLM < 0.8.0): SchedulerConfig's max_num_seqs 256 and, with chunked prefill, 2048 tokens
-a step (vllm-project/vllm PR #10544)."""
+VLLM_V0_MAX_NUM_SEQS = 256
+"""V0's EngineArgs default max_num_seqs (vLLM < 0.8.0, `vllm serve` and the LLM class alike)."""
+VLLM_V0_LONG_CONTEXT = 32768
+"""Above this max_model_len V0 turned chunked prefill on by itself (EngineArgs.create_engine_config)."""
 
 
 def _version(text: str) -> tuple[int, int, int]:
@@ -119,37 +121,46 @@ def _version(text: str) -> tuple[int, int, int]:
     return int(m[1]), int(m[2]), int(m[3] or 0)
 
 
-def vllm_serve_defaults(engine: str, version: str, hardware: str | HardwareSpec, usage: str = "serve"
-                        ) -> tuple[int, int] | None:
-    """(max_num_seqs, max_num_batched_tokens) that vLLM picks when its command line states neither, or None
-    for an engine other than vLLM (kvsim's scheduler defaults stay).
+def vllm_serve_defaults(engine: str, version: str, hardware: str | HardwareSpec, usage: str = "serve",
+                        max_model_len: int | None = None) -> dict[str, Any] | None:
+    """The scheduler keys vLLM's own defaults give when its command line states neither --max-num-seqs nor
+    --max-num-batched-tokens, or None for an engine other than vLLM (kvsim's scheduler defaults stay).
 
     vLLM >= 0.9.0 (vllm-project/vllm vllm/engine/arg_utils.py, EngineArgs._set_default_args /
-    get_batch_defaults; the "a100" exclusion is PR #17885, first released in v0.9.0, over PR #17073's memory
-    rule): on a device with >= 70 GiB (HardwareSpec.memory_bytes, the CUDA / HIP total) whose name does not
-    contain "a100" (H100, H200, B200, GB200, MI300X), `vllm serve` (usage "serve", UsageContext
-    OPENAI_API_SERVER) 1024 sequences and 8192 tokens a step, the LLM class (usage "llm": LLM(),
-    benchmark_throughput / benchmark_latency) 1024 and 16384; on any other device (A100, L40S, ...) 256 and
-    2048, LLM class 256 and 8192. max_num_seqs is then capped at max_num_batched_tokens. vLLM < 0.8.0 (the
-    V0 engine): `vllm serve` 256 and 2048 (VLLM_V0_SERVE_DEFAULTS). The 0.8.x releases (V1's first defaults:
-    1024 sequences on every GPU, then H100 / H200 by name, PRs #12369, #16158, #17073) and V0's LLM class
-    (chunked prefill off below a 32K context) are not modelled: KvsimError (state --max-num-seqs and
-    --max-num-batched-tokens in the case's engine_args)."""
+    get_batch_defaults; the "a100" exclusion is PR #17885, merged 2025-05-09 and taken as first released
+    in v0.9.0, over PR #17073's memory rule; later releases may add branches, e.g. PR #51726's larger budget
+    on >= 160 GiB devices, reverted by PR #51908, none checked here beyond the 0.11 line): on a device
+    with >= 70 GiB (HardwareSpec.memory_bytes, the CUDA / HIP total) whose name does not contain "a100"
+    (H100, H200, B200, GB200, MI300X), `vllm serve` (usage "serve", UsageContext OPENAI_API_SERVER) 1024
+    sequences and 8192 tokens a step, the LLM class (usage "llm": LLM(), benchmark_throughput /
+    benchmark_latency) 1024 and 16384; on any other device (A100, L40S, ...) 256 and 2048, LLM class 256
+    and 8192; max_num_seqs is then capped at max_num_batched_tokens. -> {max_num_seqs,
+    max_num_batched_tokens}.
+
+    vLLM < 0.8.0 (the V0 engine; the same for both usages): 256 sequences, and with a `max_model_len` of at
+    most 32K (the case's --max-model-len, else the model's context) chunked prefill off and a budget of
+    max(max_model_len, 2048) tokens (V0's SchedulerConfig) -> also {policy: vllm_v0, chunked_prefill:
+    false}. Not modelled, KvsimError (state --max-num-seqs and --max-num-batched-tokens in the case's
+    engine_args): V0 above 32K context (chunked prefill on by itself, with a budget that changed across
+    releases), and the 0.8.x releases (V1's first defaults: 1024 sequences on every GPU, then H100 / H200
+    by name, PRs #12369, #16158, #17073)."""
     if engine != "vllm":
         return None
     if usage not in ("serve", "llm"):
         raise KvsimError(f"vllm_serve_defaults: usage {usage!r}: one of 'serve', 'llm'")
     v = _version(version)
-    if v < (0, 8, 0) and usage == "serve":
-        return VLLM_V0_SERVE_DEFAULTS
+    if v < (0, 8, 0) and max_model_len is not None and max_model_len <= VLLM_V0_LONG_CONTEXT:
+        return {"policy": "vllm_v0", "chunked_prefill": False, "max_num_seqs": VLLM_V0_MAX_NUM_SEQS,
+                "max_num_batched_tokens": max(max_model_len, 2048)}
     if v < (0, 9, 0):
         raise KvsimError(f"published serving runs: vLLM {version}'s default max_num_seqs / "
-                         f"max_num_batched_tokens ({usage}) are not modelled (kvsim has vLLM >= 0.9.0's "
-                         "and V0 serve's); state --max-num-seqs and --max-num-batched-tokens in engine_args")
+                         f"max_num_batched_tokens ({usage}, max_model_len {max_model_len}) are not modelled "
+                         "(kvsim has vLLM >= 0.9.0's and V0's up to 32K context); state --max-num-seqs and "
+                         "--max-num-batched-tokens in engine_args")
     hw = load_hardware(hardware)
     large = hw.memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in hw.name.lower()
     seqs, tokens = VLLM_DEFAULTS[(large, usage)]
-    return min(seqs, tokens), tokens
+    return {"max_num_seqs": min(seqs, tokens), "max_num_batched_tokens": tokens}
 
 
 def _usage(case: dict[str, Any]) -> str:
@@ -178,12 +189,15 @@ def _engine(case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             (kv if key in ("gpu_memory_utilization", "dtype") else scheduler)[key] = value
     if "--dtype" in words and "dtype" not in kv:  # no --kv-cache-dtype: the KV cache is at the model dtype
         kv["dtype"] = {"float16": "fp16", "bfloat16": "bf16"}.get(words[words.index("--dtype") + 1], "bf16")
-    defaults = vllm_serve_defaults(case.get("engine", ""), case.get("engine_version", ""), case["hardware"],
-                                   _usage(case))
-    if defaults is not None:
-        scheduler.setdefault("max_num_batched_tokens", defaults[1])
-        if "max_num_seqs" not in scheduler:
-            scheduler["max_num_seqs"] = min(defaults[0], scheduler["max_num_batched_tokens"])
+    if case.get("engine") == "vllm" and not {"max_num_seqs", "max_num_batched_tokens"} <= scheduler.keys():
+        context = scheduler.get("max_model_len") or get_model(case["model"]).max_position_embeddings
+        defaults = vllm_serve_defaults("vllm", case["engine_version"], case["hardware"], _usage(case),
+                                       context)
+        explicit_seqs = "max_num_seqs" in scheduler
+        for key, value in defaults.items():
+            scheduler.setdefault(key, value)
+        if not explicit_seqs:  # vLLM caps its default at the budget, the stated one too
+            scheduler["max_num_seqs"] = min(scheduler["max_num_seqs"], scheduler["max_num_batched_tokens"])
     return kv, scheduler
 
 
