@@ -47,7 +47,10 @@ class LoraCost:
                           "effective_hbm_bandwidth": hbm_bandwidth, "peak_flops": peak_flops}
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        inner = self.__dict__.get("inner")
+        if inner is None:  # (not built yet: copy / pickle look up __setstate__ and the like first)
+            raise AttributeError(name)
+        return getattr(inner, name)
 
     def lora_time(self, tokens: int, adapters: int, graph: bool = False) -> float:
         """Seconds of the LoRA kernels of a batch of `tokens` adapter tokens over `adapters` adapters, run

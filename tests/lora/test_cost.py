@@ -75,3 +75,17 @@ def test_graph_replayed_decode_steps_pay_the_graph_kernel_overhead():
     big = Batch(decode_seqs=513, lora_tokens=513, lora_adapters=1)
     assert c.step_time(big) == pytest.approx(0.01 + (83_886_080 + 513 * 8_038_400) / 2.8475e12 + 0.07392)
     assert c.describe()["lora"]["graph_kernel_overhead_s"] == 2e-6
+
+
+def test_copy_and_pickle_keep_the_delegation():
+    # __getattr__ delegates to `inner`; before `inner` is set (copy / pickle build the object first) it must
+    # raise AttributeError, not recurse
+    import copy
+    import pickle
+
+    c = cost()
+    for twin in (copy.copy(c), copy.deepcopy(c), pickle.loads(pickle.dumps(c))):
+        assert twin.request_overhead == 0.25
+        assert twin.step_time(Batch(decode_seqs=1)) == pytest.approx(c.step_time(Batch(decode_seqs=1)))
+    with pytest.raises(AttributeError):
+        assert LoraCost.__new__(LoraCost).missing is None
