@@ -662,6 +662,9 @@ def _speculative_rule(sc: Scenario) -> str | None:
                     "iteration)")
     if lora_config(sc) is not None:
         return f"{what} lora (LoRA adapters' cost over the verify tokens; remove one of the sections)"
+    if kv.prefix_cache != "none":
+        return (f"{what} kv.prefix_cache: {kv.prefix_cache} (the cache would key the draft and lookahead "
+                "slots held past a finished sequence's tokens; set kv.prefix_cache: none)")
     return None
 
 
@@ -856,8 +859,9 @@ def _exists(path: Path) -> bool:
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data (for summary.json); `router`, `cluster`, `slo`, `pricing`, `lora`,
-    `speculative`, `workload.length_pairs` and `workload.bench_serve` only when set, `scheduler.policy` only
-    when not the default, never `simulation.exact_stepping` (the same results either way)."""
+    `speculative`, the expert-parallel keys of `parallelism`, `workload.length_pairs` and
+    `workload.bench_serve` only when set, `scheduler.policy` only when not the default, never
+    `simulation.exact_stepping` (the same results either way)."""
     data = scenario.model_dump(mode="json")
     for key in ("router", "cluster", "slo", "pricing", "lora"):
         if data[key] is None:
@@ -867,6 +871,11 @@ def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     del data["simulation"]["exact_stepping"]
     if data["speculative"] is None:  # (speculative decoding only when set)
         del data["speculative"]
+    par = data["parallelism"]
+    if not par["enable_expert_parallel"]:  # (the expert-parallel keys only with expert parallelism)
+        for key in ("enable_expert_parallel", "expert_parallel_size", "all2all_backend",
+                    "expert_load_factor"):
+            del par[key]
     for workload in (data["workload"], *data["workload"]["mix"]):
         if workload["length_pairs"] is None:
             del workload["length_pairs"]

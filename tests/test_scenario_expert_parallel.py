@@ -106,3 +106,16 @@ def test_a_small_run_by_hand():
     assert ep["collectives"] == ["all_gather over 2 GPUs: links", "reduce_scatter over 2 GPUs: links"]
     assert kvsim.run(result.scenario).summary == s  # the resolved scenario (every default set) runs again
 
+
+
+def test_scenario_dict_echoes_the_expert_parallel_keys_only_with_expert_parallelism():
+    """summary.json's scenario echo of a run without expert parallelism is the one it had before the keys
+    existed; with it, every key is echoed (the echo reruns alike)."""
+    from kvsim.scenario import build_scenario, scenario_dict
+
+    plain = scenario_dict(build_scenario({}))["parallelism"]
+    assert set(plain) == {"tensor_parallel_size", "replicas"}
+    ep = scenario_dict(build_scenario({"model": "gpt-oss-120b", "parallelism": {
+        "data_parallel_size": 2, "enable_expert_parallel": True}}))["parallelism"]
+    assert ep["enable_expert_parallel"] is True and ep["all2all_backend"] == "allgather_reducescatter"
+    assert ep["expert_load_factor"] == 1.0 and "expert_parallel_size" in ep

@@ -21,6 +21,7 @@ lookup runs on the CPU, overlapped).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from kvsim.cost.base import CostModel
@@ -45,6 +46,9 @@ class SpeculativeCost:
         self.plain_s = 0.0
         """What the same iterations would take without speculation: the target's time for each batch as
         the scheduler built it (no verify tokens, no draft forwards), summed."""
+        self.plain = copy.deepcopy(target)
+        """A copy of the target that times plain_s, so that the target's own counters (fallback
+        iterations, expert-parallel steps: describe()) count each iteration once."""
 
     def __getattr__(self, name: str) -> Any:  # the rest (request_overhead, selected, ...) is the target's
         target = self.__dict__.get("target")
@@ -79,7 +83,7 @@ class SpeculativeCost:
         return Batch(**{f: getattr(batch, f) for f in _FIELDS}, spec_tokens=batch.decode_seqs * self.k)
 
     def step_time(self, batch: Batch) -> float:
-        self.plain_s += self.target.step_time(batch)
+        self.plain_s += self.plain.step_time(batch)
         batch = self.verify_batch(batch)
         t = self.draft_time(batch)
         self.draft_s += t

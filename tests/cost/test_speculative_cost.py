@@ -43,8 +43,10 @@ def test_verify_and_draft_forwards_by_hand():
     cost = SpeculativeCost(target, draft, 3, overhead_s=0.001)
     b = Batch(num_seqs=3, prefill_seqs=1, prefill_tokens=5, decode_seqs=2, decode_context_tokens=100)
     assert cost.step_time(b) == pytest.approx(1.171)
-    # the target is asked twice: the batch as built (plain_s, the time without speculation), then verifying
-    assert [x.spec_tokens for x in target.seen] == [0, 6] and cost.plain_s == 1.0
+    # the target is asked once, for the verify batch; a copy of it times the batch as built (plain_s, the
+    # time without speculation), so the target's own counters count each iteration once
+    assert [x.spec_tokens for x in target.seen] == [6] and cost.plain_s == 1.0
+    assert [x.spec_tokens for x in cost.plain.seen] == [0]
     # (the k - 1 one-token forwards are alike: costed once, times k - 1)
     assert [x.prefill_tokens for x in draft.seen] == [5, 0]
     assert [(x.decode_seqs, x.spec_tokens, x.decode_context_tokens) for x in draft.seen] == [(2, 6, 100),
@@ -84,7 +86,7 @@ def test_ngram_has_no_draft_time():
     target = Recorder()
     cost = SpeculativeCost(target, None, 4)
     assert cost.step_time(Batch(num_seqs=1, decode_seqs=1, decode_context_tokens=10)) == 1.0
-    assert target.seen[1].spec_tokens == 4 and cost.draft_s == 0.0
+    assert target.seen[0].spec_tokens == 4 and cost.draft_s == 0.0
 
 
 def test_prefill_only_batch_runs_one_draft_forward():
