@@ -662,9 +662,6 @@ def _speculative_rule(sc: Scenario) -> str | None:
                     "iteration)")
     if lora_config(sc) is not None:
         return f"{what} lora (LoRA adapters' cost over the verify tokens; remove one of the sections)"
-    if kv.prefix_cache != "none":
-        return (f"{what} kv.prefix_cache: {kv.prefix_cache} (the cache would key the draft and lookahead "
-                "slots held past a finished sequence's tokens; set kv.prefix_cache: none)")
     return None
 
 

@@ -57,7 +57,7 @@ class Preemption:
                 self.swapped.appendleft(victim)
                 return victim
             for s in victim.seqs:
-                kv.free(s)
+                self._free_decoded(s, length)
             if victim.n > 1:
                 # a multi-sample group cannot be recomputed as one prompt: it restarts
                 victim.generated = 0
@@ -81,6 +81,14 @@ class Preemption:
         victim.state = WAITING
         self.waiting.appendleft(victim)
         return victim
+
+    def _free_decoded(self, seq: int, tokens: int) -> None:
+        """Free seq, which has `tokens` tokens with KV. Speculative decoding (a sizing with more than one
+        query token per decoding sequence) holds draft / lookahead slots past them: the KV manager is told
+        first, so that its prefix cache registers only blocks of them (KVManager.set_computed_tokens)."""
+        if self.sizing.decode_tokens > 1:
+            self.kv.set_computed_tokens(seq, tokens)
+        self.kv.free(seq)
 
     def _alloc_or_preempt(self, g: Group, seqs: list[int], tokens: int) -> bool:
         """Give each seq of g room for `tokens` slots, preempting from the tail; False if g itself went."""

@@ -443,7 +443,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
     def _finish(self, g: Group, t_end: float) -> None:
         for s in g.seqs:
             if self.kv.has(s):
-                self.kv.free(s)
+                self._free_decoded(s, g.req.prompt_len + g.output - 1)  # (all but the last sampled token)
         del self.running[g]
         self.running_seqs -= g.n
         g.state = FINISHED

@@ -245,6 +245,9 @@ class ContiguousKVManager:
         self.ntok[seq] = tokens
         self.cow_copies += self._blocks(tokens)
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        """No prefix cache: nothing to register at free."""
+
     def free(self, seq: int) -> int:
         """Release seq's region (and any spare regions still reserved with it); return blocks freed."""
         self.pending.pop(seq, None)

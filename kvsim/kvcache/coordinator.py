@@ -216,6 +216,10 @@ class KVCoordinator:
         for m in self.groups:
             m.fork(parent, child)
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        for m in self.tokens:
+            m.set_computed_tokens(seq, num_tokens)
+
     def free(self, seq: int) -> int:
         return sum(m.free(seq) for m in self.groups)
 

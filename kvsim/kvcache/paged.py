@@ -205,6 +205,9 @@ class PagedKVManager:
         self.ntok[child] = self.ntok[parent]
         self.shared_dup_tokens += self.ntok[parent]
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        """No prefix cache: nothing to register at free."""
+
     def free(self, seq: int) -> int:
         """Drop seq's table; return how many blocks became free."""
         table = self.tables.pop(seq)

@@ -123,6 +123,7 @@ class _SeqCache:
     hits: int      # leading table blocks mapped from the cache at admission
     pending: bool  # admitted, but not yet allocated: the scheduler may still undo it
     tier_hits: list[int] | None = None  # tier index of each block after the GPU hit (loaded at allocation)
+    computed: int = -1  # tokens with KV, when the scheduler said (set_computed_tokens); -1: not said
 
 
 class PrefixHashKVManager(PagedKVManager):
@@ -302,6 +303,12 @@ class PrefixHashKVManager(PagedKVManager):
             self._spill()
         return bid
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        """free(seq) registers only the blocks full of seq's num_tokens tokens with KV."""
+        st = self.seqcache.get(seq)
+        if st is not None:
+            st.computed = num_tokens
+
     def free(self, seq: int) -> int:
         """Register the full blocks seq's generated tokens filled, then release its table (cached blocks
         stay, evictable). An admission not yet allocated is undone without touching the blocks' last use."""
@@ -312,6 +319,8 @@ class PrefixHashKVManager(PagedKVManager):
                 touch = False
             else:
                 upto = len(self.tables[seq]) - 1  # every block but the last is full
+                if st.computed >= 0:  # (speculative decoding: slots held past the tokens with KV)
+                    upto = min(upto, (st.computed - 1) // self.block_size)
                 if upto > st.done:
                     self._register(seq, st, upto)
         table = self.tables.pop(seq)

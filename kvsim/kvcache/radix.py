@@ -94,6 +94,7 @@ class _SeqPath:
     node: RadixNode   # deepest node of the locked path
     pages: int        # pages on the path root..node (= leading table blocks that are tree blocks)
     pending: bool     # admitted, not yet allocated: the scheduler may still undo it
+    computed: int = -1  # tokens with KV, when the scheduler said (set_computed_tokens); -1: not said
 
 
 class RadixKVManager(PagedKVManager):
@@ -222,11 +223,19 @@ class RadixKVManager(PagedKVManager):
             self.tree.lock(st.node)
             self.paths[child] = _SeqPath(None, st.prompt, st.node, st.pages, False)
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        """free(seq) inserts only the blocks full of seq's num_tokens tokens with KV."""
+        st = self.paths.get(seq)
+        if st is not None:
+            st.computed = num_tokens
+
     def free(self, seq: int) -> int:
         """Insert the full blocks seq's generated tokens filled, release its table, unlock its path."""
         st = self.paths.pop(seq, None)
         if st is not None and st.content is not None and not st.pending:
             upto = len(self.tables[seq]) - 1  # every block but the last is full
+            if st.computed >= 0:  # (speculative decoding: slots held past the tokens with KV)
+                upto = min(upto, (st.computed - 1) // self.block_size)
             if upto > st.pages:
                 self._insert(seq, st, upto)
         freed = PagedKVManager.free(self, seq)

@@ -214,3 +214,22 @@ def test_random_admissions_with_prefix_caching_keep_every_invariant(ops, groups)
             del length[seq]
         kv.check_invariants()
         assert kv.used_blocks + kv.pool.num_free == kv.num_blocks
+
+
+def test_set_computed_tokens_bounds_what_free_registers():
+    """Block size 4, prompt 8 (2 pages keyed as allocated) grown to 21 slots (6 pages: a speculative
+    sequence's drafts and lookahead past its tokens). Told 17 tokens with KV, free keys the pages but the
+    last of the ceil(17 / 4) = 5 they fill: 4 cached; not told, every page but the last: 5."""
+    from kvsim.workload.request import Request
+
+    for told, cached in ((17, 4), (None, 5)):
+        kv = KVCoordinator(plan_pages((FULL,), 4), 64, 0, prefix_cache="hash")
+        kv.admit(1, Request(rid=1, arrival_s=0.0, prompt_len=8, output_len=10), 8, 10)
+        kv.allocate(1, 8)
+        kv.allocate(1, 21)
+        assert kv.num_blocks_of(1) == 6
+        if told is not None:
+            kv.set_computed_tokens(1, told)
+        kv.free(1)
+        kv.check_invariants()
+        assert kv.cached_blocks == cached

@@ -59,8 +59,6 @@ def test_both_names_with_different_values_are_an_error():
     ({"workload": {"n": 2}}, "parallel sampling or beam search"),
     ({"kv": {"layout": "contiguous:max"}}, "kv.layout: contiguous:max"),
     ({"kv": {"sparsity": {"policy": "h2o"}}}, "kv.sparsity.policy: h2o"),
-    ({"kv": {"prefix_cache": "hash"}}, "kv.prefix_cache: hash"),
-    ({"kv": {"prefix_cache": "radix"}}, "kv.prefix_cache: radix"),
     ({"scheduler": {"policy": "sarathi"}}, "scheduler.policy: sarathi"),
     ({"workload": {"kind": "bench_serve"}}, "workload.kind: bench_serve"),
     ({"lora": {"max_loras": 1, "max_lora_rank": 8, "adapters": [{"name": "a", "rank": 8}]}}, "with lora"),

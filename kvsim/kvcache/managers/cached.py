@@ -31,6 +31,8 @@ class SeqKeys:
     prompt: int
     done: int
     pending: bool
+    computed: int = -1
+    """Tokens with KV, when the scheduler said (set_computed_tokens); -1: not said."""
 
 
 class CachedTables(TokenTables):
@@ -118,6 +120,12 @@ class CachedTables(TokenTables):
                 pool.depth[b] = j
         st.done = max(st.done, upto)
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        """free(seq) registers only the pages full of seq's num_tokens tokens with KV."""
+        st = self.keys.get(seq)
+        if st is not None:
+            st.computed = num_tokens
+
     def free(self, seq: int) -> int:
         st = self.keys.pop(seq, None)
         touch = True
@@ -125,7 +133,10 @@ class CachedTables(TokenTables):
             if st.pending:
                 touch = False
             else:  # every page but the last is full
-                self.register(seq, st, self.first[seq] + len(self.tables[seq]) - 1)
+                upto = self.first[seq] + len(self.tables[seq]) - 1
+                if st.computed >= 0:
+                    upto = min(upto, (st.computed - 1) // self.bs)
+                self.register(seq, st, upto)
         table = self.tables.pop(seq)
         first = self.first.pop(seq)
         ntok = self.ntok.pop(seq)

@@ -130,6 +130,9 @@ class TokenTables:
         """Token slots seq's pages cover (its live logical blocks, the last one up to ntok)."""
         return self.ntok[seq] - self.first[seq] * self.bs
 
+    def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
+        """No prefix cache (CachedTables has one): nothing to register at free."""
+
     def free(self, seq: int) -> int:
         """Drop seq's table; return how many pages became free."""
         table = self.tables.pop(seq)

@@ -1,8 +1,9 @@
 """Speculative decoding (`speculative_cases`): every key of the `speculative` section (method,
 num_speculative_tokens, model, mtp_layers, acceptance as a list / a rate / a mean acceptance length,
-draft_overhead_s) and vLLM's `speculative_config` name, valid and with one bad value or a combination
-not modelled (beam search, n > 1, contiguous layouts, sparsity, P/D pools, bench_serve, other scheduler
-policies, sliding-window models, a lora section)."""
+draft_overhead_s) and vLLM's `speculative_config` name, valid (sometimes with a hash or radix prefix cache
+in check mode) and with one bad value or a combination not modelled (beam search, n > 1, contiguous
+layouts, sparsity, P/D pools, bench_serve, other scheduler policies, sliding-window models, a lora
+section)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ def speculative_cases(draw) -> Case:
         sc["kv"] = {"num_gpu_blocks_override": draw(st.sampled_from([12, 40, 2000])), "block_size": 16}
     if draw(st.integers(0, 4)) == 0:
         sc["parallelism"] = {"replicas": 2}
+    if draw(st.integers(0, 3)) == 0:  # a prefix cache, in check mode (docs/speculative.md "Prefix caching")
+        sc.setdefault("kv", {}).update(prefix_cache=draw(st.sampled_from(["hash", "radix"])),
+                                       check_invariants=True)
     expect, how = "pass", "valid"
     mistake = draw(st.sampled_from([None, None, "key", "key", "shape"]))
     if mistake and sec["method"] == "none":  # (method none ignores the section: a mistake needs it on)
