@@ -83,11 +83,10 @@ class Preemption:
         return victim
 
     def _free_decoded(self, seq: int, tokens: int) -> None:
-        """Free seq, which has `tokens` tokens with KV. Speculative decoding (a sizing with more than one
-        query token per decoding sequence) holds draft / lookahead slots past them: the KV manager is told
-        first, so that its prefix cache registers only blocks of them (KVManager.set_computed_tokens)."""
-        if self.sizing.decode_tokens > 1:
-            self.kv.set_computed_tokens(seq, tokens)
+        """Free seq, which has `tokens` tokens with KV. The KV manager is told first, so that its prefix
+        cache registers exactly the blocks full of them (KVManager.set_computed_tokens): the table may hold
+        more slots (whole blocks grown ahead; speculative decoding's draft / lookahead slots)."""
+        self.kv.set_computed_tokens(seq, tokens)
         self.kv.free(seq)
 
     def _alloc_or_preempt(self, g: Group, seqs: list[int], tokens: int) -> bool:

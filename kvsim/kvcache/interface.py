@@ -90,10 +90,11 @@ class KVManager(Protocol):
         """Beam search: existing seq continues from parent (paged: a share of parent's table)."""
         ...
     def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
-        """Before free(seq): seq's tokens with KV are num_tokens (vLLM's num_computed_tokens), fewer than
-        the slots it holds (speculative decoding's draft and lookahead slots). A prefix cache then
-        registers at free only the blocks full of them (without this call: every block of the table but
-        the last); managers without one ignore it."""
+        """Before free(seq): seq's tokens with KV are num_tokens (vLLM's num_computed_tokens), at most
+        the slots it holds (blocks grown ahead, speculative decoding's draft and lookahead slots). A prefix
+        cache then registers at free exactly the floor(num_tokens / block_size) blocks full of them, the
+        last one included when it is exactly full (without this call: every block of the table but the
+        last); managers without one ignore it."""
         ...
 
     def free(self, seq: int) -> int: ...

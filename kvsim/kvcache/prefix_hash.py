@@ -318,9 +318,11 @@ class PrefixHashKVManager(PagedKVManager):
             if st.pending:
                 touch = False
             else:
-                upto = len(self.tables[seq]) - 1  # every block but the last is full
-                if st.computed >= 0:  # (speculative decoding: slots held past the tokens with KV)
-                    upto = min(upto, (st.computed - 1) // self.block_size)
+                upto = len(self.tables[seq])
+                if st.computed >= 0:  # the blocks full of the tokens with KV (vLLM's cache_blocks)
+                    upto = min(upto, st.computed // self.block_size)
+                else:  # (not said: a prefill's blocks, registered as allocated) every block but the last
+                    upto -= 1
                 if upto > st.done:
                     self._register(seq, st, upto)
         table = self.tables.pop(seq)

@@ -233,9 +233,11 @@ class RadixKVManager(PagedKVManager):
         """Insert the full blocks seq's generated tokens filled, release its table, unlock its path."""
         st = self.paths.pop(seq, None)
         if st is not None and st.content is not None and not st.pending:
-            upto = len(self.tables[seq]) - 1  # every block but the last is full
-            if st.computed >= 0:  # (speculative decoding: slots held past the tokens with KV)
-                upto = min(upto, (st.computed - 1) // self.block_size)
+            upto = len(self.tables[seq])
+            if st.computed >= 0:  # the pages full of the tokens with KV (SGLang's cache_finished_req)
+                upto = min(upto, st.computed // self.block_size)
+            else:  # (not said: a prefill's pages, inserted as allocated) every page but the last
+                upto -= 1
             if upto > st.pages:
                 self._insert(seq, st, upto)
         freed = PagedKVManager.free(self, seq)

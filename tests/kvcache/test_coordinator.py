@@ -218,8 +218,8 @@ def test_random_admissions_with_prefix_caching_keep_every_invariant(ops, groups)
 
 def test_set_computed_tokens_bounds_what_free_registers():
     """Block size 4, prompt 8 (2 pages keyed as allocated) grown to 21 slots (6 pages: a speculative
-    sequence's drafts and lookahead past its tokens). Told 17 tokens with KV, free keys the pages but the
-    last of the ceil(17 / 4) = 5 they fill: 4 cached; not told, every page but the last: 5."""
+    sequence's drafts and lookahead past its tokens). Told 17 tokens with KV, free keys the floor(17 / 4)
+    = 4 pages they fill: 4 cached; not told, every page but the last: 5."""
     from kvsim.workload.request import Request
 
     for told, cached in ((17, 4), (None, 5)):
@@ -233,3 +233,24 @@ def test_set_computed_tokens_bounds_what_free_registers():
         kv.free(1)
         kv.check_invariants()
         assert kv.cached_blocks == cached
+
+
+def test_a_finished_sequence_keys_its_full_pages():
+    """No speculation, block size 4, prompt 8: the scheduler tells 8 + output - 1 tokens with KV (the last
+    sampled token has none) and free keys floor of them / 4 pages in each group, the exactly full last
+    one included (vLLM's cache_blocks). Output 9: 16 tokens in 4 full pages: 4 per group (before: every
+    page but the last, 3); output 10: 17 tokens, 5 pages, 4 full: 4 (unchanged). With a sliding group
+    (window 64, wider than the sequence: it keeps every page) each group keys its own: 8 in all."""
+    from kvsim.workload.request import Request
+
+    for groups, per in (((FULL,), 1), ((FULL, SLIDING), 2)):
+        for output, cached in ((9, 4), (10, 4)):
+            kv = KVCoordinator(plan_pages(groups, 4), 64, 0, prefix_cache="hash")
+            kv.admit(1, Request(rid=1, arrival_s=0.0, prompt_len=8, output_len=output), 8, output)
+            kv.allocate(1, 8)
+            kv.allocate(1, 8 + output - 1)
+            assert kv.num_blocks_of(1) == per * -(-(8 + output - 1) // 4)
+            kv.set_computed_tokens(1, 8 + output - 1)
+            kv.free(1)
+            kv.check_invariants()
+            assert kv.cached_blocks == per * cached

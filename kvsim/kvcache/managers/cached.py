@@ -132,10 +132,12 @@ class CachedTables(TokenTables):
         if st is not None:
             if st.pending:
                 touch = False
-            else:  # every page but the last is full
-                upto = self.first[seq] + len(self.tables[seq]) - 1
-                if st.computed >= 0:
-                    upto = min(upto, (st.computed - 1) // self.bs)
+            else:
+                upto = self.first[seq] + len(self.tables[seq])
+                if st.computed >= 0:  # the pages full of the tokens with KV (vLLM's cache_blocks)
+                    upto = min(upto, st.computed // self.bs)
+                else:  # (not said: a prefill's pages, registered as allocated) every page but the last
+                    upto -= 1
                 self.register(seq, st, upto)
         table = self.tables.pop(seq)
         first = self.first.pop(seq)
