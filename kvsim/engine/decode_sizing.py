@@ -59,6 +59,17 @@ Extras = tuple[float, float, float, float, int]
 NO_EXTRAS: Extras = (0.0, 0.0, 0.0, 0.0, 0)
 
 
+def resize_each(states: dict, size: Callable[..., int], it: int, resize: Resize) -> int:
+    """`size(g, state, it, resize)` for each group of `states` still there when its turn comes (an earlier
+    group's growth may have preempted it), in insertion order; the summed change of the held offset. The
+    before_decode of a sizing that resizes every decoding group each iteration."""
+    delta = 0
+    for g, st in list(states.items()):
+        if g in states:
+            delta += size(g, st, it, resize)
+    return delta
+
+
 class DecodeSizing(Protocol):
     """What the scheduler asks about its decoding groups' KV (see the module docstring)."""
 

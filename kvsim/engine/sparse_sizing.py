@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from kvsim.engine.decode_sizing import Extras, Figures, Resize
+from kvsim.engine.decode_sizing import Extras, Figures, Resize, resize_each
 from kvsim.engine.group import Group
 from kvsim.engine.sparse_state import RequestStats, SeqState, next_reread, reread_outcome
 from kvsim.errors import KvsimError
@@ -221,12 +221,7 @@ class SparseSizing:
 
     def before_decode(self, it: int, resize: Resize) -> int:
         """Resize every decoding group to the policy's footprint at this iteration's context."""
-        states = self.states
-        delta = 0
-        for g, st in list(states.items()):
-            if g in states:  # not preempted by an earlier group's growth
-                delta += self._step(g, st, it, resize)
-        return delta
+        return resize_each(self.states, self._step, it, resize)
 
     def swap_in_blocks(self, g: Group, length: int, held: int) -> int:
         """A returning group is sized to the policy's footprint at its length, not its full context."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvsim.engine.decode_sizing import NO_EXTRAS, Extras, Figures, Resize
+from kvsim.engine.decode_sizing import NO_EXTRAS, Extras, Figures, Resize, resize_each
 from kvsim.engine.group import Group
 from kvsim.speculative.acceptance import AcceptanceDraws
 
@@ -122,12 +122,7 @@ class SpecSizing:
         return -st.offset
 
     def before_decode(self, it: int, resize: Resize) -> int:
-        states = self.states
-        delta = 0
-        for g, st in list(states.items()):
-            if g in states:  # not preempted by an earlier group's growth
-                delta += self._size(g, st, it, resize)
-        return delta
+        return resize_each(self.states, self._size, it, resize)
 
     def swap_in_blocks(self, g: Group, length: int, held: int) -> int:
         return max(held, -(-(length + self.extra) // self.bs) * g.n)
