@@ -6,15 +6,19 @@ with a KV link), a workload (synthetic, chat, rag, agentic, or the head of a shi
 (full attention, sliding-window, hybrid with Mamba layers, MLA, DeepSeek-V4 compressed, or an inline
 `layer_types` model), a prefix cache (none / hash / radix), sampling (n, beam), a preemption mode and
 scheduler policy, KV tiers (cpu / ssd / remote, shared remote in fleets; small capacities), sparsity, and
-a small KV pool that forces preemption. Combinations the engine refuses by design (docs/tiers.md,
-docs/fleet.md, docs/layer_groups.md: tiers need the hash cache and one layer group, P/D needs one group
-and n = 1, ...) are not drawn; a draw `kvsim.load` still refuses is redrawn (`draw_valid`)."""
+a small KV pool that forces preemption, and issue 26's speculative decoding, multi-LoRA and expert
+parallelism (stress_features.py: about a fifth of the draws each). Combinations the engine refuses by
+design (docs/tiers.md, docs/fleet.md, docs/layer_groups.md: tiers need the hash cache and one layer
+group, P/D needs one group and n = 1, ...) are not drawn; a draw `kvsim.load` still refuses is redrawn
+(`draw_valid`)."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
 from typing import Any
+
+import stress_features
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = {
@@ -185,6 +189,7 @@ def draw(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
                                 for t in kv.get("tiers", [])) or "-",
               "sparsity": kv["sparsity"]["policy"] if sparse else "-",
               "blocks": kv["num_gpu_blocks_override"]}
+    stress_features.apply(seed, sc, labels)
     return sc, labels
 
 

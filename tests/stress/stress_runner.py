@@ -133,7 +133,8 @@ def _line(r: dict[str, Any]) -> str:
     head = (f"seed {r['seed']:>6} {r['cls']:<12} {r['wall_s']:>7.2f}s  {r.get('shape', '?')}"
             f" x{r.get('replicas', '?')} {r.get('workload', '?')} {r.get('model', '?')}"
             f" cache={r.get('cache')} tiers={r.get('tiers')}"
-            f" {r.get('sampling')} {r.get('preemption')} {r.get('policy')} sparsity={r.get('sparsity')}")
+            f" {r.get('sampling')} {r.get('preemption')} {r.get('policy')} sparsity={r.get('sparsity')}"
+            f" spec={r.get('speculative')} lora={r.get('lora')} ep={r.get('ep')}")
     return head + (f"\n        {r['why']}" if r.get("why") else "")
 
 
