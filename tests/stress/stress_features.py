@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 SPEC_SHARE = 0.28
-LORA_SHARE = 0.3
+LORA_SHARE = 0.38
 EP_SHARE = 0.25
 """Chances of picking each feature; the shares of all draws end lower (P/D shapes and the exclusion of
 speculative + LoRA leave some out): about 20 % each (tests/stress/test_stress.py)."""
