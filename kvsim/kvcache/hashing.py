@@ -164,3 +164,13 @@ class ContentMemo:
         self._content = content
         self._rid = req.rid
         return content
+
+
+def cached_upto(table_blocks: int, computed: int, block_size: int) -> int:
+    """How many leading blocks of a freed sequence's table a prefix cache keys: those full of its
+    `computed` tokens with KV (vLLM's cache_blocks: num_tokens // block_size), at most the table's; when
+    the scheduler did not say (computed < 0: a prefill's blocks, keyed as allocated) every block but the
+    last."""
+    if computed < 0:
+        return table_blocks - 1
+    return min(table_blocks, computed // block_size)

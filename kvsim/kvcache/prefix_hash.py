@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.eviction import EvictionQueue
-from kvsim.kvcache.hashing import BlockContent, ContentMemo
+from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.tiers import TierChain
 from kvsim.kvcache.view import Hit
@@ -318,11 +318,7 @@ class PrefixHashKVManager(PagedKVManager):
             if st.pending:
                 touch = False
             else:
-                upto = len(self.tables[seq])
-                if st.computed >= 0:  # the blocks full of the tokens with KV (vLLM's cache_blocks)
-                    upto = min(upto, st.computed // self.block_size)
-                else:  # (not said: a prefill's blocks, registered as allocated) every block but the last
-                    upto -= 1
+                upto = cached_upto(len(self.tables[seq]), st.computed, self.block_size)
                 if upto > st.done:
                     self._register(seq, st, upto)
         table = self.tables.pop(seq)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hashing import BlockContent, ContentMemo
+from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.radix_tree import RadixNode, RadixTree, common_length
 from kvsim.kvcache.view import Hit
@@ -233,11 +233,8 @@ class RadixKVManager(PagedKVManager):
         """Insert the full blocks seq's generated tokens filled, release its table, unlock its path."""
         st = self.paths.pop(seq, None)
         if st is not None and st.content is not None and not st.pending:
-            upto = len(self.tables[seq])
-            if st.computed >= 0:  # the pages full of the tokens with KV (SGLang's cache_finished_req)
-                upto = min(upto, st.computed // self.block_size)
-            else:  # (not said: a prefill's pages, inserted as allocated) every page but the last
-                upto -= 1
+            # (SGLang's cache_finished_req inserts as many: the page-aligned prefix of the tokens with KV)
+            upto = cached_upto(len(self.tables[seq]), st.computed, self.block_size)
             if upto > st.pages:
                 self._insert(seq, st, upto)
         freed = PagedKVManager.free(self, seq)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvsim.kvcache.hashing import BlockContent
+from kvsim.kvcache.hashing import BlockContent, cached_upto
 from kvsim.kvcache.managers.sliding import SlidingTables
 from kvsim.kvcache.managers.token_tables import TokenTables
 from kvsim.kvcache.prefix_hash import HashCachePool
@@ -133,11 +133,7 @@ class CachedTables(TokenTables):
             if st.pending:
                 touch = False
             else:
-                upto = self.first[seq] + len(self.tables[seq])
-                if st.computed >= 0:  # the pages full of the tokens with KV (vLLM's cache_blocks)
-                    upto = min(upto, st.computed // self.bs)
-                else:  # (not said: a prefill's pages, registered as allocated) every page but the last
-                    upto -= 1
+                upto = cached_upto(self.first[seq] + len(self.tables[seq]), st.computed, self.bs)
                 self.register(seq, st, upto)
         table = self.tables.pop(seq)
         first = self.first.pop(seq)
