@@ -8,6 +8,10 @@ with the one-line message the command line prints.
 
 __version__ = "0.1.0"
 
+from kvsim import native as _native  # noqa: E402  (first: decides compiled or Python for every hot module)
+
+_native.install()
+
 from kvsim.errors import KvsimError, KvsimWarning  # noqa: E402  (light: the error every API call raises)
 
 __all__ = ["KvsimError", "KvsimWarning", "__version__"]

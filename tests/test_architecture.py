@@ -28,6 +28,7 @@ E, IN, SC, OF = "kvsim.errors", "kvsim.inputs", "kvsim.schema", "kvsim.output_fo
 ALLOWED: dict[str, set[str]] = {
     # leaf utilities: anyone may import them; they import (almost) nothing
     "kvsim.errors": set(),
+    "kvsim.native": set(),  # compiled or Python, decided at import (kvsim/__init__.py installs it first)
     "kvsim.inputs": {E},
     "kvsim.schema": {E, IN},
     "kvsim.output_folder": {E},

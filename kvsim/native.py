@@ -1,0 +1,115 @@
+"""Compiled hot paths or pure Python: which one each hot module runs as, decided at its import.
+
+setup.py compiles the modules of kvsim/native_modules.txt with Cython (the same .py source) and writes
+kvsim/native_manifest.json: module -> sha256 of the source each extension was built from. `install()`
+(called by kvsim/__init__.py before any other kvsim module loads) puts `SourceFirst` on the import path; it
+loads a hot module from its .py source instead of its extension when
+
+- KVSIM_PURE_PYTHON=1 is set (the pure-Python fallback, asked for), or
+- the source no longer matches the manifest (edited since the build: the extension would be stale code).
+
+Otherwise Python's own import finds the extension (it prefers extensions over sources). `state()` says which
+modules run compiled, for the command line's one-line notice when none do (no C compiler at install).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.util import spec_from_file_location
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+MANIFEST = PACKAGE / "native_manifest.json"
+ENV = "KVSIM_PURE_PYTHON"
+
+
+def pure_requested() -> bool:
+    """KVSIM_PURE_PYTHON=1: every module runs as Python."""
+    return os.environ.get(ENV) == "1"
+
+
+def _manifest() -> dict[str, str]:
+    try:
+        data = json.loads(MANIFEST.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class SourceFirst:
+    """A meta path finder for kvsim's compiled modules: the .py source when the extension must not run
+    (see the module docstring), else nothing (Python's path finder then loads the extension)."""
+
+    def __init__(self, manifest: dict[str, str], pure: bool) -> None:
+        self.manifest = manifest
+        self.pure = pure
+        self.stale: list[str] = []
+        """Modules whose source changed since they were compiled (run as Python)."""
+        self.compiled: list[str] = []
+        """Modules imported as extensions so far."""
+
+    def find_spec(self, name: str, path=None, target=None):
+        if path is None or not name.startswith("kvsim."):
+            return None
+        leaf = name.rpartition(".")[2]
+        for entry in path:
+            source = os.path.join(entry, leaf + ".py")
+            if not os.path.isfile(source):
+                continue
+            if not any(os.path.exists(os.path.join(entry, leaf + s)) for s in EXTENSION_SUFFIXES):
+                return None  # never compiled: the usual import
+            if not self.pure:
+                if self.manifest.get(name) == _digest(source):
+                    self.compiled.append(name)
+                    return None  # the extension, fresh
+                self.stale.append(name)
+            return spec_from_file_location(name, source)
+        return None
+
+
+_finder: SourceFirst | None = None
+
+
+def install() -> SourceFirst:
+    """Put the finder first on sys.meta_path (once per process)."""
+    global _finder
+    if _finder is None:
+        _finder = SourceFirst(_manifest(), pure_requested())
+        sys.meta_path.insert(0, _finder)
+    return _finder
+
+
+def state() -> str:
+    """'compiled' (the manifest lists modules and none is forced to Python), 'pure' (KVSIM_PURE_PYTHON=1),
+    'not built' (no manifest or an empty one: no compiler or no Cython at install) or 'stale' (some compiled
+    module's source changed since the build)."""
+    finder = install()
+    if finder.pure:
+        return "pure"
+    if not finder.manifest:
+        return "not built"
+    if finder.stale:
+        return "stale"
+    return "compiled"
+
+
+def notice() -> str | None:
+    """The command line's one-line notice when the hot paths run as Python without being asked to, or None."""
+    s = state()
+    if s == "not built":
+        return ("kvsim: note: the compiled hot paths are not built (no C compiler or Cython at install); "
+                "running them as Python (same results, slower)")
+    if s == "stale":
+        names = ", ".join(_finder.stale[:3]) + (", ..." if len(_finder.stale) > 3 else "")
+        return (f"kvsim: note: {names} changed since it was compiled; running it as Python (same results; "
+                "rebuild: pip install -e .)")
+    return None

@@ -1,0 +1,91 @@
+"""Builds kvsim's compiled hot paths: the modules of kvsim/native_modules.txt, compiled by Cython at install.
+
+Everything else is in pyproject.toml. The modules stay plain Python (Cython compiles the same .py files), so
+where they cannot be compiled (no C compiler, no Cython, KVSIM_PURE_PYTHON=1 at install) kvsim installs and
+runs them as Python, with identical results; docs/speed.md says how to tell which runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+LIST = ROOT / "kvsim" / "native_modules.txt"
+MANIFEST = "native_manifest.json"
+"""Written next to the compiled package: module -> sha256 of the source each extension was compiled from
+(kvsim/native.py runs a module as Python when its source no longer matches)."""
+
+
+def notice(text: str) -> None:
+    print(f"kvsim: {text}", file=sys.stderr)
+
+
+def hot_modules() -> list[str]:
+    """Dotted names of the modules to compile, from kvsim/native_modules.txt (one per line, # comments)."""
+    names = []
+    for line in LIST.read_text().splitlines():
+        name = line.split("#", 1)[0].strip()
+        if name:
+            names.append(name)
+    return names
+
+
+def source_of(module: str) -> Path:
+    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def extensions() -> list:
+    if os.environ.get("KVSIM_PURE_PYTHON") == "1":
+        notice("KVSIM_PURE_PYTHON=1: the hot paths are not compiled (pure Python, same results)")
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        notice("Cython is not installed: the hot paths are not compiled (pure Python, same results)")
+        return []
+    from setuptools import Extension
+
+    exts = [Extension(m, [str(source_of(m).relative_to(ROOT))], extra_compile_args=["-O2", "-g0"],
+                      optional=True) for m in hot_modules()]
+    out = cythonize(exts, compiler_directives={"language_level": 3, "binding": True},
+                    nthreads=os.cpu_count() or 1, quiet=True)
+    for e in out:
+        e.optional = True  # no compiler or a failed compile: that module stays Python
+    return out
+
+
+class BuildHotPaths(build_ext):
+    """build_ext that compiles in parallel, never fails the install, and writes the manifest of what it
+    built."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # (optional extensions already warn one by one; this is the whole step)
+            notice(f"the hot paths could not be compiled ({exc}); kvsim runs them as Python (same results)")
+        built = {}
+        for ext in self.extensions:
+            target = Path(self.get_ext_fullpath(ext.name))
+            if target.exists():
+                built[ext.name] = hashlib.sha256(source_of(ext.name).read_bytes()).hexdigest()
+        if len(built) < len(self.extensions):
+            notice(f"compiled {len(built)} of {len(self.extensions)} hot-path modules; the rest run as "
+                   "Python")
+        dest = Path(self.get_ext_fullpath("kvsim.x")).parent / MANIFEST
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildHotPaths})
