@@ -3,7 +3,10 @@ protocol (capabilities are members, never probed), and the neutral answers of ma
 
 from __future__ import annotations
 
+import ast
 import inspect
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -43,9 +46,21 @@ def test_every_manager_has_every_member(cls):
     assert not missing, f"{cls.__name__} lacks {missing}"
 
 
+def _init_source(cls) -> str:
+    """The source of cls.__init__, read from its module's .py file (inspect cannot read the functions of a
+    compiled module: kvsim/native.py)."""
+    path = Path(sys.modules[cls.__module__].__file__)
+    text = path.with_name(path.name.split(".", 1)[0] + ".py").read_text()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            init = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+            return ast.get_source_segment(text, init)
+    raise LookupError(cls)
+
+
 def _instance_attributes(cls) -> set[str]:
     """Attributes __init__ assigns (self.x = ...), for classes without __slots__."""
-    src = inspect.getsource(cls.__init__)
+    src = _init_source(cls)
     return {line.split("self.", 1)[1].split("=")[0].split(":")[0].strip()
             for line in src.splitlines() if "self." in line and "=" in line.split("self.", 1)[1]}
 
