@@ -8,7 +8,8 @@ requests. CPU time, never wall (the machine is shared).
 
 kvsim: benchmarks/aisimulate_llama8b_h200.yaml (`kind: bench_serve`, `max_concurrency: 16`, fixed lengths).
 Per repeat, the simulation alone (`Simulation(scenario).run()` in this process: workload generation and
-the engine loop, time.process_time) and the whole process (`kvsim run FILE --out TMP --no-progress
+the engine loop, time.process_time), its set-up apart (`Simulation(scenario)`: the cost model and its
+kernel tables, the KV pool), and the whole process (`kvsim run FILE --out TMP --no-progress
 --no-plots` in a child: start-up, imports, simulation, summary, Parquet and report.md; user + system CPU
 from os.wait4).
 
@@ -68,11 +69,15 @@ def kvsim_side(repeats: int, requests: int, python: str) -> dict:
 
     overrides = [f"simulation.requests={requests}", f"workload.bench_serve.num_prompts={requests}"]
     sim_cpu: list[float] = []
+    setup_cpu: list[float] = []
     for _ in range(repeats):
         sc = load_scenario(str(SCENARIO), overrides)
         t0 = time.process_time()
-        result = Simulation(sc).run()
-        sim_cpu.append(time.process_time() - t0)
+        simulation = Simulation(sc)
+        t1 = time.process_time()
+        result = simulation.run()
+        sim_cpu.append(time.process_time() - t1)
+        setup_cpu.append(t1 - t0)
         if len(result.requests) != requests:
             raise SystemExit(f"kvsim simulated {len(result.requests)} requests, expected {requests}")
 
@@ -92,7 +97,7 @@ def kvsim_side(repeats: int, requests: int, python: str) -> dict:
             prefill_iterations = sum(1 for t in timeline.column(0).to_pylist() if t > 0)
     bs = summary["bench_serve"]
     return {
-        "requests": requests, "sim_cpu_s": sim_cpu, "process_cpu_s": proc_cpu,
+        "requests": requests, "sim_cpu_s": sim_cpu, "setup_cpu_s": setup_cpu, "process_cpu_s": proc_cpu,
         "iterations": summary["iterations"], "prefill_iterations": prefill_iterations,
         "cost_model": summary["cost_model"]["model"],
         "ttft_ms": bs["mean_ttft_ms"], "median_ttft_ms": bs["median_ttft_ms"], "tpot_ms": bs["mean_tpot_ms"],
@@ -152,11 +157,13 @@ def main() -> None:
 
     kv = kvsim_side(args.repeats, n, sys.executable)
     ai = aisim_side(args.repeats, args.aisim_python, max(2, args.aisim_calls))
-    sim, kproc = med(kv["sim_cpu_s"]), med(kv["process_cpu_s"])
+    sim, setup, kproc = med(kv["sim_cpu_s"]), med(kv["setup_cpu_s"]), med(kv["process_cpu_s"])
     print(f"workload: Llama-3.1-8B, one H200, bf16, {n} requests of 1,024 in / 128 out, 16 in flight; "
           f"CPU seconds, median of {args.repeats}")
-    print(f"kvsim ({kv['cost_model']} cost model, {kv['iterations']} iterations): simulation {sim:.3f} s "
-          f"({n / sim:,.0f} req/CPU-s), whole process (kvsim run) {kproc:.2f} s ({n / kproc:,.0f} req/CPU-s)")
+    print(f"kvsim ({kv['cost_model']} cost model, {kv['iterations']} iterations): "
+          f"simulation (run) {sim:.3f} s ({n / sim:,.0f} req/CPU-s), "
+          f"set-up (Simulation(scenario)) {setup:.3f} s, "
+          f"whole process (kvsim run) {kproc:.2f} s ({n / kproc:,.0f} req/CPU-s)")
     print(f"  mean TTFT {kv['ttft_ms']:.1f} ms (median {kv['median_ttft_ms']:.1f}), mean TPOT "
           f"{kv['tpot_ms']:.2f} ms, E2E {kv['e2el_ms']:.0f} ms, "
           f"{kv['output_tokens_per_s']:,.0f} output tok/s, {kv['requests_per_s']:.2f} req/s")
@@ -177,6 +184,7 @@ def main() -> None:
               f"{ai['output_tokens_per_s']:,.0f} output tok/s, {ai['requests_per_s']:.2f} req/s")
         print(f"ratio kvsim / AIConfigurator, requests per CPU-second: simulation vs run_agg "
               f"{agg / sim:.4f}, vs step model x iterations {step_s / sim:.3f}, "
+              f"set-up + simulation vs cli_estimate warm {est / (setup + sim):.2f}, "
               f"whole process {proc / kproc:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"requests": n, "repeats": args.repeats, "kvsim": kv,
