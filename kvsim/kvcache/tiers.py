@@ -237,6 +237,10 @@ class TierChain:
             else:
                 self.dropped += 1
 
+    def occupancy(self) -> tuple[int, ...]:
+        """Blocks each tier holds, in tier order."""
+        return tuple(map(len, self._helds))
+
     def find(self, key: Hashable) -> int:
         """Index of the first tier holding key, -1 if none."""
         i = 0
