@@ -89,9 +89,19 @@ class SteadySteps:
             self.soon = []
             bucket = self.buckets.pop(it, None)
             if bucket:
+                bs = sizing.bs
                 for e in bucket:
                     g, st = e
-                    if st.lazy and st.due == it and states.get(g) is st:
+                    if not st.lazy or states.get(g) is not st:
+                        continue
+                    if st.light == it:  # only the blocks it would hold without eviction grow
+                        st.full_blocks += 1
+                        sizing.full_blocks_sum += g.n
+                        nxt = st.full_blocks * bs + 1 - st.base
+                        st.light = nxt if nxt < st.due else -1
+                        if st.light > 0:
+                            self._add(nxt, e)
+                    elif st.due == it:
                         st.lazy = False
                         self.rate -= st.rate
                         self.catch_up(g, st, it - 1)
@@ -124,9 +134,10 @@ class SteadySteps:
         base = g.base
         gen_base = g.gen_base
         length = st.length
-        due = st.full_blocks * bs + 1 - base  # the blocks it would hold without eviction grow
+        light = st.full_blocks * bs + 1 - base  # the blocks it would hold without eviction grow
+        due = math.inf
         if slope == 1:  # the blocks held grow
-            due = min(due, it + st.blocks * bs + 1 - int(held))
+            due = it + st.blocks * bs + 1 - int(held)
         until = st.seg_until
         if until != math.inf:  # the policy's affine segment ends
             due = min(due, math.ceil(until) - base)
@@ -136,7 +147,7 @@ class SteadySteps:
         step = gen_base + it - 1
         if step <= st.reread_until:  # the re-read's extra attention ends
             due = min(due, st.reread_until + 2 - gen_base)
-        if due <= it + 1 or length != base + it:
+        if due <= it + 1 or light <= it + 1 or length != base + it:
             st.due = -1
             self.soon.append((g, st))
             return
@@ -147,11 +158,20 @@ class SteadySteps:
         st.base = base
         st.gen_base = gen_base
         self.rate += st.rate
-        bucket = self.buckets.get(due)
-        if bucket is None:
-            self.buckets[due] = [(g, st)]
+        e = (g, st)
+        self._add(due, e)
+        if light < due:
+            st.light = light
+            self._add(light, e)
         else:
-            bucket.append((g, st))
+            st.light = -1
+
+    def _add(self, it: int, entry) -> None:
+        bucket = self.buckets.get(it)
+        if bucket is None:
+            self.buckets[it] = [entry]
+        else:
+            bucket.append(entry)
 
     def catch_up(self, g, st, target: int) -> None:
         """Account g's steady steps after st.acc_it up to iteration `target` (SparseSizing._step's sums)."""
