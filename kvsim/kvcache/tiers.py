@@ -172,10 +172,17 @@ class TierChain:
 
     def _offer_queues(self, keys: list[Hashable]) -> int:
         """offer, exclusive, every tier lru or fifo: Tier.put and _put_down inline. Such a tier holds at
-        most its capacity, so a store evicts at most one key (the oldest), which goes down."""
+        most its capacity, so a store evicts at most one key (the oldest), which goes down. The first
+        tier's counters are kept in locals; a key just found in no tier is not looked up again there, nor
+        a victim in a tier no other chain shares (exclusive: it is in one tier at most)."""
         tiers = self.tiers
         helds = self._helds
         n_tiers = len(tiers)
+        t0 = tiers[0]
+        h0 = helds[0]
+        cap0 = t0.capacity_blocks
+        stores0 = evictions0 = 0
+        peak0 = t0.peak
         stored = 0
         for k in keys:
             for h in helds:
@@ -184,10 +191,32 @@ class TierChain:
             else:
                 stored += 1
                 key = k
-                for i in range(n_tiers):
+                if cap0 > 0:
+                    n = len(h0)
+                    if n < cap0:
+                        h0[k] = None
+                        stores0 += 1
+                        if n >= peak0:
+                            peak0 = n + 1
+                        continue
+                    if n > cap0:  # (not reached: a resize evicts down to the capacity)
+                        t0.stores += stores0
+                        t0.evictions += evictions0
+                        t0.peak = peak0
+                        stores0 = evictions0 = 0
+                        self._put_down(0, k)
+                        peak0 = t0.peak
+                        continue
+                    key = h0.popitem(False)[0]
+                    h0[k] = None
+                    stores0 += 1
+                    evictions0 += 1
+                    if n > peak0:
+                        peak0 = n
+                for i in range(1, n_tiers):
                     t = tiers[i]
                     held = helds[i]
-                    if key in held:  # (a shared tier holding what another replica stored)
+                    if t.shared and key in held:  # a shared tier holding what another replica stored
                         if t.refresh:
                             held.move_to_end(key)
                         break
@@ -201,7 +230,7 @@ class TierChain:
                         if n >= t.peak:
                             t.peak = n + 1
                         break
-                    if n > cap:  # (not reached: a resize evicts down to the capacity)
+                    if n > cap:
                         self._put_down(i, key)
                         break
                     victim = held.popitem(False)[0]
@@ -213,6 +242,9 @@ class TierChain:
                     key = victim
                 else:
                     self.dropped += 1
+        t0.stores += stores0
+        t0.evictions += evictions0
+        t0.peak = peak0
         return stored
 
     def _put_down(self, i: int, key: Hashable) -> None:
