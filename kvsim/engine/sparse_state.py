@@ -38,6 +38,7 @@ class SeqState:
     due: int = -1           # iteration of its next real step (-1: the next pass)
     lazy: bool = False      # steady: its steps up to `due` are accounted in bulk
     light: int = -1         # steady: iteration its full_blocks grows by one before `due` (-1: none)
+    mass_due: int = -1      # steady: iteration its attention mass is refreshed before `due` (-1: none)
     acc_it: int = 0         # steady: the last iteration accounted
     rate: int = 0           # steady: change of its held-offset term per step
     base: int = 0           # steady: the group's context at iteration 0 (Group.base) and generated

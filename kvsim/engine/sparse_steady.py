@@ -101,6 +101,16 @@ class SteadySteps:
                         st.light = nxt if nxt < st.due else -1
                         if st.light > 0:
                             self._add(nxt, e)
+                    elif st.mass_due == it:  # the attention mass is refreshed (for this step on)
+                        self.catch_up(g, st, it - 1)
+                        length = st.base + it
+                        st.base_mass = sizing.attn.mean_kept_mass(length, sizing.policy.keeps(length,
+                                                                                            st.prompt_kv))
+                        st.mass_step = st.gen_base + it - 1
+                        nxt = it + MASS_STRIDE
+                        st.mass_due = nxt if nxt < st.due else -1
+                        if st.mass_due > 0:
+                            self._add(nxt, e)
                     elif st.due == it:
                         st.lazy = False
                         self.rate -= st.rate
@@ -143,11 +153,11 @@ class SteadySteps:
             due = min(due, math.ceil(until) - base)
         if st.next_reread != math.inf:
             due = min(due, int(st.next_reread) - gen_base + 1)
-        due = min(due, int(st.mass_step) + MASS_STRIDE + 1 - gen_base)
         step = gen_base + it - 1
         if step <= st.reread_until:  # the re-read's extra attention ends
             due = min(due, st.reread_until + 2 - gen_base)
-        if due <= it + 1 or light <= it + 1 or length != base + it:
+        mass = int(st.mass_step) + MASS_STRIDE + 1 - gen_base  # the attention mass is refreshed
+        if due <= it + 1 or light <= it + 1 or mass <= it + 1 or length != base + it:
             st.due = -1
             self.soon.append((g, st))
             return
@@ -159,12 +169,18 @@ class SteadySteps:
         st.gen_base = gen_base
         self.rate += st.rate
         e = (g, st)
-        self._add(due, e)
+        if due != math.inf:
+            self._add(due, e)
         if light < due:
             st.light = light
             self._add(light, e)
         else:
             st.light = -1
+        if mass < due:
+            st.mass_due = mass
+            self._add(mass, e)
+        else:
+            st.mass_due = -1
 
     def _add(self, it: int, entry) -> None:
         bucket = self.buckets.get(it)
