@@ -274,10 +274,18 @@ class SparseSizing:
                 self._evict()
             if self.host_tokens > self.host_tokens_max:
                 self.host_tokens_max = self.host_tokens
+        read_extra = self._read_extra
+        if not (self._copy_tok or self._offload_tok or self._recall_tok or self._prefetch_tok):
+            # nothing moved (the common iteration): the same values, no totals to add zeros to
+            context_tokens, decode_blocks, prefill_blocks = figures()
+            self._timeline_values = (
+                context_tokens, self.full_blocks_sum + prefill_blocks, decode_blocks + prefill_blocks,
+                self.holes_sum, int(self.host_tokens + 0.5), 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+            self._read_extra = 0
+            return 0.0, 0.0, 0.0, 0.0, read_extra
         tb = self.tok_bytes
         copy_b, off_b, rec_b = self._copy_tok * tb, self._offload_tok * tb, self._recall_tok * tb
         pre_b = self._prefetch_tok * tb
-        read_extra = self._read_extra
         context_tokens, decode_blocks, prefill_blocks = figures()
         self._timeline_values = (
             context_tokens, self.full_blocks_sum + prefill_blocks, decode_blocks + prefill_blocks,
