@@ -30,6 +30,7 @@ import math
 from kvsim.engine.decode_sizing import Extras, Figures, Resize, resize_each
 from kvsim.engine.group import Group
 from kvsim.engine.sparse_state import RequestStats, SeqState, next_reread, reread_outcome
+from kvsim.engine.sparse_steady import MASS_STRIDE, SteadySteps
 from kvsim.errors import KvsimError
 from kvsim.kvcache.sparsity.attention import AttentionModel
 from kvsim.kvcache.sparsity.config import SparsityConfig
@@ -37,9 +38,6 @@ from kvsim.kvcache.sparsity.keep import Keep, kept_in_range
 from kvsim.kvcache.sparsity.paging import Footprint, compaction_copies
 from kvsim.kvcache.sparsity.policies import build_policy
 from kvsim.kvcache.sparsity.tracker import reread_schedule
-
-MASS_STRIDE = 32
-"""Decode steps between evaluations of the attention mass a sequence retains (held in between)."""
 
 
 class SparseSizing:
@@ -93,6 +91,10 @@ class SparseSizing:
         self.totals = {"copy_tokens": 0.0, "offload_tokens": 0, "recall_tokens": 0.0, "prefetch_tokens": 0.0,
                        "evicted_tokens": 0.0}
         self._timeline_values: tuple = ()
+        self.steady = (SteadySteps(self) if not self.offload and not self.prefetch and self.by_resident
+                       else None)
+        """Steps only the groups due each iteration (kvsim/engine/sparse_steady.py), for the policies
+        whose steps in between only add to running sums; None: every group every iteration."""
 
     # ----------------------------------------------------------------- policy targets
     def _blocks(self, keeps, resident: float, length: int) -> tuple[int, float]:
@@ -196,6 +198,8 @@ class SparseSizing:
                       full_blocks=-(-prompt // self.bs), rs=rs, next_reread=next_reread(rs))
         self.full_blocks_sum += st.full_blocks * n
         self.states[g] = st
+        if self.steady is not None:
+            self.steady.enter(g, st)
         rs.lost_cold = rs.lost_hot = 0.0  # a fresh prefill: every entry computed again
         keeps, resident, held, blocks = self._target(prompt, prompt)
         if blocks < st.blocks and resize(g, blocks, False):
@@ -209,6 +213,8 @@ class SparseSizing:
         st = self.states.pop(g, None)
         if st is None:
             return 0
+        if self.steady is not None:
+            self.steady.leave(g, st)
         n = g.n
         if st.length:
             st.rs.full_tokens = st.length
@@ -221,7 +227,15 @@ class SparseSizing:
 
     def before_decode(self, it: int, resize: Resize) -> int:
         """Resize every decoding group to the policy's footprint at this iteration's context."""
+        if self.steady is not None:
+            return self.steady.run_pass(it, resize)
         return resize_each(self.states, self._step, it, resize)
+
+    def sync(self) -> None:
+        """Every decoding group's SeqState and request sums as of the last iteration (steady groups are
+        otherwise accounted when due: kvsim/engine/sparse_steady.py); between iterations."""
+        if self.steady is not None:
+            self.steady.sync()
 
     def swap_in_blocks(self, g: Group, length: int, held: int) -> int:
         """A returning group is sized to the policy's footprint at its length, not its full context."""
@@ -241,7 +255,15 @@ class SparseSizing:
         if self.offload:
             self._host(st, keeps[0], resident, length, n, write=False)
         self.states[g] = st
-        return self._step(g, st, it, resize)
+        steady = self.steady
+        if steady is None:
+            return self._step(g, st, it, resize)
+        steady.enter(g, st)
+        steady.soon.pop()  # (stepped now)
+        delta = self._step(g, st, it, resize)
+        if self.states.get(g) is st:
+            steady.plan(g, st, it)
+        return delta
 
     def batch_extras(self, figures: Figures) -> Extras:
         """This iteration's (re-read recall, offload, compaction copy, prefetch) bytes and the extra KV
@@ -252,10 +274,18 @@ class SparseSizing:
                 self._evict()
             if self.host_tokens > self.host_tokens_max:
                 self.host_tokens_max = self.host_tokens
+        read_extra = self._read_extra
+        if not (self._copy_tok or self._offload_tok or self._recall_tok or self._prefetch_tok):
+            # nothing moved (the common iteration): the same values, no totals to add zeros to
+            context_tokens, decode_blocks, prefill_blocks = figures()
+            self._timeline_values = (
+                context_tokens, self.full_blocks_sum + prefill_blocks, decode_blocks + prefill_blocks,
+                self.holes_sum, int(self.host_tokens + 0.5), 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+            self._read_extra = 0
+            return 0.0, 0.0, 0.0, 0.0, read_extra
         tb = self.tok_bytes
         copy_b, off_b, rec_b = self._copy_tok * tb, self._offload_tok * tb, self._recall_tok * tb
         pre_b = self._prefetch_tok * tb
-        read_extra = self._read_extra
         context_tokens, decode_blocks, prefill_blocks = figures()
         self._timeline_values = (
             context_tokens, self.full_blocks_sum + prefill_blocks, decode_blocks + prefill_blocks,

@@ -33,6 +33,16 @@ class SeqState:
     rs: RequestStats | None = None  # the request's running totals
     reread_until: int = 0   # decode step up to which a re-read is active
     reread_avail: float = 1.0  # share of the re-read segment available during it
+    # steady stepping (kvsim/engine/sparse_steady.py)
+    seq: int = 0            # order of entry into the sizing's states (their dict order)
+    due: int = -1           # iteration of its next real step (-1: the next pass)
+    lazy: bool = False      # steady: its steps up to `due` are accounted in bulk
+    light: int = -1         # steady: iteration its full_blocks grows by one before `due` (-1: none)
+    mass_due: int = -1      # steady: iteration its attention mass is refreshed before `due` (-1: none)
+    acc_it: int = 0         # steady: the last iteration accounted
+    rate: int = 0           # steady: change of its held-offset term per step
+    base: int = 0           # steady: the group's context at iteration 0 (Group.base) and generated
+    gen_base: int = 0       # tokens likewise (Group.gen_base) when it went steady
 
 
 @dataclass(slots=True)

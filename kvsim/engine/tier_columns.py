@@ -42,7 +42,7 @@ def request_values(g: Group, media: list[str]) -> tuple:
 
 def timeline_values(chain) -> tuple:
     """Blocks each tier of a replica's chain holds, in tier order."""
-    return tuple(len(t) for t in chain.tiers)
+    return chain.occupancy()
 
 
 def run_totals(kv_cfg, chains: list, links: list, bytes_per_block: float) -> dict[str, Any]:

@@ -169,12 +169,13 @@ class PrefixHashKVManager(PagedKVManager):
         limit = (prompt_tokens - 1) // self.block_size
         keys = self._memo.get(req).upto(limit)
         by_key = self.pool.by_key
+        m = min(limit, len(keys))
         n = 0
-        while n < min(limit, len(keys)) and keys[n] in by_key:
+        while n < m and keys[n] in by_key:
             n += 1
         if self.tiers is None:
             return Hit.gpu(n * self.block_size)
-        return self._hit(n, self.tiers.match(keys, n, min(limit, len(keys))))
+        return self._hit(n, self.tiers.match(keys, n, m))
 
     def _hit(self, gpu_blocks: int, below: list[int]) -> Hit:
         """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from kvsim.kvcache.tier_policies import TIER_POLICIES, TierPolicy
+from kvsim.kvcache.tier_policies import TIER_POLICIES, FifoPolicy, LruPolicy, TierPolicy
 
 TIER_MEDIA: dict[str, str] = {
     "cpu": "host DRAM behind the GPU, over the host link (PCIe)",
@@ -46,7 +46,7 @@ class Tier:
     remote) sits in the chain of every replica: what one replica stores, another's lookup finds, and a hit
     leaves it there (exclusive placement or not)."""
 
-    __slots__ = ("name", "capacity_blocks", "policy", "shared", "strategy", "_held",
+    __slots__ = ("name", "capacity_blocks", "policy", "shared", "strategy", "_held", "queue", "refresh",
                  "stores", "loads", "evictions", "peak")
 
     def __init__(self, name: str, capacity_blocks: int, policy: str = "lru", shared: bool = False) -> None:
@@ -59,6 +59,11 @@ class Tier:
         self.shared = shared
         self.strategy: TierPolicy = cls(capacity_blocks)
         self._held = self.strategy.held  # the keys held, read without a call per lookup
+        self.queue = isinstance(self.strategy, FifoPolicy)
+        """lru or fifo: `_held` is the whole policy state, an OrderedDict oldest first (TierChain's inline
+        paths work on it directly)."""
+        self.refresh = isinstance(self.strategy, LruPolicy)
+        """lru: a hit or a store again moves the key to the newest end."""
         self.stores = 0       # blocks written into the tier
         self.loads = 0        # blocks read from it on a hit
         self.evictions = 0    # blocks pushed out by capacity
@@ -117,9 +122,12 @@ class Tier:
 
 
 class TierChain:
-    """The tiers below one GPU cache, in order (see the module docstring)."""
+    """The tiers below one GPU cache, in order (see the module docstring).
 
-    __slots__ = ("tiers", "exclusive", "chunk_blocks", "min_uses", "_seen", "dropped")
+    A chain of lru / fifo tiers (`Tier.queue`) stores, matches and loads blocks inline, on the tiers'
+    OrderedDicts, with the results of the general per-tier calls (the others go through them)."""
+
+    __slots__ = ("tiers", "exclusive", "chunk_blocks", "min_uses", "_seen", "dropped", "_helds", "_queues")
 
     def __init__(self, tiers: list[Tier], exclusive: bool = True, chunk_blocks: int = 1,
                  min_uses: int = 1) -> None:
@@ -129,6 +137,8 @@ class TierChain:
         self.min_uses = min_uses
         self._seen: dict[Hashable, int] = {}  # store filter: offers per key (only when min_uses > 1)
         self.dropped = 0  # blocks that left the chain from its last tier
+        self._helds = [t._held for t in tiers]  # (a policy keeps its `held` dict for life)
+        self._queues = all(t.queue for t in tiers)
 
     def offer(self, keys: list[Hashable]) -> int:
         """Store these blocks (in prompt order) unless the filter holds them back; returns blocks stored
@@ -142,16 +152,99 @@ class TierChain:
                 if n >= self.min_uses:
                     kept.append(k)
             keys = kept
-        stored = 0
-        for k in keys:
-            if self.exclusive:
-                if any(k in t for t in self.tiers):
-                    continue
-                self._put_down(0, k)
-            else:
+        if not self.exclusive:
+            for k in keys:
                 for t in self.tiers:
                     t.put(k)
-            stored += 1
+            return len(keys)
+        if self._queues:
+            return self._offer_queues(keys)
+        stored = 0
+        helds = self._helds
+        for k in keys:
+            for h in helds:
+                if k in h:
+                    break
+            else:
+                self._put_down(0, k)
+                stored += 1
+        return stored
+
+    def _offer_queues(self, keys: list[Hashable]) -> int:
+        """offer, exclusive, every tier lru or fifo: Tier.put and _put_down inline. Such a tier holds at
+        most its capacity, so a store evicts at most one key (the oldest), which goes down. The first
+        tier's counters are kept in locals; a key just found in no tier is not looked up again there, nor
+        a victim in a tier no other chain shares (exclusive: it is in one tier at most)."""
+        tiers = self.tiers
+        helds = self._helds
+        n_tiers = len(tiers)
+        t0 = tiers[0]
+        h0 = helds[0]
+        cap0 = t0.capacity_blocks
+        stores0 = evictions0 = 0
+        peak0 = t0.peak
+        stored = 0
+        for k in keys:
+            for h in helds:
+                if k in h:
+                    break
+            else:
+                stored += 1
+                key = k
+                if cap0 > 0:
+                    n = len(h0)
+                    if n < cap0:
+                        h0[k] = None
+                        stores0 += 1
+                        if n >= peak0:
+                            peak0 = n + 1
+                        continue
+                    if n > cap0:  # (not reached: a resize evicts down to the capacity)
+                        t0.stores += stores0
+                        t0.evictions += evictions0
+                        t0.peak = peak0
+                        stores0 = evictions0 = 0
+                        self._put_down(0, k)
+                        peak0 = t0.peak
+                        continue
+                    key = h0.popitem(False)[0]
+                    h0[k] = None
+                    stores0 += 1
+                    evictions0 += 1
+                    if n > peak0:
+                        peak0 = n
+                for i in range(1, n_tiers):
+                    t = tiers[i]
+                    held = helds[i]
+                    if t.shared and key in held:  # a shared tier holding what another replica stored
+                        if t.refresh:
+                            held.move_to_end(key)
+                        break
+                    cap = t.capacity_blocks
+                    if cap <= 0:  # holds nothing: the key goes on down
+                        continue
+                    n = len(held)
+                    if n < cap:
+                        held[key] = None
+                        t.stores += 1
+                        if n >= t.peak:
+                            t.peak = n + 1
+                        break
+                    if n > cap:
+                        self._put_down(i, key)
+                        break
+                    victim = held.popitem(False)[0]
+                    held[key] = None
+                    t.stores += 1
+                    t.evictions += 1
+                    if n > t.peak:
+                        t.peak = n
+                    key = victim
+                else:
+                    self.dropped += 1
+        t0.stores += stores0
+        t0.evictions += evictions0
+        t0.peak = peak0
         return stored
 
     def _put_down(self, i: int, key: Hashable) -> None:
@@ -176,22 +269,37 @@ class TierChain:
             else:
                 self.dropped += 1
 
+    def occupancy(self) -> tuple[int, ...]:
+        """Blocks each tier holds, in tier order."""
+        return tuple(map(len, self._helds))
+
     def find(self, key: Hashable) -> int:
         """Index of the first tier holding key, -1 if none."""
-        for i, t in enumerate(self.tiers):
-            if key in t:
+        i = 0
+        for h in self._helds:
+            if key in h:
                 return i
+            i += 1
         return -1
 
     def match(self, keys: list[Hashable], start: int, limit: int) -> list[int]:
         """Tier index of each block keys[start:...] while the chain holds them, up to `limit` blocks in
         all and cut down to whole chunks (chunk_blocks): the tier part of a prefix hit. No side effect."""
         out: list[int] = []
-        for j in range(start, min(limit, len(keys))):
-            i = self.find(keys[j])
-            if i < 0:
+        helds = self._helds
+        end = min(limit, len(keys))
+        j = start
+        while j < end:
+            k = keys[j]
+            i = 0
+            for h in helds:
+                if k in h:
+                    break
+                i += 1
+            else:
                 break
             out.append(i)
+            j += 1
         c = self.chunk_blocks
         if c > 1:
             end = ((start + len(out)) // c) * c
@@ -201,9 +309,24 @@ class TierChain:
     def load(self, keys: list[Hashable], tiers: list[int]) -> None:
         """Account a hit on these keys from these tiers (exclusive: they leave the chain, except a shared
         tier's: other replicas read them too)."""
-        for k, i in zip(keys, tiers, strict=True):
-            t = self.tiers[i]
-            t.hit(k, take=self.exclusive and not t.shared)
+        chain = self.tiers
+        if not self._queues:
+            for k, i in zip(keys, tiers, strict=True):
+                t = chain[i]
+                t.hit(k, take=self.exclusive and not t.shared)
+            return
+        if len(keys) != len(tiers):
+            raise ValueError("load: one tier index per key")
+        helds = self._helds
+        exclusive = self.exclusive
+        for j in range(len(keys)):
+            i = tiers[j]
+            t = chain[i]
+            t.loads += 1
+            if exclusive and not t.shared:
+                del helds[i][keys[j]]
+            elif t.refresh:
+                helds[i].move_to_end(keys[j])
 
     def check(self) -> int:
         """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two of

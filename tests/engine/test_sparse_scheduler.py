@@ -248,6 +248,7 @@ def test_held_offset_follows_preemptions(mode):
     offsets = []
     while s.has_work():
         b = s.schedule(t)
+        s.sizing.sync()  # (steady groups are accounted when due: kvsim/engine/sparse_steady.py)
         states = s.sizing.states
         assert s.dec_held_offset == sum(st.offset for st in states.values())
         assert b.decode_context_tokens == sum(g.n * int(st.resident + 0.5) for g, st in states.items())

@@ -250,3 +250,34 @@ def test_resize_pushes_victims_down_and_gives_the_room_back():
     chain.offer(["d", "e"])
     assert chain.tiers[0].keys() == ["c", "d", "e"]
     assert not TierChain([Tier("cpu", 3, "arc")]).tiers[0].resizable
+
+
+def _chain_state(chain: TierChain) -> tuple:
+    return (chain.dropped, [(t.keys(), t.stores, t.loads, t.evictions, t.peak, t.capacity_blocks)
+                            for t in chain.tiers])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["offer", "load", "resize"]),
+                          st.lists(st.integers(0, 12), max_size=6, unique=True)), max_size=30),
+       st.integers(0, 3), st.integers(0, 4), st.sampled_from(["lru", "fifo"]), st.booleans())
+def test_inline_queue_paths_agree_with_the_per_tier_calls(ops, cap0, cap1, policy, shared):
+    """A chain of lru / fifo tiers stores, matches and loads inline (TierChain._offer_queues, load); the
+    same operations through Tier.put / hit (the general path) leave every tier and counter the same."""
+    chains = []
+    for inline in (True, False):
+        chain = TierChain([Tier("cpu", cap0, policy), Tier("ssd", cap1, policy, shared=shared)])
+        chain._queues = inline
+        chains.append(chain)
+    for op, keys in ops:
+        for chain in chains:
+            if op == "offer":
+                chain.offer(keys)
+            elif op == "load":
+                idx = chain.match(keys, 0, len(keys))
+                chain.load(keys[:len(idx)], idx)
+            else:  # a shared tier may hold a key the other replica's chain stores again (no store)
+                if shared:
+                    chain.tiers[1].put(keys[0] if keys else 99)
+                chain.resize(0, len(keys))
+        assert _chain_state(chains[0]) == _chain_state(chains[1])

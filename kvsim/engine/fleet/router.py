@@ -13,6 +13,7 @@ cyclically (the first call starts at position 0), so an idle fleet is filled eve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -194,9 +195,23 @@ class PrefixAwareRouter:
             top = max(loads)
             fracs = [x / top for x in loads] if top > 0 else [0.0] * len(loads)
         w = self.load_weight
-        scores = [self._overlap(r, v) - w * f for v, f in zip(replicas, fracs, strict=True)]
-        best = max(scores)
-        tied = [p for p, s in enumerate(scores) if s >= best - SCORE_TIE]
+        # Peek the least loaded first; an overlap is at most `bound` (hit tokens < prompt tokens), so once
+        # bound - w x load_frac falls below the tie band of the best score so far, no replica left (more
+        # loaded) can reach it: their caches are not read. Same choice as scoring every replica.
+        bound = max(1.0, self.remote_weight)
+        n = len(replicas)
+        order = sorted(range(n), key=fracs.__getitem__) if w > 0 else range(n)
+        scores: list[float | None] = [None] * n
+        best = -math.inf
+        for p in order:
+            wf = w * fracs[p]
+            if bound - wf < best - SCORE_TIE:
+                break
+            s = self._overlap(r, replicas[p]) - wf
+            scores[p] = s
+            if s > best:
+                best = s
+        tied = [p for p in range(n) if scores[p] is not None and scores[p] >= best - SCORE_TIE]
         low = min(loads[p] for p in tied)
         return self._rot.pick([p for p in tied if loads[p] == low])
 

@@ -39,19 +39,20 @@ class ZipfSums:
     """Z(x) = sum over ranks r = 1..x of r^-alpha, for real x >= 0 (linear between integers); exact up
     to 16384, an Euler-Maclaurin integral beyond."""
 
-    __slots__ = ("alpha", "_cum")
+    __slots__ = ("alpha", "_cum", "_sums")
 
     def __init__(self, alpha: float) -> None:
         self.alpha = alpha
         r = np.arange(1, _ZIPF_TABLE + 1, dtype=np.float64)
         self._cum = np.concatenate(([0.0], np.cumsum(r ** -alpha)))
+        self._sums: list[float] = self._cum.tolist()  # (the same values, read without a numpy scalar)
 
     def __call__(self, x: float) -> float:
         if x <= 0:
             return 0.0
         n = int(x)
         if n < _ZIPF_TABLE:
-            return float(self._cum[n]) + (x - n) * (n + 1) ** -self.alpha
+            return self._sums[n] + (x - n) * (n + 1) ** -self.alpha
         a = self.alpha
         lo, hi = _ZIPF_TABLE + 0.5, x + 0.5
         tail = math.log(hi / lo) if a == 1.0 else (hi ** (1 - a) - lo ** (1 - a)) / (1 - a)
@@ -160,8 +161,60 @@ class AttentionModel:
         return min(1.0, mass)
 
     def mean_kept_mass(self, length: int, keeps) -> float:
-        """kept_mass averaged over layer groups; keeps holds one Keep per group."""
-        return sum(self.kept_mass(g, length, k) for g, k in enumerate(keeps)) / self.groups
+        """kept_mass averaged over layer groups; keeps holds one Keep per group. (kept_mass's arithmetic,
+        the parts that depend only on the Keep computed once for the groups sharing it.)"""
+        masses = []
+        prev = None
+        shape: tuple = ()
+        for g, keep in enumerate(keeps):
+            if keep is not prev:
+                prev = keep
+                shape = self._shape(length, keep)
+            masses.append(self._group_mass(g, keep, shape))
+        return sum(masses) / self.groups
+
+    def _shape(self, length: int, keep: Keep) -> tuple:
+        """kept_mass's values that do not depend on the layer group."""
+        s = min(self.sink_tokens, length)
+        n = length - s
+        if n == 0:
+            return (s, 0)
+        w = min(keep.window, n)
+        n_out = n - w
+        o = min(keep.outside, n_out)
+        spread, adjacent = split_outside(keep, length, self.sink_tokens, self.cfg.heavy_fraction)
+        heavy = self.heavy_count(n)
+        top_x = spread_hitters(keep, spread) * n / n_out if n_out else 0.0
+        return (s, n, w, n_out, o, spread, adjacent, n_out - adjacent, heavy, top_x)
+
+    def _group_mass(self, g: int, keep: Keep, shape: tuple) -> float:
+        """kept_mass(g, length, keep) from _shape(length, keep)."""
+        s = shape[0]
+        n = shape[1]
+        if n == 0:
+            return keep.sinks / s if s else 1.0
+        _, _, w, n_out, o, spread, adjacent, rest, heavy, top_x = shape
+        m_s, m_r, m_h, m_b = self._parts[g]  # (parts(g, length))
+        if s == 0 and m_s > 0:
+            total = m_r + m_h + m_b
+            if total <= 0:
+                m_s, m_r, m_h, m_b = 0.0, 0.0, 0.0, 1.0
+            else:
+                m_r, m_h, m_b, m_s = m_r / total, m_h / total, m_b / total, 0.0
+        if heavy == 0:  # (after the no-part case above this leaves m_b = 1.0 as parts does)
+            m_b, m_h = m_b + m_h, 0.0
+        mass = m_s * keep.sinks / s if s else 0.0
+        q = self.q[g]
+        qn, qt = q ** n, q ** (w + adjacent)
+        mass += m_r * ((1 - qt) + (qt - qn) * (spread / rest if rest > 0 else 0.0)) / (1 - qn)
+        if m_h > 0:
+            if n_out == 0:
+                mass += m_h
+            else:
+                zipf = self.zipf[g]
+                mass += m_h * (w / n + n_out / n * (zipf(top_x) / zipf(heavy)))
+        mass += m_b * (w + o) / n
+        return min(1.0, mass)
 
     def reread_step_mass(self, base_mass: float, segment_kept_fraction: float) -> float:
         """Mass retained in a decode step during a re-read: the base attention scaled by 1 - reread_mass

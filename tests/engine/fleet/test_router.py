@@ -5,10 +5,12 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvsim import registry
 from kvsim.engine.fleet.replica_view import ReplicaView
-from kvsim.engine.fleet.router import ROUTER_CLASSES, build_router
+from kvsim.engine.fleet.router import ROUTER_CLASSES, _Rotation, build_router
 from kvsim.kvcache.view import Hit
 from kvsim.scenario import DEFAULT_ROUTER, RouterConfig
 from kvsim.workload.request import Request
@@ -204,3 +206,30 @@ def test_store_aware_lets_load_decide_when_every_replica_sees_the_store():
     remote = (("remote", 80),)
     replicas = [view(0, 6, by_tier=remote), view(1, 3, by_tier=remote), view(2, 5, by_tier=remote)]
     assert build_router("store_aware", seed=0).route(req(0), replicas) == 1
+
+
+def _score_all(router, r, replicas):
+    """prefix_aware's rule scoring every replica (the router stops peeking early: same choice)."""
+    loads = [v.kv_usage if router.metric == "kv" else v.load for v in replicas]
+    top = max(loads)
+    fracs = loads if router.metric == "kv" else [x / top if top > 0 else 0.0 for x in loads]
+    scores = [router._overlap(r, v) - router.load_weight * f for v, f in zip(replicas, fracs, strict=True)]
+    best = max(scores)
+    tied = [p for p, s in enumerate(scores) if s >= best - 1e-9]
+    low = min(loads[p] for p in tied)
+    return [p for p in tied if loads[p] == low]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 99), st.integers(0, 99), st.integers(0, 90)),
+                min_size=1, max_size=8),
+       st.sampled_from(["prefix_aware", "store_aware"]), st.sampled_from(["queue", "kv"]),
+       st.sampled_from([0.0, 0.01, 0.5, 1.0, 3.0, 100.0]))
+def test_prefix_aware_peeking_the_least_loaded_first_chooses_as_scoring_all(reps, policy, metric, weight):
+    replicas = [view(i, load, used=used, by_tier=(("gpu", gpu), ("remote", remote)))
+                for i, (load, gpu, remote, used) in enumerate(reps)]
+    router = build_router(policy, seed=0, load_metric=metric, load_weight=weight)
+    rotation = _Rotation()
+    for rid in range(3):
+        r = req(rid, prompt=200)
+        assert router.route(r, replicas) == rotation.pick(_score_all(router, r, replicas))

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvsim.kvcache.sparsity.attention import GOLDEN, AttentionModel, ZipfSums
 from kvsim.kvcache.sparsity.config import AttentionConfig, SparsityConfig
@@ -117,3 +119,18 @@ def test_more_budget_keeps_more_mass():
     masses = [model.mean_kept_mass(5000, build_policy(SparsityConfig(policy="h2o", budget_tokens=b))
                                    .keeps(5000, 5000)) for b in (64, 256, 1024, 4096)]
     assert masses == sorted(masses) and masses[-1] < 1.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40000), st.integers(0, 8), st.integers(0, 3000), st.integers(0, 3000),
+       st.integers(1, 6), st.integers(1, 6), st.sampled_from([0.001, 0.01, 0.05, 0.3]), st.booleans())
+def test_mean_kept_mass_is_the_mean_of_kept_mass_exactly(length, sinks, window, outside, pool, groups, heavy,
+                                                         same):
+    cfg = AttentionConfig(layer_groups=groups, sink_tokens=sinks, heavy_fraction=heavy)
+    m = AttentionModel(cfg)
+    s = min(sinks, length)
+    keep = Keep(s, min(window, length - s), outside, pool)
+    keeps = [keep] * groups if same else [Keep(s, min(window + i, length - s), outside // (i + 1), pool)
+                                          for i in range(groups)]
+    expected = sum(m.kept_mass(g, length, k) for g, k in enumerate(keeps)) / groups
+    assert m.mean_kept_mass(length, keeps) == expected
