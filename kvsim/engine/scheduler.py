@@ -191,10 +191,13 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
-        seqs = self.running_seqs + len(self.handoff.held)
-        if self.win is None:
-            return ContextSums(self.token_slots(), (), seqs)
-        return ContextSums(self.token_slots(), self.win.context(self.it, self.prefilling), seqs)
+        handoff = self.handoff
+        tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it
+                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + handoff.tokens)
+        if self.win is None:  # (tokens: token_slots(), unrolled: once per iteration)
+            return ContextSums(tokens, (), self.running_seqs + len(handoff.held))
+        return ContextSums(tokens, self.win.context(self.it, self.prefilling),
+                           self.running_seqs + len(handoff.held))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica
