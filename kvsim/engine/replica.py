@@ -150,13 +150,18 @@ class Replica:
         simulation, which reads the event loop's clock). Returns when the last iteration scheduled ends:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
-        while end < horizon and sched.completes_quietly():
-            sched.complete(end)
-            batch = sched.schedule_decodes(end)
+        quiet, complete, schedule, step = sched.completes_quietly, sched.complete, sched.schedule_decodes, \
+            self._step
+        n = 0
+        while end < horizon and quiet():
+            complete(end)
+            batch = schedule(end)
             if batch is None:
+                self.fast_iterations += n
                 raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
-            end += self._step(batch, end)
-            self.fast_iterations += 1
+            end += step(batch, end)
+            n += 1
+        self.fast_iterations += n
         return end
 
     def _record_idle(self, now: float) -> None:

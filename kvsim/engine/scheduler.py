@@ -128,8 +128,9 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self._admit_while_swapped = rules.admit_while_swapped
         self._paused = False
         """This iteration runs prefills only (vLLM V0): decodes do not advance."""
-        self._alloc_due: dict[int, list[tuple[int, Group]]] = {}
-        """Iteration -> (epoch, group) of the decoding groups that need a block then, in push order."""
+        self._alloc_due: dict[int, list[tuple[int, Group, int, int]]] = {}
+        """Iteration -> (epoch, group, sequence, base) of the decoding groups that need a block then, in
+        push order (block_growth.py)."""
         self._alloc_its: list[int] = []
         """Heap of the iterations in _alloc_due: the groups come out in (iteration, push) order."""
         self._finish_heap: list[tuple[int, int, int, Group]] = []
@@ -396,7 +397,8 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         paused = self._paused  # (prefills only: decodes did not advance, nor does the decode clock)
         it_done = it - 1 if paused else it
         finished: list[Group] = []
-        for g in self._scheduled_prefills:
+        prefills = self._scheduled_prefills
+        for g in prefills:
             g.computed += g.chunk
             g.chunk = 0
             if g.computed < g.prompt:
@@ -415,7 +417,8 @@ class Scheduler(Admission, Preemption, BlockGrowth):
                 finished.append(g)
             else:
                 self._join_decode(g, it_done)
-        self._scheduled_prefills = []
+        if prefills:
+            self._scheduled_prefills = []
         self.iterations += 1
         if paused:
             self._paused = False
