@@ -131,7 +131,8 @@ class Replica:
             replica=self.index, iteration=sched.iterations, t_s=now, dt_s=dt, running_reqs=len(sched.running),
             num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
             prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
-            waiting=len(waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
+            waiting=len(waiting) if waiting else 0, swapped=len(sched.swapped) if sched.swapped else 0,
+            kv_used_blocks=kv.used_blocks,
             kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=preempted,
             cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
             kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)

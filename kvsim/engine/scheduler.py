@@ -241,7 +241,9 @@ class Scheduler(Admission, Preemption, BlockGrowth):
             g.forked = True
         self.dec_seqs += g.n
         self.dec_base_sum += g.n * g.base
-        g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
+        seqs = g.seqs
+        g.seq_blocks = (self.kv.num_blocks_of(seqs[0]) if g.n == 1
+                        else sum(self.kv.num_blocks_of(s) for s in seqs))
         self.dec_blocks += g.seq_blocks
         self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self._by_context:

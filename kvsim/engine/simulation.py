@@ -274,8 +274,9 @@ class Simulation:
         env = self.env
         front = self.cost.request_overhead  # the front end's latency: a request reaches the engine after it
         for r in open_loop:
-            if r.arrival_s > env.now:
-                yield env.timeout(r.arrival_s - env.now)
+            t = r.arrival_s
+            if t > env.now:
+                yield env.timeout(t - env.now)
             if self._gate is None:
                 self._to_engine(r, front)
             else:
