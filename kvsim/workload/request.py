@@ -157,9 +157,12 @@ class FollowUps:
         if not 0 <= rid < len(self.taken) or self.taken[rid]:
             return default
         self.taken[rid] = 1
-        lo, hi = self.offsets.item(rid), self.offsets.item(rid + 1)
+        offsets = self.offsets
+        lo, hi = offsets.item(rid), offsets.item(rid + 1)
         if lo == hi:
             return default
+        if hi == lo + 1:  # (a session's next turn: one follow-up)
+            return [self.table.request(self.children.item(lo))]
         return [self.table.request(j) for j in self.children[lo:hi].tolist()]
 
 
