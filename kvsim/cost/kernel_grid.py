@@ -114,6 +114,12 @@ class KernelGrid:
         """Seconds at `point` (one value per axis), or None outside the grid or in a cell with a hole."""
         if len(point) == 2 and len(self.axes_list[0]) > 1 and len(self.axes_list[1]) > 1:
             return self.at2(point[0], point[1])
+        if len(point) == 1 and len(self.axes_list[0]) > 1:
+            return self.at1(point[0])
+        return self._at(point)
+
+    def _at(self, point: tuple[float, ...]) -> float | None:
+        """__call__ on any grid: each corner of the point's cell weighted, in corner order."""
         lo_idx, weights = [], []
         for ax, lax, x in zip(self.axes_list, self.log_axes, point, strict=True):
             if x < ax[0] or x > ax[-1]:
@@ -146,6 +152,33 @@ class KernelGrid:
             if v != v:
                 return None
             total += w * v
+        return math.exp(total)
+
+    def at1(self, x: float) -> float | None:
+        """__call__ for a grid of one axis of at least two values (the all-reduce: once per iteration
+        the forward-time memo misses), unrolled: the same two corner terms in the same order."""
+        ax = self.axes_list[0]
+        if x < ax[0] or x > ax[-1]:
+            return None
+        lax = self.log_axes[0]
+        i = bisect_right(ax, x) - 1
+        if i > len(ax) - 2:
+            i = len(ax) - 2
+        a = ax[i]
+        t = (math.log(x) - lax[i]) / (lax[i + 1] - lax[i]) if a > 0 else (x - a) / (ax[i + 1] - a)
+        values = self.values
+        total = 0.0
+        w = 1.0 - t
+        if w != 0.0:
+            v = values[i]
+            if v != v:
+                return None
+            total += w * v
+        if t != 0.0:
+            v = values[i + 1]
+            if v != v:
+                return None
+            total += t * v
         return math.exp(total)
 
     def at2(self, x: float, y: float) -> float | None:

@@ -59,3 +59,18 @@ def test_at2_reads_the_same_bits_with_its_cells_kept_or_worked_out_anew():
         assert kept.at2(*p) == anew.at2(*p)
         assert kept.cell == anew.cell
     assert len(kept.cells) == 6  # every cell of the 4 x 3 grid visited, its coefficients kept
+
+
+def test_one_axis_reads_unrolled_are_the_general_reads_bit_for_bit():
+    """at1 (a one-axis grid, the all-reduce's) gives the general path's bits: at knots, between them, at
+    a zero knot (linear there) and next to a hole (None)."""
+    g = KernelGrid.from_rows(pd.DataFrame({"e": [0, 1, 7, 64, 4096, 1 << 20],
+                                           "latency_s": [1e-6, 2e-6, 2.5e-6, 4e-6, 3e-5, 9e-4]}), ("e",))
+    rng = np.random.default_rng(5)
+    xs = [0.0, 0.5, 1.0, 7.0, 1 << 20, *rng.uniform(0, 1 << 20, 300).tolist(),
+          *rng.uniform(0, 70, 300).tolist()]
+    for x in xs:
+        assert g(x) == g._at((x,))
+    assert g(-1.0) is None and g(float(1 << 21)) is None
+    holed = KernelGrid(("e",), (np.array([1.0, 2.0, 4.0]),), np.array([0.0, np.nan, 1.0]))
+    assert holed(1.0) == holed._at((1.0,)) and holed(1.5) is None and holed(3.0) is None
