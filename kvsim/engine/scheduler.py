@@ -129,8 +129,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self._paused = False
         """This iteration runs prefills only (vLLM V0): decodes do not advance."""
         self._alloc_due: dict[int, list[tuple[int, Group, int, int]]] = {}
-        """Iteration -> (epoch, group, sequence, base) of the decoding groups that need a block then, in
-        push order (block_growth.py)."""
+        """Iteration -> (epoch, group, sequence, base) of the groups that need a block then, in push order."""
         self._alloc_its: list[int] = []
         """Heap of the iterations in _alloc_due: the groups come out in (iteration, push) order."""
         self._finish_heap: list[tuple[int, int, int, Group]] = []
@@ -192,13 +191,10 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
-        handoff = self.handoff
-        tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it
-                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + handoff.tokens)
-        if self.win is None:  # (tokens: token_slots(), unrolled: once per iteration)
-            return ContextSums(tokens, (), self.running_seqs + len(handoff.held))
-        return ContextSums(tokens, self.win.context(self.it, self.prefilling),
-                           self.running_seqs + len(handoff.held))
+        tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it  # (token_slots())
+                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + self.handoff.tokens)
+        windowed = () if self.win is None else self.win.context(self.it, self.prefilling)
+        return ContextSums(tokens, windowed, self.running_seqs + len(self.handoff.held))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica
@@ -241,9 +237,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
             g.forked = True
         self.dec_seqs += g.n
         self.dec_base_sum += g.n * g.base
-        seqs = g.seqs
-        g.seq_blocks = (self.kv.num_blocks_of(seqs[0]) if g.n == 1
-                        else sum(self.kv.num_blocks_of(s) for s in seqs))
+        g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
         self.dec_blocks += g.seq_blocks
         self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self._by_context:
@@ -399,8 +393,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         paused = self._paused  # (prefills only: decodes did not advance, nor does the decode clock)
         it_done = it - 1 if paused else it
         finished: list[Group] = []
-        prefills = self._scheduled_prefills
-        for g in prefills:
+        for g in self._scheduled_prefills:
             g.computed += g.chunk
             g.chunk = 0
             if g.computed < g.prompt:
@@ -419,8 +412,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
                 finished.append(g)
             else:
                 self._join_decode(g, it_done)
-        if prefills:
-            self._scheduled_prefills = []
+        self._scheduled_prefills = []
         self.iterations += 1
         if paused:
             self._paused = False
