@@ -78,12 +78,14 @@ class KernelGrid:
     log_axes: tuple[list[float], ...] = ()
     values: list = None  # log_latency as nested lists (plain floats: read per lookup)
     cell: list = None  # at2's last cell: [x lo, x hi, y lo, y hi, a, b, c, d] or empty
+    cells: dict = None  # (i, j) -> cell (i, j)'s coefficients as at2 keeps them (a tuple, maybe empty)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes_list", tuple(a.tolist() for a in self.axes))
         object.__setattr__(self, "log_axes", tuple(np.log(np.maximum(a, 1e-300)).tolist() for a in self.axes))
         object.__setattr__(self, "values", self.log_latency.tolist())
         object.__setattr__(self, "cell", [])
+        object.__setattr__(self, "cells", {})
 
     @classmethod
     def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True) -> KernelGrid:
@@ -112,6 +114,12 @@ class KernelGrid:
         """Seconds at `point` (one value per axis), or None outside the grid or in a cell with a hole."""
         if len(point) == 2 and len(self.axes_list[0]) > 1 and len(self.axes_list[1]) > 1:
             return self.at2(point[0], point[1])
+        if len(point) == 1 and len(self.axes_list[0]) > 1:
+            return self.at1(point[0])
+        return self._at(point)
+
+    def _at(self, point: tuple[float, ...]) -> float | None:
+        """__call__ on any grid: each corner of the point's cell weighted, in corner order."""
         lo_idx, weights = [], []
         for ax, lax, x in zip(self.axes_list, self.log_axes, point, strict=True):
             if x < ax[0] or x > ax[-1]:
@@ -146,6 +154,33 @@ class KernelGrid:
             total += w * v
         return math.exp(total)
 
+    def at1(self, x: float) -> float | None:
+        """__call__ for a grid of one axis of at least two values (the all-reduce: once per iteration
+        the forward-time memo misses), unrolled: the same two corner terms in the same order."""
+        ax = self.axes_list[0]
+        if x < ax[0] or x > ax[-1]:
+            return None
+        lax = self.log_axes[0]
+        i = bisect_right(ax, x) - 1
+        if i > len(ax) - 2:
+            i = len(ax) - 2
+        a = ax[i]
+        t = (math.log(x) - lax[i]) / (lax[i + 1] - lax[i]) if a > 0 else (x - a) / (ax[i + 1] - a)
+        values = self.values
+        total = 0.0
+        w = 1.0 - t
+        if w != 0.0:
+            v = values[i]
+            if v != v:
+                return None
+            total += w * v
+        if t != 0.0:
+            v = values[i + 1]
+            if v != v:
+                return None
+            total += t * v
+        return math.exp(total)
+
     def at2(self, x: float, y: float) -> float | None:
         """__call__ for a grid of two axes of at least two values each (decode and prefill attention:
         once per iteration). Bilinear in (log x, log y) within a cell is a + b u + c v + d u v; the last
@@ -172,31 +207,58 @@ class KernelGrid:
         ty = (math.log(y) - ly[j]) / (ly[j + 1] - ly[j]) if ay[j] > 0 else (y - ay[j]) / (ay[j + 1] - ay[j])
         r0, r1 = self.values[i], self.values[i + 1]
         self._keep_cell(i, j)
+        # the four corners' terms in order (w, v): (1-tx)(1-ty) r0[j], (1-tx) ty r0[j+1], tx (1-ty) r1[j],
+        # tx ty r1[j+1]; a zero weight is skipped, a NaN corner with weight makes no value
+        sx, sy = 1 - tx, 1 - ty
         total = 0.0
-        for w, v in (((1 - tx) * (1 - ty), r0[j]), ((1 - tx) * ty, r0[j + 1]), (tx * (1 - ty), r1[j]),
-                     (tx * ty, r1[j + 1])):
-            if w:
-                if v != v:
-                    return None
-                total += w * v
+        w = sx * sy
+        if w:
+            v = r0[j]
+            if v != v:
+                return None
+            total += w * v
+        w = sx * ty
+        if w:
+            v = r0[j + 1]
+            if v != v:
+                return None
+            total += w * v
+        w = tx * sy
+        if w:
+            v = r1[j]
+            if v != v:
+                return None
+            total += w * v
+        w = tx * ty
+        if w:
+            v = r1[j + 1]
+            if v != v:
+                return None
+            total += w * v
         return math.exp(total)
 
-
     def _keep_cell(self, i: int, j: int) -> None:
-        """at2's coefficients of cell (i, j): both axes' lower corners > 0 (log-log) and no hole."""
+        """at2's coefficients of cell (i, j) (none unless both axes' lower corners are > 0 and the cell has
+        no hole), worked out once per cell."""
+        coeffs = self.cells.get((i, j))
+        if coeffs is None:
+            coeffs = self.cells[i, j] = self._cell_coefficients(i, j)
+        self.cell[:] = coeffs
+
+    def _cell_coefficients(self, i: int, j: int) -> tuple[float, ...]:
+        """Cell (i, j)'s (x lo, x hi, y lo, y hi, a, b, c, d), or () (see _keep_cell)."""
         ax, ay = self.axes_list
         lx, ly = self.log_axes
         f00, f01, f10, f11 = self.values[i][j], self.values[i][j + 1], self.values[i + 1][j], \
             self.values[i + 1][j + 1]
-        self.cell.clear()
         if ax[i] <= 0 or ay[j] <= 0 or f00 != f00 or f01 != f01 or f10 != f10 or f11 != f11:
-            return
+            return ()
         # f = f00 (1-s)(1-t) + f01 (1-s) t + f10 s (1-t) + f11 s t, s = (u - x0) / dx, t = (v - y0) / dy
         x0, dx, y0, dy = lx[i], lx[i + 1] - lx[i], ly[j], ly[j + 1] - ly[j]
         e = f11 - f10 - f01 + f00
         p, q, r = (f10 - f00) / dx, (f01 - f00) / dy, e / (dx * dy)
-        self.cell.extend((ax[i], ax[i + 1], ay[j], ay[j + 1],
-                          f00 - p * x0 - q * y0 + r * x0 * y0, p - r * y0, q - r * x0, r))
+        return (ax[i], ax[i + 1], ay[j], ay[j + 1], f00 - p * x0 - q * y0 + r * x0 * y0, p - r * y0,
+                q - r * x0, r)
 
 
 def pick_kernel(rows) -> str:

@@ -29,6 +29,7 @@ prefetch overlap) are the roofline's.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import Any
 
 import numpy as np
@@ -67,19 +68,30 @@ OPS = ("linear", "decode_attention", "prefill_attention", "allreduce")
 
 
 class _Curve:
-    """A sum of kernels read at each measured size m, interpolated in log-log between (None outside)."""
+    """A sum of kernels read at each measured size m, interpolated in log-log between (None outside).
+
+    The interpolation is numpy.interp's on plain floats (its formula and its exact-knot and last-knot
+    cases: the same bits), without a numpy call per lookup."""
 
     __slots__ = ("lo", "hi", "log_m", "log_t")
 
     def __init__(self, m: np.ndarray, seconds: np.ndarray) -> None:
         self.lo, self.hi = float(m[0]), float(m[-1])
-        self.log_m = np.log(m)
-        self.log_t = np.log(seconds)
+        self.log_m: list[float] = np.log(m).tolist()
+        self.log_t: list[float] = np.log(seconds).tolist()
 
     def __call__(self, x: float) -> float | None:
         if x < self.lo or x > self.hi:
             return None
-        return math.exp(float(np.interp(math.log(x), self.log_m, self.log_t)))
+        lx = math.log(x)
+        xs, ys = self.log_m, self.log_t
+        j = bisect_right(xs, lx) - 1
+        if j < 0:  # (log(lo) rounded above log(x) for x == lo: numpy.interp's left value)
+            return math.exp(ys[0])
+        if j >= len(xs) - 1 or xs[j] == lx:
+            return math.exp(ys[j] if j < len(xs) else ys[-1])
+        slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
+        return math.exp(slope * (lx - xs[j]) + ys[j])
 
 
 class KernelCost(RooflineCost):
@@ -106,6 +118,8 @@ class KernelCost(RooflineCost):
         self._decode = self.attention.decode
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
+        self._dense_memo: dict[tuple[int, int, bool], float] = {}
+        """(tokens, sequences, CUDA graph) -> forward_time's terms before attention (see _dense)."""
 
     # ----------------------------------------------------------------- building the grids
     def _linear_curves(self, model: ModelSpec, tp: int) -> tuple[_Curve | None, _Curve | None]:
@@ -244,26 +258,35 @@ class KernelCost(RooflineCost):
         return self.attention.prefill(batch)
 
     def forward_time(self, batch: Batch) -> float:
-        # once per iteration: the common decode-only path is inlined (the memo, the graph overhead, the
-        # decode grid), each op's fallback in its own method
+        # once per iteration: the terms that depend on (tokens, sequences, graph) alone -- the per-layer
+        # overhead, linear and all-reduce -- come from a memo when every one was on its table (a fallback
+        # is counted per iteration: those keys are never kept); attention is read each time
         prefill, b = batch.prefill_tokens, batch.decode_seqs
         tokens = prefill + b + batch.spec_tokens
         if not tokens:
             return 0.0
         seqs = batch.prefill_seqs + b + batch.spec_tokens  # (a verify step's LM head: every position)
-        linear = self._linear_memo.get((tokens, seqs))
-        if linear is None or linear < 0:
-            linear = self.linear_kernel_time(tokens, seqs)
         graph = not prefill and b <= CUDA_GRAPH_MAX_SEQS
-        t = (self.graph_layers_s if graph else self.eager_layers_s) + linear
-        if self._moe is not None:
-            t += self.moe_kernel_time(tokens)
-        if self.tp > 1:
-            t += self.allreduce_kernel_time(tokens, graph)
+        key = (tokens, seqs, graph)
+        t = self._dense_memo.get(key)
+        if t is None:
+            t = self._dense(tokens, seqs, graph, key)
         if prefill:
             t += self.prefill_kernel_time(batch)
         if b:
             t += self._decode(batch)
+        return t
+
+    def _dense(self, tokens: int, seqs: int, graph: bool, key: tuple[int, int, bool]) -> float:
+        """forward_time's terms before attention (kept in the memo when no op fell back)."""
+        fell_back = dict(self.fallback_iterations)
+        t = (self.graph_layers_s if graph else self.eager_layers_s) + self.linear_kernel_time(tokens, seqs)
+        if self._moe is not None:
+            t += self.moe_kernel_time(tokens)
+        if self.tp > 1:
+            t += self.allreduce_kernel_time(tokens, graph)
+        if fell_back == self.fallback_iterations and self._moe is None:
+            self._dense_memo[key] = t
         return t
 
     def describe(self) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class Admission:
             cached = hit.tokens
             # P/D: the prompt's KV beyond the local hit comes from the prefill replica, all but the last
             # token, which the decode replica computes for the first output token (as vLLM's connectors)
-            remote = max(0, min(g.remote_tokens, g.prompt - 1) - cached)
+            remote = max(0, min(g.remote_tokens, g.prompt - 1) - cached) if g.remote_tokens else 0
             cached += remote
             remaining = g.prompt - cached
             chunk = min(remaining, self._budget)

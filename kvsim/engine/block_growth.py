@@ -13,11 +13,13 @@ class BlockGrowth:
     read and move the scheduler's state, set in `Scheduler.__init__`."""
 
     def _push_alloc(self, it: int, g: Group) -> None:
-        self._due_list(it).append((g.epoch, g))
+        # (epoch, group, its one sequence or -1 when it has several, base): while the epoch holds, the
+        # group decodes and its sequence and base stay as they are
+        self._due_list(it).append((g.epoch, g, g.seqs[0] if g.n == 1 else -1, g.base))
 
-    def _due_list(self, it: int) -> list[tuple[int, Group]]:
-        """The (epoch, group) list of the groups that need a block at iteration it (made, and the
-        iteration put on the heap, when it has none yet)."""
+    def _due_list(self, it: int) -> list[tuple[int, Group, int, int]]:
+        """The (epoch, group, sequence, base) list of the groups that need a block at iteration it (made,
+        and the iteration put on the heap, when it has none yet)."""
         due = self._alloc_due.get(it)
         if due is None:
             due = self._alloc_due[it] = []
@@ -49,8 +51,8 @@ class BlockGrowth:
             entries = due.pop(heapq.heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
                 live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
-                seqs = [e[1].seqs[0] for e in live if e[1].n == 1]
-                if seqs and len(seqs) == len(live) and grow_each(seqs, [e[1].base + it for e in live]):
+                seqs = [e[2] for e in live]
+                if seqs and -1 not in seqs and grow_each(seqs, [e[3] + it for e in live]):
                     for e in live:
                         e[1].seq_blocks += 1
                     grown += len(live)
@@ -59,10 +61,10 @@ class BlockGrowth:
                     later += live
                     continue
             for entry in entries:
-                epoch, g = entry
+                epoch, g, seq, base = entry
                 if epoch != g.epoch or g.state != RUNNING:
                     continue
-                if g.n == 1 and grow(g.seqs[0], g.base + it):
+                if seq >= 0 and grow(seq, base + it):
                     # fast path: a single sequence crossing a block boundary took its block(s)
                     delta = kv.last_grow_delta
                     g.seq_blocks += delta

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kvsim.cost.batch import Batch
+
 if TYPE_CHECKING:
-    from kvsim.cost.batch import Batch
     from kvsim.engine.scheduler import Scheduler
 
 
@@ -32,11 +33,27 @@ class DecodeFastPath:
         if waiting and s.running_seqs + waiting[0].n <= lim.max_num_seqs and (
                 s._prefill_first or lim.max_num_batched_tokens > s.dec_seqs * s._charge):
             return s.schedule(now)
-        copies_before = s._begin(now)
+        # s._begin(now), unrolled (its prefill list is the empty one complete() left)
+        s.preempted_now = 0
+        s._swap_out_blocks = 0
+        if s._scheduled_prefills:
+            s._scheduled_prefills = []
+        s._budget = lim.max_num_batched_tokens
+        s._load_wait = 0.0
+        s._now = now
+        s._paused = False
+        kv = s.kv
+        copies_before = kv.cow_copies
+        it = s.it
         its = s._alloc_its
-        if its and its[0] <= s.it:
-            s._grow(s.it)
+        if its and its[0] <= it:
+            s._grow(it)
             if s.preempted_now:
                 return s._schedule_rest(now, copies_before)
-        s._budget -= s.dec_seqs * s._charge
-        return s._batch([], 0, copies_before, True)
+        dec_seqs = s.dec_seqs
+        s._budget -= dec_seqs * s._charge
+        # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
+        bpb = lim.bytes_per_block
+        return Batch(dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
+                     s.dec_blocks, 0 * bpb, 0 * bpb, kv.cow_copies - copies_before, 0.0, 0.0, 0.0, (), (),
+                     0.0, 0.0)

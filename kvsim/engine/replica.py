@@ -113,14 +113,27 @@ class Replica:
             sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
         if batch.kv_load_wait_s > dt:  # pipelined tier loads: the forward pass waits for the KV
             dt = batch.kv_load_wait_s
-        states = sched.token_states()
-        reservation, internal, external, free, unshared = breakdown_of(sched, states)
+        # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
+        states = kv.token_states(sched.context_sums())
+        unshared = sched.dec_blocks + sched.handoff.blocks
+        if sched.prefilling:
+            unshared += sched.prefill_blocks()
+        waiting = sched.waiting
+        if waiting:
+            head = waiting[0]
+            reservation, internal, external, free, unshared = kv.breakdown(states, unshared, head.req,
+                                                                           head.output)
+        else:
+            reservation, internal, external, free, unshared = kv.breakdown(states, unshared)
+        preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
+        sched.preempted_unrecorded = 0
         row = IterationRow(
             replica=self.index, iteration=sched.iterations, t_s=now, dt_s=dt, running_reqs=len(sched.running),
             num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
             prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
-            waiting=len(sched.waiting), swapped=len(sched.swapped), kv_used_blocks=kv.used_blocks,
-            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=sched.take_preempted(),
+            waiting=len(waiting) if waiting else 0, swapped=len(sched.swapped) if sched.swapped else 0,
+            kv_used_blocks=kv.used_blocks,
+            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=preempted,
             cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
             kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
         if self.extra_columns is None:
@@ -138,13 +151,18 @@ class Replica:
         simulation, which reads the event loop's clock). Returns when the last iteration scheduled ends:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
-        while end < horizon and sched.completes_quietly():
-            sched.complete(end)
-            batch = sched.schedule_decodes(end)
+        quiet, complete, schedule, step = sched.completes_quietly, sched.complete, sched.schedule_decodes, \
+            self._step
+        n = 0
+        while end < horizon and quiet():
+            complete(end)
+            batch = schedule(end)
             if batch is None:
+                self.fast_iterations += n
                 raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
-            end += self._step(batch, end)
-            self.fast_iterations += 1
+            end += step(batch, end)
+            n += 1
+        self.fast_iterations += n
         return end
 
     def _record_idle(self, now: float) -> None:

@@ -128,8 +128,8 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self._admit_while_swapped = rules.admit_while_swapped
         self._paused = False
         """This iteration runs prefills only (vLLM V0): decodes do not advance."""
-        self._alloc_due: dict[int, list[tuple[int, Group]]] = {}
-        """Iteration -> (epoch, group) of the decoding groups that need a block then, in push order."""
+        self._alloc_due: dict[int, list[tuple[int, Group, int, int]]] = {}
+        """Iteration -> (epoch, group, sequence, base) of the groups that need a block then, in push order."""
         self._alloc_its: list[int] = []
         """Heap of the iterations in _alloc_due: the groups come out in (iteration, push) order."""
         self._finish_heap: list[tuple[int, int, int, Group]] = []
@@ -191,10 +191,10 @@ class Scheduler(Admission, Preemption, BlockGrowth):
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
-        seqs = self.running_seqs + len(self.handoff.held)
-        if self.win is None:
-            return ContextSums(self.token_slots(), (), seqs)
-        return ContextSums(self.token_slots(), self.win.context(self.it, self.prefilling), seqs)
+        tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it  # (token_slots())
+                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + self.handoff.tokens)
+        windowed = () if self.win is None else self.win.context(self.it, self.prefilling)
+        return ContextSums(tokens, windowed, self.running_seqs + len(self.handoff.held))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica

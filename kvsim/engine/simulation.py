@@ -105,6 +105,9 @@ class Simulation:
             from kvsim.engine import lora_columns  # (only with a lora section: start-up)
 
             lora_columns.register_columns(self.recorder)
+        self._plain_rows = not (self.sparse or self.spec or self.tier_media or self.disaggregated
+                                or self.client_limit is not None or self.lora is not None)
+        """Request rows carry no registered columns' values (_record)."""
 
     def _deployment(self, i: int, name: str, role: str, replicas: int, one: Scenario) -> Deployment:
         """Pool i's Deployment; in a fleet its errors name the pool (`cluster.pools.1.kv.tiers.0...`, or
@@ -184,9 +187,9 @@ class Simulation:
     def _group(self, r: Request, max_model_len: int) -> Group:
         output = min(r.output_len, max_model_len - r.prompt_len)
         n = max(r.n, r.beam_width)  # beam search runs beam_width sequences
-        seqs = list(range(self._seq_no, self._seq_no + n))
-        self._seq_no += n
-        return Group(req=r, order=r.rid, seqs=seqs, output=output, prompt=r.prompt_len, n=n)
+        seq = self._seq_no
+        self._seq_no = seq + n
+        return Group(r, r.rid, [seq] if n == 1 else list(range(seq, seq + n)), output, r.prompt_len, n)
 
     def build_requests(self) -> Sequence[Request]:
         """The request stream of this scenario and seed (what run() replays): a list, or a RequestTable
@@ -215,6 +218,8 @@ class Simulation:
             self._gate = ClientGate(self.client_limit, self._send)
             self._due = np.full(len(requests), np.nan)
         open_loop: Iterable[Request]
+        if isinstance(requests, RequestTable) and not self._reads_content():
+            requests.segments = None  # (this run's own table: its requests are built without segments)
         if isinstance(requests, RequestTable):  # each request built when it arrives or is released
             self._followups: dict[int, list[Request]] | FollowUps = requests.follow_ups()
             open_loop = requests.open_loop()
@@ -259,12 +264,19 @@ class Simulation:
             requests_df["meets_slo"] = meets_slo(requests_df, sc.slo)
         return SimResult(requests_df, timeline_df, meta)
 
+    def _reads_content(self) -> bool:
+        """Whether anything in this run reads a request's prompt segments: a prefix cache (and the tiers
+        and prefix-aware routing behind it) or a token-level policy (re-reads); else the requests are
+        built without them."""
+        return self.sparse or any(d.sc.kv.prefix_cache != "none" for d in self.deployments)
+
     def _arrivals(self, open_loop: Iterable[Request]):
         env = self.env
         front = self.cost.request_overhead  # the front end's latency: a request reaches the engine after it
         for r in open_loop:
-            if r.arrival_s > env.now:
-                yield env.timeout(r.arrival_s - env.now)
+            t = r.arrival_s
+            if t > env.now:
+                yield env.timeout(t - env.now)
             if self._gate is None:
                 self._to_engine(r, front)
             else:
@@ -342,6 +354,16 @@ class Simulation:
                              output_len=g.output, n=r.n, first_scheduled_s=g.first_scheduled_s,
                              first_token_s=g.first_token_s, finish_s=g.finish_s, preemptions=g.preemptions,
                              cached_tokens=g.cached_tokens, rejected=0, session=r.session)
+        if self._plain_rows:  # (no registered request columns: no extra values to gather)
+            self.recorder.request(row)
+        else:
+            self.recorder.request(row, *self._request_extra(r, replica, g))
+        self._completed += 1
+        if self.progress is not None:
+            self.progress(self._completed, self.total_requests)
+
+    def _request_extra(self, r: Request, replica: int, g: Group | None) -> list[tuple | None]:
+        """The registered request columns' values of r's row, in registration order."""
         extra = []
         if self.sparse:
             extra.append(self.replicas[replica].sched.sizing.request_values(r.rid))
@@ -356,10 +378,7 @@ class Simulation:
         if self.lora is not None:
             extra.append((r.adapter, -1, 0, 0.0, 0.0, 0) if g is None
                          else self.replicas[replica].sched.lora.request_values(r.rid, r.adapter))
-        self.recorder.request(row, *extra)
-        self._completed += 1
-        if self.progress is not None:
-            self.progress(self._completed, self.total_requests)
+        return extra
 
     def _meta(self) -> dict[str, Any]:
         cap = self.capacity

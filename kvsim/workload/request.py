@@ -110,15 +110,15 @@ class RequestTable(Sequence[Request]):
 
     def request(self, i: int) -> Request:
         """Row i as a new Request (i in 0..len-1)."""
+        # (positional, in Request's field order: once per request)
         return Request(
-            rid=i, arrival_s=self.arrival_s.item(i), prompt_len=self.prompt_len.item(i),
-            output_len=self.output_len.item(i), n=self.n,
-            segments=() if self.segments is None else self.segments(i),
-            session=-1 if self.session is None else self.session.item(i),
-            after=-1 if self.after is None else self.after.item(i),
-            think_s=0.0 if self.think_s is None else self.think_s.item(i),
-            source=self.source, output_id=-1 if self.output_id is None else self.output_id.item(i),
-            beam_width=self.beam_width, adapter=-1 if self.adapter is None else self.adapter.item(i))
+            i, self.arrival_s.item(i), self.prompt_len.item(i), self.output_len.item(i), self.n,
+            () if self.segments is None else self.segments(i),
+            -1 if self.session is None else self.session.item(i),
+            -1 if self.after is None else self.after.item(i),
+            0.0 if self.think_s is None else self.think_s.item(i),
+            self.source, -1 if self.output_id is None else self.output_id.item(i),
+            self.beam_width, (), -1 if self.adapter is None else self.adapter.item(i))
 
     def open_loop(self) -> Iterator[Request]:
         """The requests that are not follow-ups (after < 0), in rid order, built as they are read."""
@@ -157,9 +157,12 @@ class FollowUps:
         if not 0 <= rid < len(self.taken) or self.taken[rid]:
             return default
         self.taken[rid] = 1
-        lo, hi = self.offsets.item(rid), self.offsets.item(rid + 1)
+        offsets = self.offsets
+        lo, hi = offsets.item(rid), offsets.item(rid + 1)
         if lo == hi:
             return default
+        if hi == lo + 1:  # (a session's next turn: one follow-up)
+            return [self.table.request(self.children.item(lo))]
         return [self.table.request(j) for j in self.children[lo:hi].tolist()]
 
 

@@ -30,6 +30,7 @@ import json
 import math
 import warnings
 from datetime import date
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,9 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     output = np.maximum(np.asarray(output, dtype=np.int64), 1)[order].tolist()
     segs = [segments[i] for i in order.tolist()] if segments is not None else [()] * len(order)
     rows = zip(times[order].tolist(), prompt, output, segs, strict=True)
-    out = [Request(rid=rid, arrival_s=t, prompt_len=p, output_len=o, n=cfg.n, segments=sg, source="trace")
-           for rid, (t, p, o, sg) in enumerate(rows)]
+    n = cfg.n  # (Request's fields rid, arrival_s, prompt_len, output_len, n, segments, session, after,
+    # think_s, source, positionally)
+    out = [Request(rid, t, p, o, n, sg, -1, -1, 0.0, "trace") for rid, (t, p, o, sg) in enumerate(rows)]
     if tcfg.format == "columns" and adapters is not None:
         for r, i in zip(out, order.tolist(), strict=True):
             r.adapter_name = adapters[i]
@@ -115,7 +117,6 @@ def _read_csv(path: Path, names: dict[str, str],
               limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str] | None]:
     """(arrival, prompt, output, the adapter column's stripped texts or None without an adapter key)."""
     keys = ("arrival", "prompt", "output", *(("adapter",) if "adapter" in names else ()))
-    texts: tuple[list[str], ...] = tuple([] for _ in keys)
     lines: list[int] = []
     reader = csv.reader(text for _, text in text_lines(path, "trace file"))
     try:
@@ -125,14 +126,15 @@ def _read_csv(path: Path, names: dict[str, str],
         header = [h.strip() for h in header]
         idx = [find_column(header, names[key], path) for key in keys]
         width = max(idx) + 1
+        pick = itemgetter(*idx)  # (3 or 4 keys: a tuple of the row's fields)
+        picked: list[tuple[str, ...]] = []
         for row in reader:
             if not row:
                 continue
             if len(row) < width:
                 raise KvsimError(f"{path}:{reader.line_num}: expected at least {width} fields, "
                                  f"got {len(row)}")
-            for col, i in zip(texts, idx, strict=True):
-                col.append(row[i])
+            picked.append(pick(row))
             lines.append(reader.line_num)
             if limit is not None and len(lines) >= limit:
                 break
@@ -141,6 +143,8 @@ def _read_csv(path: Path, names: dict[str, str],
                                  "with workload.trace.limit")
     except csv.Error as exc:
         raise KvsimError(f"{path}:{reader.line_num}: bad CSV ({excerpt(str(exc), 60)})") from None
+    texts = tuple(list(map(itemgetter(k), picked)) for k in range(len(keys)))
+    del picked
     return (_times(texts[0], lines, path, names["arrival"]),
             _counts(texts[1], lines, path, names["prompt"]),
             _counts(texts[2], lines, path, names["output"]),

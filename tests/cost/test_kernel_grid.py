@@ -42,3 +42,35 @@ def test_isotonic_pools_violators_and_keeps_holes():
     raw = KernelGrid.from_rows(pd.DataFrame({"b": [1, 2, 4], "latency_s": [2e-5, 1e-5, 4e-5]}), ("b",),
                                monotone=False)
     assert raw(2) == pytest.approx(1e-5)
+
+
+def test_at2_reads_the_same_bits_with_its_cells_kept_or_worked_out_anew():
+    """at2 keeps each cell's coefficients once worked out (KernelGrid.cells): a grid that works them out
+    at every miss (its memo emptied before each read) reads the same bits along the same path."""
+    rows = _rows([(b, c, 1e-6 * b ** 0.9 * (1 + c / 700) ** 1.1) for b in (1, 3, 8, 32)
+                  for c in (16, 100, 900)])
+    rng = np.random.default_rng(7)
+    points = [(float(rng.uniform(1, 32)), float(rng.uniform(16, 900))) for _ in range(300)]
+    points += [(3.0, 100.0), (8.0, 900.0), (1.0, 16.0), (32.0, 900.0)] * 3
+    kept = KernelGrid.from_rows(rows, ("b", "c"))
+    anew = KernelGrid.from_rows(rows, ("b", "c"))
+    for p in points:
+        anew.cells.clear()
+        assert kept.at2(*p) == anew.at2(*p)
+        assert kept.cell == anew.cell
+    assert len(kept.cells) == 6  # every cell of the 4 x 3 grid visited, its coefficients kept
+
+
+def test_one_axis_reads_unrolled_are_the_general_reads_bit_for_bit():
+    """at1 (a one-axis grid, the all-reduce's) gives the general path's bits: at knots, between them, at
+    a zero knot (linear there) and next to a hole (None)."""
+    g = KernelGrid.from_rows(pd.DataFrame({"e": [0, 1, 7, 64, 4096, 1 << 20],
+                                           "latency_s": [1e-6, 2e-6, 2.5e-6, 4e-6, 3e-5, 9e-4]}), ("e",))
+    rng = np.random.default_rng(5)
+    xs = [0.0, 0.5, 1.0, 7.0, 1 << 20, *rng.uniform(0, 1 << 20, 300).tolist(),
+          *rng.uniform(0, 70, 300).tolist()]
+    for x in xs:
+        assert g(x) == g._at((x,))
+    assert g(-1.0) is None and g(float(1 << 21)) is None
+    holed = KernelGrid(("e",), (np.array([1.0, 2.0, 4.0]),), np.array([0.0, np.nan, 1.0]))
+    assert holed(1.0) == holed._at((1.0,)) and holed(1.5) is None and holed(3.0) is None

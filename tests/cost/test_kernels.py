@@ -152,3 +152,38 @@ def test_published_latency_runs(fitted, band):
     for c in cases:
         ms = predict_ms(c, "kernels")  # with KERNEL_DEFAULTS
         assert abs(ms / c["published_ms"] - 1) <= band, (c["case"], c["hardware"], ms)
+
+
+def test_a_curve_interpolates_as_numpy_interp_bit_for_bit():
+    """_Curve reads its log-log line on plain floats: numpy.interp's values, knots and ends included."""
+    import numpy as np
+
+    from kvsim.cost.kernels import _Curve
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        m = np.unique(rng.choice([1, 2, 3, 8, 16, 100, 512, 1000, 4096, 8192], size=int(rng.integers(2, 8))))
+        if len(m) < 2:
+            continue
+        m = m.astype(float)
+        seconds = np.exp(rng.uniform(-12, -2, len(m)))
+        curve = _Curve(m, seconds)
+        for x in [*m.tolist(), *rng.uniform(m[0], m[-1], 50).tolist(), *range(int(m[0]), int(m[-1]) + 1, 7)]:
+            want = math.exp(float(np.interp(math.log(x), np.log(m), np.log(seconds))))
+            assert curve(x) == want
+        assert curve(m[0] / 2) is None and curve(m[-1] * 2) is None
+
+
+def test_the_terms_before_attention_come_from_a_memo_with_the_same_bits_and_fallback_counts():
+    """forward_time keeps (overhead + linear + all-reduce) by (tokens, sequences, graph) when no op fell
+    back: the bits and the fallback counts of a model that works them out at every read."""
+    batches = [Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=b * 300) for b in (1, 5, 64, 5, 1)]
+    batches += [Batch(num_seqs=2, prefill_seqs=2, prefill_tokens=t, prefill_attn_pairs=t * t / 2.0)
+                for t in (100, 900, 5000, 100, 5000)]  # 5000 tokens: beyond the gemm grid (roofline)
+    used, anew = _cost(), _cost()
+    for b in batches * 2:
+        anew._dense_memo.clear()
+        assert used.forward_time(b) == anew.forward_time(b)
+    assert used.fallback_iterations == anew.fallback_iterations
+    assert used.fallback_iterations["linear"] == 4
+    assert (5000, 2, False) not in used._dense_memo and (100, 2, False) in used._dense_memo

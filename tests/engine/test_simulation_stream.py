@@ -31,3 +31,14 @@ def test_a_table_runs_as_its_list(overrides):
     pd.testing.assert_frame_equal(a.timeline, b.timeline)
     assert any(r.after >= 0 for r in stream)  # follow-ups were exercised
     assert len(lazy.recorder.timeline_frame()) == 0  # the rows moved into the result
+
+
+def test_requests_are_built_without_segments_where_nothing_reads_them():
+    """Without a prefix cache or a token-level policy no request's segments are read: the run's table
+    builds its requests without them (test_a_table_runs_as_its_list: the same rows as the list's)."""
+    chat = ["workload.kind=chat", "simulation.requests=30"]
+    plain = Simulation(load_scenario(None, chat))
+    assert not plain._reads_content()
+    assert Simulation(load_scenario(None, [*chat, "kv.prefix_cache=hash"]))._reads_content()
+    assert Simulation(load_scenario(None, [*chat, "kv.sparsity.policy=h2o"]))._reads_content()
+    assert plain.build_requests()[5].segments  # (build_requests itself keeps them: hitrate, compare)

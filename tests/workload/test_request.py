@@ -46,3 +46,13 @@ def test_open_loop_and_follow_ups_each_once():
     assert links.pop(2, ()) == ()  # handed out once, as dict.pop
     assert [r.rid for r in links.pop(0, ())] == [1]
     assert links.pop(1, ()) == () and links.pop(4, ()) == () and links.pop(99, ()) == ()
+
+
+def test_every_field_lands_in_its_place():
+    """request() builds a Request positionally: each column reaches its own field."""
+    t = _table(segments=lambda i: ((100 + i, 3),))
+    t.adapter = np.array([-1, 3, -1, 0, 1])
+    r = t[1]
+    assert r == Request(rid=1, arrival_s=0.0, prompt_len=9, output_len=3, n=2, segments=((101, 3),),
+                        session=0, after=0, think_s=1.5, source="x", output_id=11, beam_width=1, rereads=(),
+                        adapter=3, adapter_name="")
