@@ -54,7 +54,9 @@ def extensions() -> list:
 
     exts = [Extension(m, [str(source_of(m).relative_to(ROOT))], extra_compile_args=["-O2", "-g0"],
                       optional=True) for m in hot_modules()]
-    out = cythonize(exts, compiler_directives={"language_level": 3, "binding": True},
+    # annotation_typing off: Cython would otherwise check and convert arguments by their annotations (a
+    # `float` argument given a str raises TypeError at the call, where Python runs the function's own check)
+    out = cythonize(exts, compiler_directives={"language_level": 3, "binding": True, "annotation_typing": False},
                     nthreads=os.cpu_count() or 1, quiet=True)
     for e in out:
         e.optional = True  # no compiler or a failed compile: that module stays Python
