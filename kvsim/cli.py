@@ -17,11 +17,12 @@ from rich.table import Table
 from kvsim import __version__
 from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, WorkerError, excerpt, printable
 
-app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
-                  help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation. "
-                       "Start with `kvsim run` (the default scenario) or `kvsim run workloads/chat.yaml`; "
-                       "`kvsim COMMAND -h` for a command's options.")
+APP_SETTINGS = dict(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                    rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
+                    help="kvsim: KV-cache capacity planning for LLM serving, by discrete-event simulation. "
+                         "Start with `kvsim run` (the default scenario) or `kvsim run workloads/chat.yaml`; "
+                         "`kvsim COMMAND -h` for a command's options.")
+app = typer.Typer(**APP_SETTINGS)
 # rich_markup_mode=None: click's plain help, which wraps to the terminal (at most 80 columns) instead of
 # truncating option names in rich's boxes
 
@@ -722,9 +723,24 @@ def main() -> None:
         raise SystemExit(code)
 
 
+def app_for(args: list[str]) -> typer.Typer:
+    """The app that parses `args`: when the first one names a command, an app of the root options and that
+    command alone, else the whole app. Typer builds the options of every command it holds before parsing,
+    so a `kvsim run` need not pay for the other commands' (the same usage, help and errors: only the
+    root's help and an unknown command's error list the commands, and neither starts with a command)."""
+    name = args[0] if args else ""
+    for info in app.registered_commands:
+        if (info.name or info.callback.__name__.lower().replace("_", "-")) == name:
+            one = typer.Typer(**APP_SETTINGS)
+            one.registered_callback = app.registered_callback
+            one.registered_commands = [info]
+            return one
+    return app
+
+
 def _main() -> int:
     try:
-        rc = app(standalone_mode=False, prog_name="kvsim")
+        rc = app_for(sys.argv[1:])(standalone_mode=False, prog_name="kvsim")
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:

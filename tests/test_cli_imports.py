@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("matplotlib", "pyarrow", "pyarrow.parquet", "pandas", "numpy", "scipy", "torch")
 
@@ -48,3 +50,82 @@ def test_a_run_imports_matplotlib_and_parquet_to_write_them_and_never_torch(tmp_
     assert (out / "kv_usage.png").is_file() and (out / "requests.parquet").is_file()
     assert loaded["matplotlib"] and loaded["pyarrow.parquet"], loaded
     assert not loaded["torch"] and not loaded["scipy"], loaded
+
+
+UNNEEDED = ("pandas", "matplotlib", "scipy", "torch", "pyarrow")
+CHAT = ROOT / "workloads" / "chat.yaml"
+FRAME_MODULES = ("engine/simulation.py", "metrics/recorder.py")
+"""The modules that import pandas for the result's frames, until issue 27's memory work lands."""
+
+
+def first_importer(module: str, code: str, cwd: Path = ROOT) -> dict[str, str | None]:
+    """Run `code` in a fresh interpreter that notes, for each of `module` and UNNEEDED, the innermost kvsim
+    module on the stack when it was first imported ('' when no kvsim module was; absent: never imported)."""
+    probe = (
+        "import sys, traceback\n"
+        f"WATCH = {(module, *UNNEEDED)!r}\n"
+        "seen = {}\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name in WATCH and name not in seen:\n"
+        "            files = [f.filename for f in traceback.extract_stack() if '/kvsim/' in f.filename]\n"
+        "            seen[name] = files[-1].rsplit('/kvsim/', 1)[1] if files else ''\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        f"{code}\n"
+        "import json\n"
+        "print(json.dumps(seen))\n")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_loading_a_scenario_imports_none_of_pandas_pyarrow_matplotlib_scipy_torch():
+    seen = first_importer("numpy", "import kvsim.cli\nfrom kvsim.scenario import load_scenario\n"
+                                   f"load_scenario({str(CHAT)!r}, ['simulation.requests=10'])")
+    assert not any(m in seen for m in UNNEEDED), seen
+
+
+def test_building_a_simulation_imports_no_plotting_parquet_scipy_or_torch_and_pandas_only_for_frames():
+    """Scenario loading and Simulation construction (the roofline cost model: no kernel tables to read)
+    import no matplotlib, Parquet, scipy or torch; pandas only for SimResult's frames (FRAME_MODULES; issue
+    27's memory work makes the run's tables pandas-free: then nothing here imports it, and this test should
+    say `"pandas" not in seen`)."""
+    seen = first_importer("numpy", "import kvsim.cli\nfrom kvsim.scenario import load_scenario\n"
+                                   "from kvsim.engine.simulation import Simulation\n"
+                                   f"Simulation(load_scenario({str(CHAT)!r}, ['simulation.requests=10', "
+                                   "'cost.model=roofline']))")
+    assert not any(m in seen for m in ("matplotlib", "scipy", "torch")), seen
+    assert seen.get("pandas") in (None, *FRAME_MODULES), seen
+    assert "pyarrow" not in seen or seen.get("pandas") is not None, seen  # (pandas imports pyarrow)
+
+
+def test_the_run_command_is_parsed_by_an_app_of_that_command_alone():
+    from kvsim.cli import app, app_for
+
+    names = [c.name or c.callback.__name__.lower().replace("_", "-") for c in app.registered_commands]
+    assert "run" in names and len(names) > 1
+    for name in names:
+        one = app_for([name, "--help"])
+        assert [c.callback for c in one.registered_commands] == [
+            c.callback for c in app.registered_commands if c.callback.__name__.replace("_", "-") == name]
+        assert one.registered_callback is app.registered_callback
+    for args in ([], ["--help"], ["-V"], ["runn"], ["--install-completion"]):
+        assert app_for(args) is app
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["run", "--no-such-flag"], ["models", "--help"],
+                                  ["footprint"], ["version"]])
+def test_a_one_command_app_says_what_the_whole_app_says(args, monkeypatch, capsys):
+    """The same output, error line and exit status through main() (one-command app) as through the
+    whole app."""
+    from kvsim.cli import _main, app
+
+    outputs = []
+    for pick in (None, app):
+        if pick is not None:
+            monkeypatch.setattr("kvsim.cli.app_for", lambda _args: app)
+        monkeypatch.setattr("sys.argv", ["kvsim", *args])
+        code = _main()
+        outputs.append((code, *capsys.readouterr()))
+    assert outputs[0] == outputs[1]

@@ -168,7 +168,8 @@ def read_table(path: Path, name: str):
     import pyarrow.parquet as pq
 
     try:
-        df = pq.read_table(path).to_pandas()
+        with pq.ParquetFile(path) as file:  # (pq.read_table: a dataset layer, slower to import)
+            df = file.read().to_pandas()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise KvsimError(f"{path}: not a readable Parquet kernel table ({type(exc).__name__})") from None
     _check_frame(path, df, spec)
