@@ -101,7 +101,7 @@ def run(scenario: str | Path | dict[str, Any] | Scenario | None = None,
     completed: 5 refused (5 prompt longer than max_model_len); ...`); Result.refusals has the counts."""
     sc = load(scenario, overrides, **kw_overrides)
     res = Simulation(sc).run()
-    summary = build_summary(res.requests, res.timeline, res.meta)
+    summary = build_summary(res.tables, None, res.meta)
     none_done = nothing_completed(summary, res.meta, "figures of the summary")
     if none_done:
         warnings.warn(none_done.removeprefix("warning: "), KvsimWarning, stacklevel=2)
