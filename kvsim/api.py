@@ -17,9 +17,7 @@ import copy
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kvsim.engine.simulation import Simulation
 from kvsim.errors import MAX_JOBS, KvsimError, KvsimWarning, check_jobs, excerpt
@@ -27,19 +25,32 @@ from kvsim.metrics.nothing_completed import nothing_completed
 from kvsim.metrics.summary import build_summary
 from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 @dataclass(slots=True)
 class Result:
     """One simulated run: summary.json's dict, the requests and timeline tables (as requests.parquet and
-    timeline.parquet hold them) and the resolved scenario."""
+    timeline.parquet hold them: pandas DataFrames, built on first use) and the resolved scenario."""
 
     summary: dict[str, Any]
-    requests: pd.DataFrame
-    timeline: pd.DataFrame
+    tables: Any = field(repr=False)
+    """The run's tables as the recorder left them (kvsim/metrics/run_tables.py RunTables)."""
     scenario: Scenario = field(repr=False)
     refusals: dict[str, int] = field(default_factory=dict)
     """Why requests were refused outright (prompt longer than max_model_len, more KV blocks than the pool
     has, ...) -> how many; summary["requests"]["rejected"] is their sum."""
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request, by rid (requests.parquet's table; built on first use)."""
+        return self.tables.requests_frame()
+
+    @property
+    def timeline(self) -> pd.DataFrame:
+        """One row per recorded engine iteration (timeline.parquet's table; built on first use)."""
+        return self.tables.timeline_frame()
 
     def __repr__(self) -> str:
         s = self.summary
@@ -101,11 +112,11 @@ def run(scenario: str | Path | dict[str, Any] | Scenario | None = None,
     completed: 5 refused (5 prompt longer than max_model_len); ...`); Result.refusals has the counts."""
     sc = load(scenario, overrides, **kw_overrides)
     res = Simulation(sc).run()
-    summary = build_summary(res.requests, res.timeline, res.meta)
+    summary = build_summary(res.tables, None, res.meta)
     none_done = nothing_completed(summary, res.meta, "figures of the summary")
     if none_done:
         warnings.warn(none_done.removeprefix("warning: "), KvsimWarning, stacklevel=2)
-    return Result(summary, res.requests, res.timeline, sc, dict(res.meta.get("refusals") or {}))
+    return Result(summary, res.tables, sc, dict(res.meta.get("refusals") or {}))
 
 
 

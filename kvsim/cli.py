@@ -153,13 +153,13 @@ def run(
     from kvsim.metrics.report import write_outputs
     from kvsim.metrics.summary import build_summary, summary_table_rows
 
-    summary = build_summary(result.requests, result.timeline, result.meta)
-    n_req = len(result.requests)
+    summary = build_summary(result.tables, None, result.meta)  # (the frames are never built)
+    n_req = result.tables.request_count
     run_info = {
         "wall_s": round(wall, 3),
         "simulated_requests_per_wall_s": round(n_req / wall, 1) if wall > 0 else None,
         "peak_rss_mib": round(peak / 2**20, 1),
-        "iterations": int(len(result.timeline)),
+        "iterations": result.tables.timeline_count,
         "kvsim_version": __version__,
     }
     extra, rep = {}, None
@@ -170,7 +170,7 @@ def run(
         summaries = _guard(lambda: run_repeats(scenario, overrides, seed_list, jobs, first=summary))
         rep = repeats_section(summaries, seed_list)
         extra["repeats.json"] = json.dumps(rep, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    _guard(lambda: write_outputs(folder, summary, result.requests, result.timeline, run_info, plots, extra))
+    _guard(lambda: write_outputs(folder, summary, result.tables, None, run_info, plots, extra))
     none_done = nothing_completed(summary, result.meta)
     if none_done:
         console.print(none_done, markup=False, soft_wrap=True)

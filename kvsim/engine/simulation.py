@@ -5,10 +5,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
@@ -22,7 +21,6 @@ from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder, RequestRow
-from kvsim.metrics.slo import meets_slo
 from kvsim.scenario import (
     MAX_GPU_BLOCKS,
     Pricing,
@@ -36,14 +34,28 @@ from kvsim.specs.hardware import list_hardware
 from kvsim.workload.factory import build_request_stream
 from kvsim.workload.request import FollowUps, Request, RequestTable
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 @dataclass(slots=True)
 class SimResult:
-    """What one run produced: per-request rows, per-iteration rows and run metadata."""
+    """What one run produced: per-request rows, per-iteration rows and run metadata. `tables` holds the
+    rows as the recorder left them (RunTables, kvsim/metrics/run_tables.py); `requests` and `timeline`
+    are their pandas DataFrames, built on first use (`kvsim run` never builds them)."""
 
-    requests: pd.DataFrame
-    timeline: pd.DataFrame
+    tables: Any
     meta: dict[str, Any]
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request, by rid (built on first use)."""
+        return self.tables.requests_frame()
+
+    @property
+    def timeline(self) -> pd.DataFrame:
+        """One row per recorded iteration (built on first use)."""
+        return self.tables.timeline_frame()
 
 
 class Simulation:
@@ -259,10 +271,8 @@ class Simulation:
             from kvsim.engine import lora_columns
 
             meta["lora"] = lora_columns.run_totals(self.deployments, replicas, self.block_size)
-        requests_df, timeline_df = self.recorder.take_frames()  # the recorder's columns move into the frames
-        if sc.slo is not None:
-            requests_df["meets_slo"] = meets_slo(requests_df, sc.slo)
-        return SimResult(requests_df, timeline_df, meta)
+        # the recorder's columns move into the result (with meets_slo derived when asked)
+        return SimResult(self.recorder.take_tables(sc.slo), meta)
 
     def _reads_content(self) -> bool:
         """Whether anything in this run reads a request's prompt segments: a prefix cache (and the tiers

@@ -5,13 +5,15 @@ docs/metrics.md ("bench_serve") defines each one and gives the vLLM source it fo
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kvsim.metrics.frames import completed_mask, rejected
 from kvsim.metrics.stats import plain
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRICS: tuple[tuple[str, str, str], ...] = (
     ("ttft", "TTFT", "Time to First Token"),
@@ -50,6 +52,8 @@ def token_gaps(timeline: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(gap_s, count) per engine iteration: the decode tokens the iteration emits (decode_seqs) and the
     time since the same replica's previous iteration ended, which is each of those tokens' inter-token
     latency when its sequence emitted a token in that previous iteration too."""
+    import pandas as pd  # (a frame came in: pandas is loaded)
+
     tl = timeline[timeline["iteration"] >= 0]
     if not len(tl):
         return np.zeros(0), np.zeros(0, dtype=np.int64)

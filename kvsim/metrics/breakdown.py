@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kvsim.kvcache.breakdown import SUMMARY_KEYS
 from kvsim.metrics.stats import weighted_sum
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def breakdown_means(timeline: pd.DataFrame, capacity_tokens: int | pd.Series,

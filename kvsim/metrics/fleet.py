@@ -5,13 +5,15 @@ them. Built only when the run's meta has a "fleet" entry (several replicas or a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kvsim.metrics.frames import completed_mask, makespan_s, replica_capacities, with_hold
 from kvsim.metrics.stats import percentiles, plain, time_weighted_mean, whole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # What each replica role reports comes with the run: meta["fleet"]["roles"] (kvsim/engine/fleet/roles.py
 # role_report): per role `front` (the first router chooses among its replicas: `load_imbalance` compares

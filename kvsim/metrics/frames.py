@@ -3,11 +3,12 @@ requests completed, the makespan, the timeline's hold_s, and each replica's KV c
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kvsim.metrics.stats import plain
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def with_hold(timeline: pd.DataFrame) -> pd.DataFrame:
@@ -24,6 +25,8 @@ def rejected(requests: pd.DataFrame) -> pd.Series:
     """The requests' `rejected` column (all 0 when the frame has none)."""
     if "rejected" in requests.columns:
         return requests["rejected"]
+    import pandas as pd  # (a frame came in: pandas is loaded)
+
     return pd.Series(0, index=requests.index)
 
 

@@ -5,12 +5,14 @@ KV capacity the adapter slots cost."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kvsim.metrics.stats import percentiles, plain
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GPU, HOST, DISK = 0, 1, 2
 

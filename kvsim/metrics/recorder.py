@@ -1,15 +1,16 @@
-"""Append-only columns the engine writes during a run; DataFrames are built once at the end.
+"""Append-only columns the engine writes during a run; the tables are handed over once at the end.
 
 A row is a slotted dataclass whose field names are the column names (`IterationRow` per engine
 iteration, `RequestRow` per request); the recorder appends its fields to typed arrays: floats to
 float64 arrays, ints to `IntColumn`s (no storage while a column is all zeros, then int8 / int16 / int32 /
-int64, as narrow as its values allow). The frames are int64 / float64 whatever the storage: float
-columns and int64 ones are wrapped without a copy, narrower ones widened a column at a time, and
-`Recorder.take_frames` frees each stored column as its frame column is built, so a run's tables are never
-held twice. Other rooms add
+int64, as narrow as its values allow). Every CHUNK_ROWS rows the columns are sealed into a chunk of a
+ColumnStore (kvsim/metrics/column_store.py: the chunks after the first wait on disk), so what a run holds
+in memory is one chunk per table, whatever its length. `Recorder.take_tables` hands both tables over as
+RunTables (kvsim/metrics/run_tables.py: the derived columns, and the frames only when asked); the frames
+are int64 / float64 whatever the storage. Other rooms add
 column groups of their own (`ColumnGroup`: name -> typecode, and a default for rows that do not carry the
 group) before the run starts; their values ride along with each row and the columns follow the built-in
-and derived ones in the frames. Imports nothing from the rest of kvsim.
+and derived ones in the frames. Imports nothing from the rest of kvsim but its own column store.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ import math
 from array import array
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+from kvsim.metrics.column_store import CHUNK_ROWS, ColumnStore
+from kvsim.metrics.run_tables import RunTables
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _TYPECODES = {"int": "q", "float": "d"}  # field annotation -> array typecode ('q' int64, 'd' float64)
 _CHUNK = 64
@@ -182,50 +189,51 @@ class ColumnGroup:
 class _Group:
     """A registered ColumnGroup's arrays and how many rows took its default."""
 
-    __slots__ = ("spec", "arrays", "appends", "defaulted")
+    __slots__ = ("spec", "arrays", "appends", "defaulted", "nan_default")
 
     def __init__(self, spec: ColumnGroup) -> None:
         self.spec = spec
-        nan_default = spec.default != spec.default
-        # an int column that may take NaN is held as float64, and stays float64 if any row took NaN
-        self.arrays = {k: array("d" if nan_default else t) for k, t in spec.columns.items()}
-        self.appends = tuple(a.append for a in self.arrays.values())
+        self.nan_default = spec.default != spec.default
         self.defaulted = 0
+        self.reset()
 
-    def take(self, name: str, release: bool) -> np.ndarray:
-        """Column `name` as a numpy array (a view of the storage unless it changes dtype)."""
-        v = self.arrays[name]
-        if release:
-            self.arrays[name] = array(v.typecode)
-        out = np.frombuffer(v, dtype=_NUMPY[v.typecode])
-        if self.spec.columns[name] == "q" and v.typecode == "d" and not self.defaulted:
-            out = out.astype(np.int64)
-        return out
+    def reset(self) -> None:
+        # an int column that may take NaN is held as float64, and stays float64 if any row took NaN
+        self.arrays = {k: array("d" if self.nan_default else t) for k, t in self.spec.columns.items()}
+        self.appends = tuple(a.append for a in self.arrays.values())
+
+    def kinds(self) -> dict[str, str]:
+        """name -> the frame's kind: 'q' int64 unless an int column held as float64 took NaN."""
+        return {k: "d" if t == "q" and self.nan_default and self.defaulted else t
+                for k, t in self.spec.columns.items()}
 
 
 class _Columns:
-    """One frame's columns: the row type's fields, then the registered groups'.
+    """One table's columns: the row type's fields, then the registered groups'.
 
     Rows are kept as objects in `pending` and moved into the columns _CHUNK at a time, a column at a time
-    (attribute reads and array extends in C): cheaper than appending each value of each row."""
+    (attribute reads and array extends in C): cheaper than appending each value of each row. Every
+    CHUNK_ROWS rows the columns are sealed into `sealed` (a ColumnStore) and start again empty."""
 
-    __slots__ = ("names", "store", "floats", "ints", "pending", "rows", "groups")
+    __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "rows", "groups", "sealed")
 
     def __init__(self, row_type: type) -> None:
-        self.names = tuple(columns_of(row_type))
-        self.store: dict[str, array | IntColumn] = {
-            k: array("d") if t == "d" else IntColumn() for k, t in columns_of(row_type).items()}
-        self._bind()
+        self.row_kinds = columns_of(row_type)
+        self.names = tuple(self.row_kinds)
+        self._reset()
         self.pending: list = []
-        self.rows = 0  # rows in the columns (pending ones not counted)
+        self.rows = 0  # rows in the columns since the last seal (pending ones not counted)
         self.groups: list[_Group] = []
+        self.sealed: ColumnStore | None = None
 
-    def _bind(self) -> None:
+    def _reset(self) -> None:
+        self.store: dict[str, array | IntColumn] = {
+            k: array("d") if t == "d" else IntColumn() for k, t in self.row_kinds.items()}
         self.floats = tuple((c, attrgetter(k)) for k, c in self.store.items() if isinstance(c, array))
         self.ints = tuple((c, attrgetter(k)) for k, c in self.store.items() if isinstance(c, IntColumn))
 
     def register(self, spec: ColumnGroup) -> None:
-        if self.rows or self.pending:
+        if self.rows or self.pending or self.sealed is not None:
             raise RuntimeError("column groups are registered before the first row")
         taken = set(self.names).union(*(g.arrays for g in self.groups))
         clash = taken.intersection(spec.columns)
@@ -234,7 +242,7 @@ class _Columns:
         self.groups.append(_Group(spec))
 
     def flush(self) -> None:
-        """Move the pending rows into the columns."""
+        """Move the pending rows into the columns (and seal them every CHUNK_ROWS rows)."""
         pending = self.pending
         if not pending:
             return
@@ -244,6 +252,8 @@ class _Columns:
             icol.extend(list(map(get, pending)))
         self.rows += len(pending)
         pending.clear()
+        if self.rows >= CHUNK_ROWS:
+            self.seal()
 
     def append_extra(self, extra: tuple) -> None:
         """Append one row's values of the registered groups (None or left out: the group's default)."""
@@ -261,38 +271,52 @@ class _Columns:
                 for app, v in zip(group.appends, values, strict=True):
                     app(v)
 
-    def take(self, name: str, release: bool) -> np.ndarray:
-        """Row column `name` as int64 / float64 numpy (a view of float64 and int64 storage); release: the
-        column's storage is dropped here (the frame holds what it needs)."""
-        col = self.store[name]
-        if release:
-            self.store[name] = array("d") if isinstance(col, array) else IntColumn()
-        if isinstance(col, array):
-            return np.frombuffer(col, dtype=np.float64)
-        return col.numpy()
-
-    def columns(self, release: bool, order: np.ndarray | None = None):
-        """(name, numpy column) of the row columns then the groups', rows taken in `order` if given.
-        release: each column's storage is dropped as it is yielded (the frame holds it, or a copy);
-        else the columns are copies and the recorder keeps its rows."""
-        self.flush()
-        for name in self.names:
-            yield name, _pick(self.take(name, release), order, release)
+    def kinds(self) -> dict[str, str]:
+        out = dict(self.row_kinds)
         for g in self.groups:
-            for name in list(g.arrays):
-                yield name, _pick(g.take(name, release), order, release)
+            out.update(g.kinds())
+        return out
+
+    def _chunk(self) -> dict[str, np.ndarray | None]:
+        """The columns since the last seal as compact numpy arrays (copies; None: an all-zero int column)."""
+        out: dict[str, np.ndarray | None] = {}
+        for name, col in self.store.items():
+            data = col if isinstance(col, array) else col.data
+            out[name] = None if data is None else np.frombuffer(data, dtype=_NUMPY[data.typecode]).copy()
+        for g in self.groups:
+            for name, arr in g.arrays.items():
+                out[name] = np.frombuffer(arr, dtype=_NUMPY[arr.typecode]).copy()
+        return out
+
+    def seal(self) -> None:
+        """Move the columns into a new chunk of `sealed` and start them again empty."""
+        if self.sealed is None:
+            self.sealed = ColumnStore(self.kinds())
+        self.sealed.add(self.rows, self._chunk())
+        self.rows = 0
+        self._reset()
+        for g in self.groups:
+            g.reset()
+
+    def finish(self, release: bool) -> ColumnStore:
+        """Every row as a ColumnStore. release: the recorder is emptied (the store takes the chunks);
+        else the rows since the last seal are copied into a store sharing the sealed chunks."""
+        self.flush()
         if release:
-            self.rows = 0
+            if self.rows or self.sealed is None:
+                self.seal()
+            store = self.sealed
+            store.kinds = self.kinds()
+            self.sealed = None
             for g in self.groups:
                 g.defaulted = 0
-                g.appends = tuple(a.append for a in g.arrays.values())
-            self._bind()
-
-
-def _pick(values: np.ndarray, order: np.ndarray | None, release: bool) -> np.ndarray:
-    if order is not None:
-        return values[order]
-    return values if release or values.base is None else values.copy()
+            return store
+        store = ColumnStore(self.kinds())
+        if self.sealed is not None:
+            store.share(self.sealed)
+        if self.rows or self.sealed is None:
+            store.add(self.rows, self._chunk(), spill=False)
+        return store
 
 
 class Recorder:
@@ -301,7 +325,8 @@ class Recorder:
     group's default) per group, in registration order; groups left out take their defaults.
 
     `timeline_frame()` and `requests_frame()` can be called any number of times (rows may follow);
-    `take_frames()` builds both and empties the recorder, freeing each stored column as it goes."""
+    `take_tables()` hands both tables over (RunTables) and empties the recorder; `take_frames()` builds
+    both frames from them."""
 
     __slots__ = ("_timeline", "_requests")
 
@@ -326,65 +351,33 @@ class Recorder:
         """Append one request row (extra as for `iteration`)."""
         _append(self._requests, row, extra)
 
+    def tables(self, release: bool = False, slo: dict | None = None) -> RunTables:
+        """Both tables as RunTables (slo: the scenario's, adding the requests' meets_slo column).
+        release: the recorder is emptied, its chunks handed over."""
+        return RunTables(self._requests.finish(release), self._timeline.finish(release),
+                         len(REQUEST_COLUMNS), len(TIMELINE_COLUMNS), slo=slo)
+
+    def take_tables(self, slo: dict | None = None) -> RunTables:
+        """Both tables, emptying the recorder."""
+        return self.tables(True, slo)
+
     def timeline_frame(self, release: bool = False) -> pd.DataFrame:
         """Timeline rows plus hold_s: how long each row's state holds, i.e. until the same replica's next
         iteration starts (dt_s plus any idle gap); the replica's last row holds for its dt_s.
         release: the rows are dropped from the recorder as the frame is built."""
-        tl = self._timeline
-        cols: dict[str, np.ndarray] = {}
-        hold_at = len(tl.names)
-        for name, values in tl.columns(release):
-            if len(cols) == hold_at:
-                cols["hold_s"] = _hold(cols["replica"], cols["t_s"], cols["dt_s"])
-            cols[name] = values
-        if "hold_s" not in cols:
-            cols["hold_s"] = _hold(cols["replica"], cols["t_s"], cols["dt_s"])
-        return pd.DataFrame(cols, copy=False)
+        return RunTables(ColumnStore({}), self._timeline.finish(release), 0,
+                         len(TIMELINE_COLUMNS)).timeline_frame()
 
     def requests_frame(self, release: bool = False) -> pd.DataFrame:
         """Request rows by rid, plus ttft_s, e2e_s, tpot_s and queue_s, then the registered columns.
         release: the rows are dropped from the recorder as the frame is built."""
-        rq = self._requests
-        rq.flush()
-        rid = rq.take("rid", False)
-        order = None if _sorted(rid) else np.argsort(rid, kind="stable")
-        cols: dict[str, np.ndarray] = {}
-        n_row = len(rq.names)
-        for name, values in rq.columns(release, order):
-            if len(cols) == n_row:
-                cols.update(_latencies(cols))
-            cols[name] = values
-        if "ttft_s" not in cols:
-            cols.update(_latencies(cols))
-        return pd.DataFrame(cols, copy=False)
+        return RunTables(self._requests.finish(release), ColumnStore({}), len(REQUEST_COLUMNS),
+                         0).requests_frame()
 
     def take_frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(requests_frame, timeline_frame), emptying the recorder: each stored column is freed once its
-        frame column is built, so the tables are not held twice."""
-        return self.requests_frame(release=True), self.timeline_frame(release=True)
-
-
-def _sorted(values: np.ndarray) -> bool:
-    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
-
-
-def _hold(replica: np.ndarray, t_s: np.ndarray, dt_s: np.ndarray) -> np.ndarray:
-    """hold_s: the same replica's next t_s minus this one's; the replica's last row: its dt_s."""
-    t = pd.Series(t_s, copy=False)
-    nxt = t.groupby(pd.Series(replica, copy=False), sort=False).shift(-1)
-    return (nxt - t).fillna(pd.Series(dt_s, copy=False)).to_numpy()
-
-
-def _latencies(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """ttft_s, e2e_s, tpot_s and queue_s from the request columns (sorted by rid)."""
-    arrival = pd.Series(cols["arrival_s"], copy=False)
-    first_token = pd.Series(cols["first_token_s"], copy=False)
-    finish = pd.Series(cols["finish_s"], copy=False)
-    decode_tokens = (pd.Series(cols["output_len"], copy=False) - 1).clip(lower=0)
-    tpot = (finish - first_token) / decode_tokens.where(decode_tokens > 0)
-    return {"ttft_s": (first_token - arrival).to_numpy(), "e2e_s": (finish - arrival).to_numpy(),
-            "tpot_s": tpot.to_numpy(),
-            "queue_s": (pd.Series(cols["first_scheduled_s"], copy=False) - arrival).to_numpy()}
+        """(requests_frame, timeline_frame), emptying the recorder."""
+        tables = self.take_tables()
+        return tables.requests_frame(), tables.timeline_frame()
 
 
 def _append(cols: _Columns, row, extra: tuple) -> None:

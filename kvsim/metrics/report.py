@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvsim.metrics.run_tables import RunTables
 from kvsim.metrics.summary import summary_table_rows
 from kvsim.output_folder import OutputFolder, folder_for
 from kvsim.workload.config import rate_unit
@@ -42,24 +43,33 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     pq.write_table(table, path, compression="snappy")
 
 
-def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any], requests_df: pd.DataFrame,
-                  timeline_df: pd.DataFrame, run_info: dict[str, Any], plots: bool = True,
-                  extra: dict[str, str] | None = None) -> Path:
+def write_outputs(out: str | Path | OutputFolder, summary: dict[str, Any],
+                  requests_df: pd.DataFrame | RunTables, timeline_df: pd.DataFrame | None,
+                  run_info: dict[str, Any], plots: bool = True, extra: dict[str, str] | None = None) -> Path:
     """Write all outputs into the output folder `out` (see kvsim/output_folder.py: written whole, then
     swapped into place; an existing folder is replaced only if kvsim wrote it). Returns the folder.
-    Without `plots` no PNG is drawn (nor matplotlib imported) and report.md links none; `extra`: more
-    files (name -> text) written with the rest, e.g. repeats.json."""
+    requests_df: the requests frame (with the timeline frame), or a run's RunTables (timeline_df None):
+    the Parquet files are then written a row group at a time from its compact columns, and the frames
+    are built only to draw the plots. Without `plots` no PNG is drawn (nor matplotlib imported) and
+    report.md links none; `extra`: more files (name -> text) written with the rest, e.g. repeats.json."""
     folder = folder_for(out, "run")
     with folder as tmp:
         (tmp / "summary.json").write_text(json_text(summary), encoding="utf-8")
-        write_parquet(tmp / "requests.parquet", requests_df)
-        write_parquet(tmp / "timeline.parquet", timeline_df)
+        if isinstance(requests_df, RunTables):
+            from kvsim.metrics.parquet_out import write_tables  # (pyarrow with it: loaded when writing)
+
+            write_tables(tmp, requests_df)
+        else:
+            write_parquet(tmp / "requests.parquet", requests_df)
+            write_parquet(tmp / "timeline.parquet", timeline_df)
         plot_files: list[str] = []
         if plots:
             # imported here, where they are drawn: matplotlib's import (the largest of `kvsim run`'s
             # start-up) stays out of `import kvsim.metrics.report`
             from kvsim.metrics import plots as drawing
 
+            if isinstance(requests_df, RunTables):
+                requests_df, timeline_df = requests_df.requests_frame(), requests_df.timeline_frame()
             plot_files = drawing.write_plots(tmp, summary, requests_df, timeline_df)
         (tmp / "report.md").write_text(render_report(summary, plot_files), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(summary, tmp, plot_files), encoding="utf-8")

@@ -42,6 +42,19 @@ def meets_slo(requests: pd.DataFrame, slo: dict[str, dict[str, float]]) -> np.nd
     return ok
 
 
+def meets_slo_columns(column, has_rejected: bool, slo: dict[str, dict[str, float]]) -> np.ndarray:
+    """meets_slo from request columns: column(name) -> the column's numpy values (rid order)."""
+    ok = ~np.isnan(column("finish_s").astype(np.float64))
+    if has_rejected:
+        ok &= column("rejected") == 0
+    for o in objectives(slo):
+        within = column(o.metric).astype(np.float64) <= o.threshold_s  # (NaN is not within)
+        if o.metric == "tpot_s":
+            within = within | (column("output_len") <= 1)
+        ok &= within
+    return ok
+
+
 def slo_section(requests: pd.DataFrame, slo: dict[str, dict[str, float]]) -> dict[str, Any]:
     """Per objective: its percentile, threshold, the run's value, attained, and the fraction of the
     metric's requests within the threshold; `attained`: every objective is."""

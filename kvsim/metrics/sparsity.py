@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kvsim.metrics.stats import plain
 from kvsim.specs.footprint import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kvsim.specs.footprint import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CONFIG_KEYS: tuple[str, ...] = (
     "method", "num_speculative_tokens", "lookahead_slots", "acceptance_rates", "expected_accepted_per_step",

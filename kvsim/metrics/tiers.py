@@ -4,17 +4,20 @@ per-tier counters and occupancy, link traffic and utilisation, the wait for load
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kvsim.metrics.stats import percentiles, plain
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def tiers_section(done: pd.DataFrame, timeline: pd.DataFrame, meta: dict[str, Any], makespan: float | None,
                   per_replica_mean: Callable[[pd.DataFrame, pd.Series], float | None]) -> dict[str, Any]:
     """From the completed requests' hit columns, the timeline's occupancy columns and the run's meta."""
     info = meta["tiers"]
+    import pandas as pd  # (frames came in: pandas is loaded)
+
     media = list(info["tiers"])
     prompt = float(done["prompt_len"].sum()) if len(done) else 0.0
     by_source = {"gpu": int(done["hit_tokens_gpu"].sum()) if len(done) else 0}

@@ -158,9 +158,9 @@ def run_variant(scenario: str | None, overrides: list[str], seed: int | None,
     stream = build_requests(sc.workload, np.random.default_rng(sc.simulation.seed), sc.simulation.requests,
                             sc.simulation.duration_s, base_dir=sc.base_dir)
     result = Simulation(sc).run()
-    summary = build_summary(result.requests, result.timeline, result.meta)
-    return VariantResult(variant, summary, stream_fingerprint(stream),
-                         result.timeline[list(TIMELINE_KEEP)].copy())
+    summary = build_summary(result.tables, None, result.meta)
+    tl = pd.DataFrame({k: result.tables.timeline_column(k) for k in TIMELINE_KEEP})
+    return VariantResult(variant, summary, stream_fingerprint(stream), tl)
 
 
 def check_variants(scenario: str | None, overrides: list[str], seed: int | None,

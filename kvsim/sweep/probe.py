@@ -67,9 +67,11 @@ def measure(path: str | None, overrides: list[str], seed: int) -> tuple[dict[str
     from kvsim.scenario import load_scenario
 
     res = Simulation(load_scenario(path, overrides, seed)).run()
-    summary = build_summary(res.requests, res.timeline, res.meta)
-    cols = [c for c in KEEP_COLUMNS if c in res.requests.columns]
-    return summary, res.requests[cols].copy()
+    import pandas as pd  # (only where a probe's columns are kept)
+
+    summary = build_summary(res.tables, None, res.meta)
+    cols = [c for c in KEEP_COLUMNS if res.tables.has_request(c)]
+    return summary, pd.DataFrame({c: res.tables.request(c) for c in cols})
 
 
 @dataclass(slots=True)

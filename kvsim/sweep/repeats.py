@@ -97,7 +97,7 @@ def summary_of(path: str | None, overrides: list[str], seed: int | None) -> dict
     from kvsim.scenario import load_scenario
 
     res = Simulation(load_scenario(path, overrides, seed)).run()
-    return build_summary(res.requests, res.timeline, res.meta)
+    return build_summary(res.tables, None, res.meta)
 
 
 def run_repeats(scenario: str | Path | None, overrides: list[str], seed_list: list[int], jobs: int = 1,

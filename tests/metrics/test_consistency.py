@@ -82,11 +82,10 @@ def test_check_mode_raises_on_a_mismatch_naming_the_figure(frames, meta, monkeyp
     timeline = timeline.assign(preempted=[0, 0, 0, 0])
     meta["scenario"]["kv"] = {"check_invariants": True}
     build_summary(requests, timeline, meta)  # consistent: no error
-    import kvsim.metrics.summary as summary_module
+    import kvsim.metrics.core_sections as core
 
-    real = summary_module._requests_section
-    monkeypatch.setattr(summary_module, "_requests_section",
-                        lambda rq, done: {**real(rq, done), "output_tokens": 14})
+    real = core.requests_section
+    monkeypatch.setattr(core, "requests_section", lambda rq: {**real(rq), "output_tokens": 14})
     with pytest.raises(ConsistencyError) as exc:
         build_summary(requests, timeline, meta)
     assert str(exc.value) == "summary requests.output_tokens = 14, requests.parquet gives 13"

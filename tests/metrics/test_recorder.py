@@ -180,13 +180,20 @@ def test_take_frames_equals_the_frames_and_empties_the_recorder():
     assert rec.timeline_frame()["x_tokens"].tolist() == [4]
 
 
-def test_taken_float_columns_are_the_recorded_arrays_not_copies():
+def test_sealed_chunks_keep_their_narrow_storage_and_spill_after_the_first(monkeypatch):
+    import kvsim.metrics.recorder as recorder
+
+    monkeypatch.setattr(recorder, "CHUNK_ROWS", 2 * _CHUNK)
     rec = Recorder()
-    for i in range(_CHUNK):
+    n = 5 * _CHUNK + 3
+    for i in range(n):
         rec.iteration(busy(0, i, float(i)))
-    store = rec._timeline.store
-    t_s, iteration = store["t_s"], store["iteration"]
-    _, tl = rec.take_frames()
-    values = tl["t_s"].to_numpy()
-    assert np.shares_memory(values, np.frombuffer(t_s, dtype=np.float64))
-    assert iteration.typecode == "b" and tl["iteration"].tolist() == list(range(_CHUNK))
+    tables = rec.take_tables()
+    store = tables.timeline
+    assert store.chunk_count == 3 and len(store) == n
+    rows, cols = next(store.chunks(["iteration", "swapped", "t_s"]))
+    assert rows == 2 * _CHUNK and cols["iteration"].dtype == np.int8 and cols["t_s"].dtype == np.float64
+    assert isinstance(store._chunks[1][1], str)  # on disk
+    tl = tables.timeline_frame()
+    assert tl["iteration"].tolist() == list(range(n)) and tl.dtypes["iteration"] == "int64"
+    assert tl["hold_s"].tolist() == [1.0] * (n - 1) + [0.5]
