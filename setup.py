@@ -56,8 +56,8 @@ def extensions() -> list:
                       optional=True) for m in hot_modules()]
     # annotation_typing off: Cython would otherwise check and convert arguments by their annotations (a
     # `float` argument given a str raises TypeError at the call, where Python runs the function's own check)
-    out = cythonize(exts, compiler_directives={"language_level": 3, "binding": True, "annotation_typing": False},
-                    nthreads=os.cpu_count() or 1, quiet=True)
+    directives = {"language_level": 3, "binding": True, "annotation_typing": False}
+    out = cythonize(exts, compiler_directives=directives, nthreads=os.cpu_count() or 1, quiet=True)
     for e in out:
         e.optional = True  # no compiler or a failed compile: that module stays Python
     return out

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kvsim import __version__
+from kvsim import __version__, native
 from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, WorkerError, excerpt, printable
 
 APP_SETTINGS = dict(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -161,6 +161,7 @@ def run(
         "peak_rss_mib": round(peak / 2**20, 1),
         "iterations": result.tables.timeline_count,
         "kvsim_version": __version__,
+        "hot_paths": native.state(),
     }
     extra, rep = {}, None
     if repeats > 1:
@@ -184,6 +185,9 @@ def run(
         _print_repeats(rep)
     console.print(f"{n_req} requests in {wall:.2f} s wall ({run_info['simulated_requests_per_wall_s']} "
                   f"simulated requests per wall-second); outputs in {printable(out)}/")
+    note = native.notice()  # (last: an error before it stays the only line on stderr; for a person only)
+    if note is not None and sys.stderr.isatty():
+        err_console.print(note, soft_wrap=True)
 
 
 def _print_repeats(rep: dict) -> None:

@@ -8,8 +8,9 @@ loads a hot module from its .py source instead of its extension when
 - KVSIM_PURE_PYTHON=1 is set (the pure-Python fallback, asked for), or
 - the source no longer matches the manifest (edited since the build: the extension would be stale code).
 
-Otherwise Python's own import finds the extension (it prefers extensions over sources). `state()` says which
-modules run compiled, for the command line's one-line notice when none do (no C compiler at install).
+Otherwise Python's own import finds the extension (it prefers extensions over sources). `state()` says how
+the hot modules run (run.json's `hot_paths`); `notice()` is the command line's one-line note when none is
+compiled although nobody asked for Python (no C compiler or Cython at install).
 """
 
 from __future__ import annotations
@@ -103,13 +104,10 @@ def state() -> str:
 
 
 def notice() -> str | None:
-    """The command line's one-line notice when the hot paths run as Python without being asked to, or None."""
-    s = state()
-    if s == "not built":
+    """The command line's one-line notice when nothing runs compiled without being asked to (no C compiler
+    or no Cython at install), or None. A stale module (edited since the build) runs as Python silently: a
+    developer's edit, whose tests compare the command line's output."""
+    if state() == "not built":
         return ("kvsim: note: the compiled hot paths are not built (no C compiler or Cython at install); "
                 "running them as Python (same results, slower)")
-    if s == "stale":
-        names = ", ".join(_finder.stale[:3]) + (", ..." if len(_finder.stale) > 3 else "")
-        return (f"kvsim: note: {names} changed since it was compiled; running it as Python (same results; "
-                "rebuild: pip install -e .)")
     return None

@@ -57,8 +57,6 @@ def test_a_run_imports_matplotlib_and_parquet_to_write_them_and_never_torch(tmp_
 
 UNNEEDED = ("pandas", "matplotlib", "scipy", "torch", "pyarrow")
 CHAT = ROOT / "workloads" / "chat.yaml"
-FRAME_MODULES = ("engine/simulation.py", "metrics/recorder.py")
-"""The modules that import pandas for the result's frames, until issue 27's memory work lands."""
 
 
 def first_importer(module: str, code: str, cwd: Path = ROOT) -> dict[str, str | None]:
@@ -89,18 +87,15 @@ def test_loading_a_scenario_imports_none_of_pandas_pyarrow_matplotlib_scipy_torc
     assert not any(m in seen for m in UNNEEDED), seen
 
 
-def test_building_a_simulation_imports_no_plotting_parquet_scipy_or_torch_and_pandas_only_for_frames():
+def test_building_a_simulation_imports_no_plotting_parquet_scipy_torch_or_pandas():
     """Scenario loading and Simulation construction (the roofline cost model: no kernel tables to read)
-    import no matplotlib, Parquet, scipy or torch; pandas only for SimResult's frames (FRAME_MODULES; issue
-    27's memory work makes the run's tables pandas-free: then nothing here imports it, and this test should
-    say `"pandas" not in seen`)."""
+    import no matplotlib, Parquet, scipy, torch or pandas (the result's frames are built only when asked)."""
     seen = first_importer("numpy", "import kvsim.cli\nfrom kvsim.scenario import load_scenario\n"
                                    "from kvsim.engine.simulation import Simulation\n"
                                    f"Simulation(load_scenario({str(CHAT)!r}, ['simulation.requests=10', "
                                    "'cost.model=roofline']))")
     assert not any(m in seen for m in ("matplotlib", "scipy", "torch")), seen
-    assert seen.get("pandas") in (None, *FRAME_MODULES), seen
-    assert "pyarrow" not in seen or seen.get("pandas") is not None, seen  # (pandas imports pyarrow)
+    assert "pandas" not in seen and "pyarrow" not in seen, seen
 
 
 def test_the_run_command_is_parsed_by_an_app_of_that_command_alone():

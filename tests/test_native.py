@@ -127,3 +127,17 @@ def test_examples_identical_compiled_and_pure(example, tmp_path):
     assert {"summary.json", "requests.parquet", "timeline.parquet"} <= set(names)
     for name in names:
         assert (tmp_path / "compiled" / name).read_bytes() == (tmp_path / "pure" / name).read_bytes(), name
+
+
+def test_notice_only_when_nothing_is_built_and_python_was_not_asked(monkeypatch):
+    monkeypatch.setattr(native, "_finder", native.SourceFirst({}, pure=False))
+    assert native.state() == "not built"
+    assert native.notice().startswith("kvsim: note: the compiled hot paths are not built")
+    monkeypatch.setattr(native, "_finder", native.SourceFirst({}, pure=True))
+    assert native.state() == "pure" and native.notice() is None
+    stale = native.SourceFirst({"kvsim.hot": "0" * 64}, pure=False)
+    stale.stale.append("kvsim.hot")
+    monkeypatch.setattr(native, "_finder", stale)
+    assert native.state() == "stale" and native.notice() is None  # (a developer's edit: silently Python)
+    monkeypatch.setattr(native, "_finder", native.SourceFirst({"kvsim.hot": "0" * 64}, pure=False))
+    assert native.state() == "compiled" and native.notice() is None
