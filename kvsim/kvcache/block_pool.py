@@ -139,6 +139,37 @@ class BlockPool:
             rc[b] = 1
         return ids
 
+    def take_each(self, k: int) -> list[int] | None:
+        """k blocks, the same ids in the same order (and the pool left as) k grow steps' calls of take,
+        each followed by take_evicting when it returns -1, would give; None (nothing changed) when fewer
+        than k can be had (`num_free`): the grow step of a batch of sequences."""
+        n = self.free_count
+        if k <= n:
+            return self.take_free(k)
+        if k > self.num_free:
+            return None
+        ids = self.take_free(n) if n else []
+        ids += self._evict_taken(k - n)
+        return ids
+
+    def _evict_taken(self, m: int) -> list[int]:
+        """m blocks as m calls of take_evicting, the stack empty and every id known, take them (evicting
+        as they go); the caller checked that m can be had. Hook: a pool whose `_evict(1)` gives up one block
+        at a time may evict the m at once."""
+        free = self._free
+        out: list[int] = []
+        rc = self.refcount
+        while len(out) < m:
+            if not free:
+                got = self._evict(1)
+                free += got
+                self.free_count += len(got)
+            bid = free.pop()
+            self.free_count -= 1
+            rc[bid] = 1
+            out.append(bid)
+        return out
+
     def allocate(self) -> int:
         """Take a free block (evicting a cached one if there is none); its refcount becomes 1. Raises
         NoFreeBlocks when there is none to evict either."""

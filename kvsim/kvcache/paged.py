@@ -137,11 +137,12 @@ class PagedKVManager:
 
     def grow_each(self, seqs: list[int], num_tokens: list[int]) -> bool:
         """grow_one_block for each of seqs in turn (seqs[i] then holds num_tokens[i] slots) when the pool
-        has a truly free block for each, the same blocks in the same order (True); else change nothing
-        (False: the caller grows them one by one, evicting or preempting as need be)."""
+        has a block for each (truly free, or from evicting a cached one), the same blocks in the same order
+        and the same evictions (True); else change nothing (False: the caller grows them one by one,
+        preempting as need be)."""
         if not seqs:
             return True
-        ids = self.pool.take_free(len(seqs))
+        ids = self._take_each(len(seqs))
         if ids is None:
             return False
         tables = self.tables
@@ -150,6 +151,11 @@ class PagedKVManager:
             tables[seq].append(bid)
             ntok[seq] = n
         return True
+
+    def _take_each(self, k: int) -> list[int] | None:
+        """Hook of grow_each: k blocks as k grow steps take them (BlockPool.take_each), or None (nothing
+        changed). A prefix cache overrides it to act on the evictions (hash: write-back)."""
+        return self.pool.take_each(k)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """No prefix cache here: nothing is served from cache."""

@@ -82,19 +82,31 @@ class HashCachePool(BlockPool):
         self.evictions += k
         return ids
 
+    def _evict_taken(self, m: int) -> list[int]:
+        """m calls of take_evicting, each evicting one block (the policy's next) and taking it: the m
+        evicted at once, in eviction order."""
+        ids = self._evict(m)
+        rc = self.refcount
+        for b in ids:
+            rc[b] = 1
+        return ids
+
     def release(self, ids: list[int], touch: bool = True) -> list[int]:
         """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
         (touch=False keeps the previous last use: an admission the scheduler undid)."""
         self.clock += 1
         kept, zeroed = self.drop_refs(ids)
-        key_of = self.key_of
-        free = []
-        cached = []
-        for b in zeroed:
-            if key_of[b] is None:
-                free.append(b)
-            else:
-                cached.append(b)
+        keys = list(map(self.key_of.__getitem__, zeroed))
+        unkeyed = keys.count(None)
+        if not unkeyed:
+            free = []
+            cached = zeroed
+        elif unkeyed == len(keys):
+            free = zeroed
+            cached = []
+        else:
+            free = [b for b, k in zip(zeroed, keys, strict=True) if k is None]
+            cached = [b for b, k in zip(zeroed, keys, strict=True) if k is not None]
         if free:
             self._put_free(free)
         if cached:
@@ -196,15 +208,13 @@ class PrefixHashKVManager(PagedKVManager):
         limit = (prompt_tokens - 1) // bs
         keys = content.upto(limit)
         pool = self.pool
-        by_key = pool.by_key
-        table: list[int] = []
-        for j in range(min(limit, len(keys))):
-            b = by_key.get(keys[j])
-            if b is None:
-                break
-            table.append(b)
+        m = min(limit, len(keys))
+        # every lookup at C speed, then cut at the first miss
+        table: list[int] = list(map(pool.by_key.get, keys[:m])) if m else []
+        if None in table:
+            del table[table.index(None):]
         rc = pool.refcount
-        discard = pool.queue.discard
+        discard = pool.queue.live.pop  # (EvictionQueue.discard, inlined: every block at refcount 0 is live)
         shared = 0
         for b in table:
             r = rc[b]
@@ -278,9 +288,8 @@ class PrefixHashKVManager(PagedKVManager):
         by_key = pool.by_key
         key_of, birth, last, uses, depth = pool.key_of, pool.birth, pool.last, pool.uses, pool.depth
         now = pool.clock
-        for j in range(st.done, upto):
-            k = keys[j]
-            b = table[j]
+        done = st.done
+        for j, k, b in zip(range(done, upto), keys[done:upto], table[done:upto], strict=True):
             if k not in by_key and key_of[b] is None:
                 by_key[k] = b
                 key_of[b] = k
@@ -302,6 +311,13 @@ class PrefixHashKVManager(PagedKVManager):
         if bid >= 0 and pool.spill:
             self._spill()
         return bid
+
+    def _take_each(self, k: int) -> list[int] | None:
+        """The grow steps' evictions (PagedKVManager hook); write-back: the evicted blocks go down the
+        chain in eviction order (TierChain.offer takes them one by one, as grow_one_block's would)."""
+        ids = self.pool.take_each(k)
+        self._spill()
+        return ids
 
     def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
         """free(seq) registers only the blocks full of seq's num_tokens tokens with KV."""

@@ -425,3 +425,67 @@ def test_drop_refs_matches_a_plain_loop(counts, data):
     else:
         assert pool.drop_refs(ids) == want
     assert pool.refcount == ref
+
+
+def _cached_hash_pool(policy: str, releases: list[tuple[int, bool]], fresh: int) -> HashCachePool:
+    """A hash pool of 16 blocks: batches of keyed blocks taken and released (touch or not), so some are
+    cached (evictable), then `fresh` unkeyed blocks taken and released (truly free)."""
+    pool = HashCachePool(16, 4, policy)
+    key = 0
+    for n, touch in releases:
+        ids = pool.take_free(min(n, pool.free_count)) or []
+        for j, b in enumerate(ids):
+            key += 1
+            pool.by_key[key] = b
+            pool.key_of[b] = key
+            pool.depth[b] = j
+            pool.last[b] = pool.birth[b] = pool.clock
+        pool.release(ids, touch)
+    ids = pool.take_free(min(fresh, pool.free_count)) or []
+    pool.release(ids)
+    return pool
+
+
+def _pool_state(pool: BlockPool) -> tuple:
+    extra = (sorted(pool.queue.live), dict(pool.by_key), pool.evictions) if isinstance(pool, HashCachePool) \
+        else ()
+    return pool.refcount, pool.free_ids(), pool.free_count, pool.num_free, extra
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["lru", "lfu", "fifo", "length"]),
+       st.lists(st.tuples(st.integers(1, 5), st.booleans()), max_size=8), st.integers(0, 4),
+       st.integers(1, 18))
+def test_take_each_is_k_takes_each_evicting_when_none_is_free(policy, releases, fresh, k):
+    import copy
+
+    pool = _cached_hash_pool(policy, releases, fresh)
+    one = copy.deepcopy(pool)
+    before = _pool_state(pool)
+    want = []
+    if k <= one.num_free:
+        for _ in range(k):
+            b = one.take()
+            want.append(b if b >= 0 else one.take_evicting())
+    got = pool.take_each(k)
+    if k > before[3]:
+        assert got is None and _pool_state(pool) == before
+    else:
+        assert got == want and -1 not in want and _pool_state(pool) == _pool_state(one)
+
+
+def test_radix_take_each_takes_a_leaf_block_by_block():
+    """A radix pool's grow steps evict a whole leaf and take its blocks last first, leaving the rest free."""
+    import copy
+
+    m = RadixKVManager(8, 1)
+    r = Request(rid=0, arrival_s=0.0, prompt_len=6, output_len=1, segments=((5, 6),))
+    m.admit(0, r, 6, 1)
+    m.allocate(0, 6)
+    m.set_computed_tokens(0, 6)
+    m.free(0)
+    m.pool.take_free(2)  # the two never used: the pool has only the tree's 6 blocks left
+    one = copy.deepcopy(m.pool)
+    want = [one.take_evicting(), one.take(), one.take()]
+    assert m.pool.take_each(3) == want == [5, 4, 3]
+    assert _pool_state(m.pool) == _pool_state(one) and m.pool.free_ids() == [0, 1, 2]
