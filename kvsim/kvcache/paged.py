@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.breakdown import paged_breakdown
+from kvsim.kvcache.checks import check_refcounts
 from kvsim.kvcache.host_blocks import HostBlocks
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 
@@ -60,7 +61,7 @@ class PagedKVManager:
         return 0
 
     def _needs_cow(self, table: list[int], ntok: int) -> bool:
-        return bool(table) and ntok % self.block_size != 0 and self.pool.refcount[table[-1]] > 1
+        return bool(table) and ntok % self.block_size != 0 and self.pool.rc[table[-1]] > 1
 
     def blocks_needed(self, seq: int, num_tokens: int) -> int:
         """New blocks `allocate(seq, num_tokens)` would take (copy-on-write included)."""
@@ -83,7 +84,7 @@ class PagedKVManager:
             table = self.tables.get(s)
             if table is not None and num_tokens > self.ntok[s] and self._needs_cow(table, self.ntok[s]):
                 sharers[table[-1]] = sharers.get(table[-1], 0) + 1
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return need - sum(1 for b, c in sharers.items() if c == rc[b])
 
     def reserve(self, seq: int, num_tokens: int) -> bool:
@@ -233,7 +234,7 @@ class PagedKVManager:
     def private_blocks(self, seq: int) -> int:
         """Blocks of seq's table no other table (or cache entry) references: what free(seq) gives back
         to the pool (the prefix managers' cached blocks stay counted free)."""
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return sum(1 for b in self.tables[seq] if rc[b] == 1)
 
     def unique_blocks(self, seqs: list[int]) -> int:
@@ -290,10 +291,8 @@ class PagedKVManager:
             for b in table:
                 assert 0 <= b < pool.known, f"block {b} never handed out"
                 counts[b] += 1
-        assert counts == pool.refcount, "refcounts do not match block tables"
+        check_refcounts(pool, counts)
         free = pool.known_free_ids()
-        assert len(free) == len(set(free)), "block on the free list twice"
-        assert all(counts[b] == 0 for b in free), "referenced block on the free list"
         assert len(free) + sum(1 for c in counts if c > 0) == pool.known, "leaked block"
         for s, table in self.tables.items():
             assert len(table) == -(-self.ntok[s] // self.block_size), f"table of seq {s} mis-sized"

@@ -74,22 +74,20 @@ class HashCachePool(BlockPool):
         key_of = self.key_of
         spill = self.spill
         ids = self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()]
+        rc = self.rc
         for b in ids:
             if spill is not None:
                 spill.append(key_of[b])
             del by_key[key_of[b]]
             key_of[b] = None
+            rc[b] = 1
         self.evictions += k
         return ids
 
     def _evict_taken(self, m: int) -> list[int]:
         """m calls of take_evicting, each evicting one block (the policy's next) and taking it: the m
         evicted at once, in eviction order."""
-        ids = self._evict(m)
-        rc = self.refcount
-        for b in ids:
-            rc[b] = 1
-        return ids
+        return self._evict(m)
 
     def release(self, ids: list[int], touch: bool = True) -> list[int]:
         """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
@@ -110,20 +108,27 @@ class HashCachePool(BlockPool):
         if free:
             self._put_free(free)
         if cached:
+            rc = self.rc
             last = self.last
             if touch:
                 now = self.clock
                 for b in cached:
                     last[b] = now
+                    rc[b] = 0
+            else:
+                for b in cached:
+                    rc[b] = 0
             self.queue.add_many(cached, last, self.uses, self.birth, self.depth)
         return kept
 
     def reuse(self, bid: int) -> int:
         """Add a reference to a cached block (a cache hit); return its refcount before."""
-        r = self.refcount[bid]
+        r = self.rc[bid]
         if r == 0:
             self.queue.discard(bid)
-        self.refcount[bid] = r + 1
+        else:
+            self.shared += 1
+        self.rc[bid] = r + 1
         return r
 
 
@@ -213,7 +218,7 @@ class PrefixHashKVManager(PagedKVManager):
         table: list[int] = list(map(pool.by_key.get, keys[:m])) if m else []
         if None in table:
             del table[table.index(None):]
-        rc = pool.refcount
+        rc = pool.rc
         discard = pool.queue.live.pop  # (EvictionQueue.discard, inlined: every block at refcount 0 is live)
         shared = 0
         for b in table:
@@ -223,6 +228,7 @@ class PrefixHashKVManager(PagedKVManager):
             else:
                 discard(b)
             rc[b] = r + 1
+        pool.shared += shared
         self.shared_dup_tokens += shared * bs
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs

@@ -68,21 +68,31 @@ def test_incref_decref_counts_and_frees_only_at_zero():
     assert pool.refcount[b] == 0
 
 
-def test_double_free_raises_and_leaves_pool_unchanged():
-    pool = BlockPool(2, 4)
-    b = pool.allocate()
-    pool.decref(b)
-    free_before = pool.free_ids()
-    with pytest.raises(ValueError, match="double free"):
-        pool.decref(b)
-    assert pool.refcount[b] == 0
-    assert pool.free_ids() == free_before
+def test_a_block_freed_twice_is_caught_by_the_check():
+    """Giving a block back writes nothing per block (a free block keeps rc 1), so a second release of a
+    truly free block is not seen there: it lands on the free list twice, which the check catches."""
+    m = PagedKVManager(4, 4)
+    m.allocate(0, 8)
+    table = list(m.tables[0])
+    m.free(0)
+    assert m.pool.rc[:2] == [1, 1] and m.pool.refcount[:2] == [0, 0]
+    m.pool.release(table)
+    with pytest.raises(AssertionError, match="on the free list twice"):
+        m.check_invariants()
 
 
-def test_incref_of_free_block_raises():
-    pool = BlockPool(2, 4)
-    with pytest.raises(ValueError, match="free block"):
-        pool.incref(0)
+def test_releasing_or_increfing_a_cached_block_raises():
+    """A cached block (rc 0, no table holds it) released again or incref'd: a double free."""
+    pool = HashCachePool(4, 4)
+    ids = pool.take_free(2)
+    pool.incref(ids[1])  # (a second holder, so drop_refs reads the counts)
+    pool.key_of[ids[0]] = 5
+    pool.by_key[5] = ids[0]
+    assert pool.release([ids[0]]) == [] and pool.rc[ids[0]] == 0 and pool.num_cached_free == 1
+    with pytest.raises(ValueError, match=f"double free of block {ids[0]}"):
+        pool.release([ids[0]])
+    with pytest.raises(ValueError, match=f"incref of free block {ids[0]}"):
+        pool.incref(ids[0])
 
 
 def test_free_ids_is_a_copy():
@@ -99,6 +109,7 @@ def test_allocate_many_matches_repeated_allocate():
             pool.decref(x)  # free stack now ends ..., 0, 1, 2
     assert a.allocate_many(4) == [b.allocate() for _ in range(4)] == [2, 1, 0, 3]
     assert a.refcount == b.refcount == [1, 1, 1, 1, 0, 0]
+    assert a.rc == b.rc == [1] * 6  # a free block keeps rc 1
     assert a.free_ids() == b.free_ids()
     assert a.allocate_many(0) == []
     assert a.allocate_many(2) == [4, 5]
@@ -124,13 +135,16 @@ def test_release_returns_kept_blocks_in_order():
     assert pool.allocate() == 2  # LIFO: released last, reused first
 
 
-def test_release_of_a_free_block_raises():
-    pool = BlockPool(2, 4)
-    b = pool.allocate()
-    pool.release([b])
-    with pytest.raises(ValueError, match="double free"):
-        pool.release([b])
-    assert pool.refcount == [0, 0]
+def test_shared_counts_the_references_beyond_the_first():
+    pool = BlockPool(4, 4)
+    ids = pool.allocate_many(3)
+    pool.incref(ids[0])
+    pool.incref(ids[0])
+    pool.incref(ids[2])
+    assert pool.shared == 3
+    assert pool.release(ids) == [ids[0], ids[2]] and pool.shared == 1
+    assert pool.release([ids[0]]) == [ids[0]] and pool.shared == 0
+    assert pool.release([ids[0], ids[2]]) == [] and pool.refcount == [0, 0, 0, 0]
 
 
 # ---- the one-call allocation paths managers use (take, take_evicting, take_free) ------------------
@@ -375,14 +389,21 @@ def test_managers_over_lazy_pools_match_the_fully_built_pool(kind, ops):
 
 
 def _naive_drop_refs(rc: list[int], ids: list[int]) -> tuple[list[int], list[int]]:
-    """drop_refs as a plain loop over every block (the reference the run-slicing version must match)."""
+    """drop_refs as a plain loop over every block (the reference the run-slicing version must match):
+    rc 0 (cached) is a double free, rc 1 reaches 0 and is left at 1 (a free block's), more goes down by
+    one; with no block above 1 nothing is read."""
+    if all(r <= 1 for r in rc):
+        return [], list(ids)
     kept, zeroed = [], []
     for b in ids:
-        r = rc[b] - 1
-        if r < 0:
+        r = rc[b]
+        if r < 1:
             raise ValueError(f"double free of block {b}")
-        rc[b] = r
-        (kept if r else zeroed).append(b)
+        if r == 1:
+            zeroed.append(b)
+        else:
+            rc[b] = r - 1
+            kept.append(b)
     return kept, zeroed
 
 
@@ -393,17 +414,18 @@ def test_drop_refs_splits_runs_of_private_and_shared_blocks():
         for _ in range(extra):
             pool.incref(b)
     assert pool.drop_refs(ids) == ([1, 2, 5, 7], [0, 3, 4, 6])
-    assert pool.refcount == [0, 2, 2, 0, 0, 1, 0, 1]
+    assert pool.rc == [1, 2, 2, 1, 1, 1, 1, 1] and pool.shared == 2  # (0, 3, 4, 6: the caller frees them)
     assert pool.drop_refs([7, 5]) == ([], [7, 5])
     assert pool.drop_refs([]) == ([], [])
 
 
-@pytest.mark.parametrize("ids, bad", [([0, 1, 0], 0), ([2, 2, 2], 2), ([2, 1, 1], 1), ([3], 3)])
-def test_drop_refs_raises_on_a_block_listed_twice_or_free(ids, bad):
-    """Blocks 0 and 1 held once, 2 twice, 3 free: the error names the first block that would go below 0."""
+@pytest.mark.parametrize("ids, bad", [([0, 3], 3), ([2, 2, 3], 3), ([1, 3, 2], 3)])
+def test_drop_refs_raises_on_a_cached_block(ids, bad):
+    """Blocks 0 and 1 held once, 2 twice, 3 cached (rc 0): the error names the cached block."""
     pool = BlockPool(4, 4)
-    pool.allocate_many(3)
+    pool.allocate_many(4)
     pool.incref(2)
+    pool.rc[3] = 0
     with pytest.raises(ValueError, match=f"double free of block {bad}"):
         pool.drop_refs(ids)
 
@@ -411,11 +433,12 @@ def test_drop_refs_raises_on_a_block_listed_twice_or_free(ids, bad):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=12), st.data())
 def test_drop_refs_matches_a_plain_loop(counts, data):
-    """Random refcounts (0: free) and id lists (repeats allowed): the same result, the same refcounts,
+    """Random refcounts (0: cached) and id lists (repeats allowed): the same result, the same refcounts,
     and a double free raised at the same block with the same refcounts left behind."""
     ids = data.draw(st.lists(st.integers(0, len(counts) - 1), max_size=20))
     pool = BlockPool(len(counts), 4)
-    pool.refcount[:] = counts
+    pool.rc[:] = counts
+    pool.shared = sum(c - 1 for c in counts if c > 1)
     ref = list(counts)
     try:
         want = _naive_drop_refs(ref, ids)
@@ -424,7 +447,8 @@ def test_drop_refs_matches_a_plain_loop(counts, data):
             pool.drop_refs(ids)
     else:
         assert pool.drop_refs(ids) == want
-    assert pool.refcount == ref
+        assert pool.shared == sum(c - 1 for c in ref if c > 1)
+    assert pool.rc == ref
 
 
 def _cached_hash_pool(policy: str, releases: list[tuple[int, bool]], fresh: int) -> HashCachePool:
