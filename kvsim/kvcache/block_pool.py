@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from itertools import compress
+from operator import length_hint
 
 CHUNK = 4096
 """Never-used block ids put on the free stack at a time (and per-block state made for them)."""
-
-
-_ONE = 1
 
 
 class NoFreeBlocks(RuntimeError):
@@ -232,34 +229,45 @@ class BlockPool:
         if not self.shared:
             return [], ids
         rc = self.rc
-        counts = list(map(rc.__getitem__, ids))  # (read, classified and split at C speed)
-        if 0 not in counts:
-            ones = counts.count(1)
-            if ones == len(counts):
-                return [], ids
-            kept = list(compress(ids, map(_ONE.__ne__, counts)))
-            if len(set(kept)) == len(kept):  # (a block listed twice: one at a time, below)
-                for b in kept:
-                    rc[b] -= 1
-                self.shared -= len(kept)
-                return kept, list(compress(ids, map(_ONE.__eq__, counts))) if ones else []
-        return self._drop_each(ids)
-
-    def _drop_each(self, ids: list[int]) -> tuple[list[int], list[int]]:
-        """drop_refs one block at a time (a block listed twice, or at rc 0: raises at it)."""
-        rc = self.rc
+        n = len(ids)
         kept: list[int] = []
         zeroed: list[int] = []
-        for b in ids:
+        shared = self.shared
+        start = 0  # ids[start:] up to the block under the loop were held once: they reached 0
+        it = iter(ids)
+        for b in it:
+            if rc[b] == 1:  # the usual case: nothing written, each run of them sliced off at its end
+                continue
+            i = n - length_hint(it) - 1  # b's index
+            if i > start:
+                zeroed += ids[start:i]
             r = rc[b]
-            if r == 1:
-                zeroed.append(b)
-            elif r > 1:
-                rc[b] = r - 1
-                kept.append(b)
-                self.shared -= 1
-            else:
+            if r < 1:
+                self.shared = shared
                 raise ValueError(f"double free of block {b}")
+            rc[b] = r - 1
+            shared -= 1
+            kept.append(b)
+            for b in it:  # the run of blocks held elsewhere too that b starts
+                r = rc[b]
+                if r > 1:
+                    rc[b] = r - 1
+                    shared -= 1
+                    kept.append(b)
+                elif r == 1:
+                    start = n - length_hint(it) - 1
+                    break
+                else:
+                    self.shared = shared
+                    raise ValueError(f"double free of block {b}")
+            else:
+                self.shared = shared
+                return kept, zeroed
+        self.shared = shared
+        if not kept:
+            return kept, ids
+        if start < n:
+            zeroed += ids[start:]
         return kept, zeroed
 
     def release(self, ids: list[int]) -> list[int]:

@@ -70,10 +70,13 @@ class HashCachePool(BlockPool):
         """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
         if k > len(self.queue):
             return []
+        return self._forget(self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()])
+
+    def _forget(self, ids: list[int]) -> list[int]:
+        """Evicted blocks ids lose their keys (spilled, write-back) and become free blocks (rc 1)."""
         by_key = self.by_key
         key_of = self.key_of
         spill = self.spill
-        ids = self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()]
         rc = self.rc
         for b in ids:
             if spill is not None:
@@ -81,13 +84,14 @@ class HashCachePool(BlockPool):
             del by_key[key_of[b]]
             key_of[b] = None
             rc[b] = 1
-        self.evictions += k
+        self.evictions += len(ids)
         return ids
 
     def _evict_taken(self, m: int) -> list[int]:
-        """m calls of take_evicting, each evicting one block (the policy's next) and taking it: the m
-        evicted at once, in eviction order."""
-        return self._evict(m)
+        """m calls of take_evicting, each evicting one block (the policy's next, by pop_one: pop_many may
+        break ties between batches otherwise) and taking it, in eviction order."""
+        pop = self.queue.pop_one
+        return self._forget([pop() for _ in range(m)])
 
     def release(self, ids: list[int], touch: bool = True) -> list[int]:
         """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now

@@ -451,9 +451,11 @@ def test_drop_refs_matches_a_plain_loop(counts, data):
     assert pool.rc == ref
 
 
-def _cached_hash_pool(policy: str, releases: list[tuple[int, bool]], fresh: int) -> HashCachePool:
+def _cached_hash_pool(policy: str, releases: list[tuple[int, bool]], fresh: int,
+                      again: tuple[int, ...] = ()) -> HashCachePool:
     """A hash pool of 16 blocks: batches of keyed blocks taken and released (touch or not), so some are
-    cached (evictable), then `fresh` unkeyed blocks taken and released (truly free)."""
+    cached (evictable, often at equal priorities), then `fresh` unkeyed blocks taken and released (truly
+    free)."""
     pool = HashCachePool(16, 4, policy)
     key = 0
     for n, touch in releases:
@@ -462,9 +464,15 @@ def _cached_hash_pool(policy: str, releases: list[tuple[int, bool]], fresh: int)
             key += 1
             pool.by_key[key] = b
             pool.key_of[b] = key
-            pool.depth[b] = j
-            pool.last[b] = pool.birth[b] = pool.clock
+            pool.depth[b] = j % 2  # (few depths and one birth: priorities tie across batches)
+            pool.last[b] = pool.birth[b] = 0
         pool.release(ids, touch)
+    for i in again:  # cached blocks hit and released again: their old rows go stale
+        live = sorted(pool.queue.live)
+        if live:
+            b = live[i % len(live)]
+            pool.reuse(b)
+            pool.release([b], i % 2 == 0)
     ids = pool.take_free(min(fresh, pool.free_count)) or []
     pool.release(ids)
     return pool
@@ -479,11 +487,11 @@ def _pool_state(pool: BlockPool) -> tuple:
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(["lru", "lfu", "fifo", "length"]),
        st.lists(st.tuples(st.integers(1, 5), st.booleans()), max_size=8), st.integers(0, 4),
-       st.integers(1, 18))
-def test_take_each_is_k_takes_each_evicting_when_none_is_free(policy, releases, fresh, k):
+       st.integers(1, 18), st.lists(st.integers(0, 15), max_size=6))
+def test_take_each_is_k_takes_each_evicting_when_none_is_free(policy, releases, fresh, k, again):
     import copy
 
-    pool = _cached_hash_pool(policy, releases, fresh)
+    pool = _cached_hash_pool(policy, releases, fresh, tuple(again))
     one = copy.deepcopy(pool)
     before = _pool_state(pool)
     want = []

