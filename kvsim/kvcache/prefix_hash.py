@@ -13,6 +13,7 @@ key are never both registered: a block computed while an equal one is cached sta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
@@ -98,17 +99,14 @@ class HashCachePool(BlockPool):
         (touch=False keeps the previous last use: an admission the scheduler undid)."""
         self.clock += 1
         kept, zeroed = self.drop_refs(ids)
-        keys = list(map(self.key_of.__getitem__, zeroed))
-        unkeyed = keys.count(None)
-        if not unkeyed:
-            free = []
-            cached = zeroed
-        elif unkeyed == len(keys):
-            free = zeroed
-            cached = []
-        else:
-            free = [b for b, k in zip(zeroed, keys, strict=True) if k is None]
-            cached = [b for b, k in zip(zeroed, keys, strict=True) if k is not None]
+        key_of = self.key_of
+        free = []
+        cached = []
+        for b in zeroed:
+            if key_of[b] is None:
+                free.append(b)
+            else:
+                cached.append(b)
         if free:
             self._put_free(free)
         if cached:
@@ -219,9 +217,9 @@ class PrefixHashKVManager(PagedKVManager):
         pool = self.pool
         m = min(limit, len(keys))
         # every lookup at C speed, then cut at the first miss
-        table: list[int] = list(map(pool.by_key.get, keys[:m])) if m else []
-        if None in table:
-            del table[table.index(None):]
+        table: list[int] = list(map(pool.by_key.get, keys[:m], repeat(-1))) if m else []
+        if -1 in table:  # (-1, not None: an int never equals None fast)
+            del table[table.index(-1):]
         rc = pool.rc
         discard = pool.queue.live.pop  # (EvictionQueue.discard, inlined: every block at refcount 0 is live)
         shared = 0
