@@ -18,7 +18,16 @@ class BlockPool:
 
     Free block ids live on a stack (list), so allocate and free are O(1); freeing pushes the id back, so the
     most recently freed block is reused first, and never-used blocks come out in ascending order, 0 first.
-    `refcount[b]` counts block tables holding block b; `free_count` counts the truly free blocks.
+    `free_count` counts the truly free blocks.
+
+    Refcounts: `rc[b]` counts the block tables holding a referenced block b (and is 0 for a caching pool's
+    cached, unreferenced block), but a truly free block keeps 1 there, the value it had when its last
+    table let it go: so taking a block from the stack and giving back blocks no other table holds write
+    nothing per block (a plain pool's whole table goes back in one list operation). `shared` counts the
+    references beyond the first (the sum of rc[b] - 1 over blocks held twice or more): while it is 0 every
+    referenced block has rc 1 and `drop_refs` reads nothing. `refcount` is the exact list (free blocks 0),
+    built on demand for checks and tests. A block released twice is caught by the checks (on the free
+    list twice), not by `drop_refs`, unless it was cached (rc 0).
 
     Memory follows the blocks handed out, not num_blocks: only blocks 0 .. known - 1 have state (a
     refcount, a place on the stack, a subclass's per-block fields); the ids from `known` on are free and
@@ -32,17 +41,20 @@ class BlockPool:
     `_put_free` for the truly free ones) and `num_free` / `num_used` (its cached blocks counted free).
     """
 
-    __slots__ = ("num_blocks", "block_size", "refcount", "_free", "known", "free_count")
+    __slots__ = ("num_blocks", "block_size", "rc", "shared", "_free", "known", "free_count")
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 0 or block_size < 1:
             raise ValueError("num_blocks must be >= 0 and block_size >= 1")
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self.refcount: list[int] = []
+        self.rc: list[int] = []
+        """Per block with state: the tables holding it (cached: 0; truly free: 1, see the class docstring)."""
+        self.shared = 0
+        """References beyond the first, over all blocks (0: no block is held by two tables)."""
         self._free: list[int] = []
         self.known = 0
-        """Blocks with state: ids below it (len(refcount)); the rest were never handed out."""
+        """Blocks with state: ids below it (len(rc)); the rest were never handed out."""
         self.free_count = num_blocks
         """Truly free blocks (not referenced, not cached): the stack plus the never-used ids. Read-only
         outside this class."""
@@ -60,21 +72,30 @@ class BlockPool:
 
     # ---- hooks of the caching pools ------------------------------------------------------------
     def _extend(self, k: int) -> None:
-        """Per-block state for k more blocks (subclasses add theirs)."""
-        self.refcount += [0] * k
+        """Per-block state for k more blocks, free (subclasses add theirs)."""
+        self.rc += [1] * k
 
     def _evict(self, k: int) -> list[int]:
-        """Give up at least k cached, unreferenced blocks (forgetting what they cached) and return them, in
-        the order they go onto the free list; [] (changing nothing) when fewer than k are cached. The plain
-        pool caches nothing."""
+        """Give up at least k cached, unreferenced blocks (forgetting what they cached, their rc set to 1 as
+        every free block's) and return them, in the order they go onto the free list; [] (changing nothing)
+        when fewer than k are cached. The plain pool caches nothing."""
         return []
 
     def _put_free(self, ids: list[int]) -> None:
-        """Push ids (unreferenced, uncached blocks with state) onto the free list, in order."""
+        """Push ids (unreferenced, uncached blocks with state, rc 1) onto the free list, in order."""
         self._free += ids
         self.free_count += len(ids)
 
     # ---- counts --------------------------------------------------------------------------------
+    @property
+    def refcount(self) -> list[int]:
+        """The tables holding each block with state, truly free blocks 0: a new list, O(blocks with
+        state), for checks and tests (the hot paths read `rc` of blocks they know are held or cached)."""
+        out = list(self.rc)
+        for b in self._free:
+            out[b] -= 1
+        return out
+
     @property
     def num_free(self) -> int:
         """Blocks an allocation can have: truly free (caching pools: plus evictable)."""
@@ -103,7 +124,6 @@ class BlockPool:
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
         self.free_count -= 1
-        self.refcount[bid] = 1
         return bid
 
     def take_evicting(self) -> int:
@@ -116,7 +136,6 @@ class BlockPool:
         free += got
         bid = free.pop()  # the stack was empty: every id is known, no chunk to add
         self.free_count += len(got) - 1
-        self.refcount[bid] = 1
         return bid
 
     def take_free(self, k: int) -> list[int] | None:
@@ -134,10 +153,35 @@ class BlockPool:
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
         self.free_count -= k
-        rc = self.refcount
-        for b in ids:
-            rc[b] = 1
         return ids
+
+    def take_each(self, k: int) -> list[int] | None:
+        """k blocks, the same ids in the same order (and the pool left as) k grow steps' calls of take,
+        each followed by take_evicting when it returns -1, would give; None (nothing changed) when fewer
+        than k can be had (`num_free`): the grow step of a batch of sequences."""
+        n = self.free_count
+        if k <= n:
+            return self.take_free(k)
+        if k > self.num_free:
+            return None
+        ids = self.take_free(n) if n else []
+        ids += self._evict_taken(k - n)
+        return ids
+
+    def _evict_taken(self, m: int) -> list[int]:
+        """m blocks as m calls of take_evicting, the stack empty and every id known, take them (evicting
+        as they go); the caller checked that m can be had. Hook: a pool whose `_evict(1)` gives up one block
+        at a time may evict the m at once."""
+        free = self._free
+        out: list[int] = []
+        while len(out) < m:
+            if not free:
+                got = self._evict(1)
+                free += got
+                self.free_count += len(got)
+            out.append(free.pop())
+            self.free_count -= 1
+        return out
 
     def allocate(self) -> int:
         """Take a free block (evicting a cached one if there is none); its refcount becomes 1. Raises
@@ -152,7 +196,6 @@ class BlockPool:
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
         self.free_count -= 1
-        self.refcount[bid] = 1
         return bid
 
     def allocate_many(self, k: int) -> list[int]:
@@ -177,44 +220,52 @@ class BlockPool:
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
         self.free_count -= k
-        rc = self.refcount
-        for b in ids:
-            rc[b] = 1
         return ids
 
     def drop_refs(self, ids: list[int]) -> tuple[list[int], list[int]]:
         """Drop one reference from each block in ids; return (blocks still referenced, blocks now at
-        refcount 0), each in order. Raises on a double free."""
-        rc = self.refcount
+        refcount 0, their rc left at 1), each in order. Raises on a block at rc 0 (a cached block no table
+        holds). With no block held twice (`shared` 0) every block reaches 0 and nothing is read."""
+        if not self.shared:
+            return [], ids
+        rc = self.rc
         n = len(ids)
         kept: list[int] = []
         zeroed: list[int] = []
+        shared = self.shared
         start = 0  # ids[start:] up to the block under the loop were held once: they reached 0
         it = iter(ids)
         for b in it:
-            if rc[b] == 1:  # the usual case: no append per block, each run is sliced off at its end
-                rc[b] = 0
+            if rc[b] == 1:  # the usual case: nothing written, each run of them sliced off at its end
                 continue
             i = n - length_hint(it) - 1  # b's index
             if i > start:
                 zeroed += ids[start:i]
-            if rc[b] < 2:
+            r = rc[b]
+            if r < 1:
+                self.shared = shared
                 raise ValueError(f"double free of block {b}")
-            rc[b] -= 1
+            rc[b] = r - 1
+            shared -= 1
             kept.append(b)
             for b in it:  # the run of blocks held elsewhere too that b starts
-                r = rc[b] - 1
-                if r > 0:
-                    rc[b] = r
+                r = rc[b]
+                if r > 1:
+                    rc[b] = r - 1
+                    shared -= 1
                     kept.append(b)
-                elif r == 0:
-                    rc[b] = 0
+                elif r == 1:
                     start = n - length_hint(it) - 1
                     break
                 else:
+                    self.shared = shared
                     raise ValueError(f"double free of block {b}")
             else:
+                self.shared = shared
                 return kept, zeroed
+        self.shared = shared
+        if not kept:
+            return kept, ids
         if start < n:
             zeroed += ids[start:]
         return kept, zeroed
@@ -228,9 +279,11 @@ class BlockPool:
         return kept
 
     def incref(self, bid: int) -> None:
-        if self.refcount[bid] <= 0:
+        r = self.rc[bid]
+        if r <= 0:
             raise ValueError(f"incref of free block {bid}")
-        self.refcount[bid] += 1
+        self.rc[bid] = r + 1
+        self.shared += 1
 
     def decref(self, bid: int) -> bool:
         """Drop one reference; return True when the block reached refcount 0."""

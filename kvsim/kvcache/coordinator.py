@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.breakdown import paged_breakdown
+from kvsim.kvcache.checks import check_refcounts
 from kvsim.kvcache.hashing import ContentMemo
 from kvsim.kvcache.managers.kinds import KIND_MANAGERS
 from kvsim.kvcache.managers.sliding import SlidingTables
@@ -261,10 +262,8 @@ class KVCoordinator:
         counts = [0] * pool.known
         for m in self.groups:
             m.check(counts)
-        assert counts == pool.refcount, "refcounts do not match the groups' tables"
+        check_refcounts(pool, counts, "the groups' tables")
         free = pool.known_free_ids()
-        assert len(free) == len(set(free)), "page on the free list twice"
-        assert all(counts[b] == 0 for b in free), "referenced page on the free list"
         cached = 0
         if self.memo is not None:
             key_of = self.pool.key_of

@@ -171,23 +171,32 @@ class EvictionQueue:
         heap = self._heap
         live = self.live
         out: list[Hashable] = []
-        while len(out) < k:
+        need = k
+        while need:
             if not heap:
                 raise IndexError("no evictable entry")
             _, ticket, rows = heap[0]
             n = len(heap)  # the next batch's head is the smaller of the root's children
             bound = (heap[1][0] if n == 2 or heap[1][0] <= heap[2][0] else heap[2][0]) if n > 1 else None
-            taken = 0
-            while rows and len(out) < k:
-                prio, _, item = rows[-1]
-                if bound is not None and prio > bound:
-                    break
-                rows.pop()
-                taken += 1
-                if live.get(item) == ticket:
-                    del live[item]
-                    out.append(item)
-            self._rows -= taken
+            taken = len(rows)
+            if bound is None or rows[0][0] <= bound:  # the whole batch sorts first: no bound to check
+                while rows and need:
+                    item = rows.pop()[2]
+                    if live.get(item) == ticket:
+                        del live[item]
+                        out.append(item)
+                        need -= 1
+            else:
+                while rows and need:
+                    prio, _, item = rows[-1]
+                    if prio > bound:
+                        break
+                    rows.pop()
+                    if live.get(item) == ticket:
+                        del live[item]
+                        out.append(item)
+                        need -= 1
+            self._rows -= taken - len(rows)
             self._reseat(heap, ticket, rows)
         return out
 

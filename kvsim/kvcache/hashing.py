@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from functools import lru_cache
 from itertools import repeat
 
 from kvsim.workload.request import Request
@@ -33,6 +34,7 @@ UNBOUNDED = 1 << 62
 """Length of the output segment: generated tokens continue until the request stops."""
 
 
+@lru_cache(maxsize=1024)
 def namespace_key(namespace: str | int = "") -> int:
     """The chain's root: blocks under different namespaces never share keys (e.g. tenants, adapters).
     Stable across processes (str hashes are salted per process, so names go through blake2b)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.breakdown import paged_breakdown
+from kvsim.kvcache.checks import check_refcounts
 from kvsim.kvcache.host_blocks import HostBlocks
 from kvsim.kvcache.view import NO_HIT, ContextSums, Hit
 
@@ -60,7 +61,7 @@ class PagedKVManager:
         return 0
 
     def _needs_cow(self, table: list[int], ntok: int) -> bool:
-        return bool(table) and ntok % self.block_size != 0 and self.pool.refcount[table[-1]] > 1
+        return bool(table) and ntok % self.block_size != 0 and self.pool.rc[table[-1]] > 1
 
     def blocks_needed(self, seq: int, num_tokens: int) -> int:
         """New blocks `allocate(seq, num_tokens)` would take (copy-on-write included)."""
@@ -83,7 +84,7 @@ class PagedKVManager:
             table = self.tables.get(s)
             if table is not None and num_tokens > self.ntok[s] and self._needs_cow(table, self.ntok[s]):
                 sharers[table[-1]] = sharers.get(table[-1], 0) + 1
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return need - sum(1 for b, c in sharers.items() if c == rc[b])
 
     def reserve(self, seq: int, num_tokens: int) -> bool:
@@ -137,11 +138,12 @@ class PagedKVManager:
 
     def grow_each(self, seqs: list[int], num_tokens: list[int]) -> bool:
         """grow_one_block for each of seqs in turn (seqs[i] then holds num_tokens[i] slots) when the pool
-        has a truly free block for each, the same blocks in the same order (True); else change nothing
-        (False: the caller grows them one by one, evicting or preempting as need be)."""
+        has a block for each (truly free, or from evicting a cached one), the same blocks in the same order
+        and the same evictions (True); else change nothing (False: the caller grows them one by one,
+        preempting as need be)."""
         if not seqs:
             return True
-        ids = self.pool.take_free(len(seqs))
+        ids = self._take_each(len(seqs))
         if ids is None:
             return False
         tables = self.tables
@@ -150,6 +152,11 @@ class PagedKVManager:
             tables[seq].append(bid)
             ntok[seq] = n
         return True
+
+    def _take_each(self, k: int) -> list[int] | None:
+        """Hook of grow_each: k blocks as k grow steps take them (BlockPool.take_each), or None (nothing
+        changed). A prefix cache overrides it to act on the evictions (hash: write-back)."""
+        return self.pool.take_each(k)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         """No prefix cache here: nothing is served from cache."""
@@ -227,7 +234,7 @@ class PagedKVManager:
     def private_blocks(self, seq: int) -> int:
         """Blocks of seq's table no other table (or cache entry) references: what free(seq) gives back
         to the pool (the prefix managers' cached blocks stay counted free)."""
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return sum(1 for b in self.tables[seq] if rc[b] == 1)
 
     def unique_blocks(self, seqs: list[int]) -> int:
@@ -284,10 +291,8 @@ class PagedKVManager:
             for b in table:
                 assert 0 <= b < pool.known, f"block {b} never handed out"
                 counts[b] += 1
-        assert counts == pool.refcount, "refcounts do not match block tables"
+        check_refcounts(pool, counts)
         free = pool.known_free_ids()
-        assert len(free) == len(set(free)), "block on the free list twice"
-        assert all(counts[b] == 0 for b in free), "referenced block on the free list"
         assert len(free) + sum(1 for c in counts if c > 0) == pool.known, "leaked block"
         for s, table in self.tables.items():
             assert len(table) == -(-self.ntok[s] // self.block_size), f"table of seq {s} mis-sized"

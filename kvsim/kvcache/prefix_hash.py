@@ -13,6 +13,7 @@ key are never both registered: a block computed while an equal one is cached sta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
@@ -70,17 +71,28 @@ class HashCachePool(BlockPool):
         """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
         if k > len(self.queue):
             return []
+        return self._forget(self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()])
+
+    def _forget(self, ids: list[int]) -> list[int]:
+        """Evicted blocks ids lose their keys (spilled, write-back) and become free blocks (rc 1)."""
         by_key = self.by_key
         key_of = self.key_of
         spill = self.spill
-        ids = self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()]
+        rc = self.rc
         for b in ids:
             if spill is not None:
                 spill.append(key_of[b])
             del by_key[key_of[b]]
             key_of[b] = None
-        self.evictions += k
+            rc[b] = 1
+        self.evictions += len(ids)
         return ids
+
+    def _evict_taken(self, m: int) -> list[int]:
+        """m calls of take_evicting, each evicting one block (the policy's next, by pop_one: pop_many may
+        break ties between batches otherwise) and taking it, in eviction order."""
+        pop = self.queue.pop_one
+        return self._forget([pop() for _ in range(m)])
 
     def release(self, ids: list[int], touch: bool = True) -> list[int]:
         """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
@@ -98,20 +110,27 @@ class HashCachePool(BlockPool):
         if free:
             self._put_free(free)
         if cached:
+            rc = self.rc
             last = self.last
             if touch:
                 now = self.clock
                 for b in cached:
                     last[b] = now
+                    rc[b] = 0
+            else:
+                for b in cached:
+                    rc[b] = 0
             self.queue.add_many(cached, last, self.uses, self.birth, self.depth)
         return kept
 
     def reuse(self, bid: int) -> int:
         """Add a reference to a cached block (a cache hit); return its refcount before."""
-        r = self.refcount[bid]
+        r = self.rc[bid]
         if r == 0:
             self.queue.discard(bid)
-        self.refcount[bid] = r + 1
+        else:
+            self.shared += 1
+        self.rc[bid] = r + 1
         return r
 
 
@@ -197,15 +216,13 @@ class PrefixHashKVManager(PagedKVManager):
         limit = (prompt_tokens - 1) // bs
         keys = content.upto(limit)
         pool = self.pool
-        by_key = pool.by_key
-        table: list[int] = []
-        for j in range(min(limit, len(keys))):
-            b = by_key.get(keys[j])
-            if b is None:
-                break
-            table.append(b)
-        rc = pool.refcount
-        discard = pool.queue.discard
+        m = min(limit, len(keys))
+        # every lookup at C speed, then cut at the first miss
+        table: list[int] = list(map(pool.by_key.get, keys[:m], repeat(-1))) if m else []
+        if -1 in table:  # (-1, not None: an int never equals None fast)
+            del table[table.index(-1):]
+        rc = pool.rc
+        discard = pool.queue.live.pop  # (EvictionQueue.discard, inlined: every block at refcount 0 is live)
         shared = 0
         for b in table:
             r = rc[b]
@@ -214,6 +231,7 @@ class PrefixHashKVManager(PagedKVManager):
             else:
                 discard(b)
             rc[b] = r + 1
+        pool.shared += shared
         self.shared_dup_tokens += shared * bs
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs
@@ -279,9 +297,8 @@ class PrefixHashKVManager(PagedKVManager):
         by_key = pool.by_key
         key_of, birth, last, uses, depth = pool.key_of, pool.birth, pool.last, pool.uses, pool.depth
         now = pool.clock
-        for j in range(st.done, upto):
-            k = keys[j]
-            b = table[j]
+        done = st.done
+        for j, k, b in zip(range(done, upto), keys[done:upto], table[done:upto], strict=True):
             if k not in by_key and key_of[b] is None:
                 by_key[k] = b
                 key_of[b] = k
@@ -303,6 +320,13 @@ class PrefixHashKVManager(PagedKVManager):
         if bid >= 0 and pool.spill:
             self._spill()
         return bid
+
+    def _take_each(self, k: int) -> list[int] | None:
+        """The grow steps' evictions (PagedKVManager hook); write-back: the evicted blocks go down the
+        chain in eviction order (TierChain.offer takes them one by one, as grow_one_block's would)."""
+        ids = self.pool.take_each(k)
+        self._spill()
+        return ids
 
     def set_computed_tokens(self, seq: int, num_tokens: int) -> None:
         """free(seq) registers only the blocks full of seq's num_tokens tokens with KV."""

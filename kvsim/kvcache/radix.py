@@ -55,10 +55,12 @@ class RadixPool(BlockPool):
         ids: list[int] = []
         freed = 0
         in_tree = self.in_tree
+        rc = self.rc
         while freed < k:
             blocks = self.tree.pop_leaf().blocks
             for b in blocks:
                 in_tree[b] = 0
+                rc[b] = 1
             ids += blocks
             freed += len(blocks)
         self.num_cached_free -= freed
@@ -68,10 +70,12 @@ class RadixPool(BlockPool):
     def release(self, ids: list[int]) -> list[int]:
         kept, zeroed = self.drop_refs(ids)
         in_tree = self.in_tree
+        rc = self.rc
         free = []
         for b in zeroed:
             if in_tree[b]:
                 self.num_cached_free += 1
+                rc[b] = 0
             else:
                 free.append(b)
         if free:
@@ -80,10 +84,12 @@ class RadixPool(BlockPool):
 
     def reuse(self, bid: int) -> int:
         """Add a reference to a tree block; return its refcount before."""
-        r = self.refcount[bid]
+        r = self.rc[bid]
         if r == 0:
             self.num_cached_free -= 1
-        self.refcount[bid] = r + 1
+        else:
+            self.shared += 1
+        self.rc[bid] = r + 1
         return r
 
 
@@ -132,7 +138,7 @@ class RadixKVManager(PagedKVManager):
         node, blocks = self.tree.match(pages, limit)
         self.tree.lock(node)
         pool = self.pool
-        rc = pool.refcount
+        rc = pool.rc
         before = list(map(rc.__getitem__, blocks))
         for b in blocks:  # RadixPool.reuse of each
             rc[b] += 1
@@ -140,6 +146,7 @@ class RadixKVManager(PagedKVManager):
         if len(set(blocks)) < len(blocks):  # (never in a sound tree) later copies of a block are shared
             unused = len({b for b, r in zip(blocks, before, strict=True) if not r})
         pool.num_cached_free -= unused
+        pool.shared += len(blocks) - unused
         self.shared_dup_tokens += (len(blocks) - unused) * bs
         self.tables[seq] = blocks
         self.ntok[seq] = len(blocks) * bs
@@ -185,7 +192,7 @@ class RadixKVManager(PagedKVManager):
                 self._switch(table, i + t, child.blocks[t])
             tree.lock_one(child)
             node, i = child, i + j
-        rc = self.pool.refcount
+        rc = self.pool.rc
         for t in range(i, upto):
             if rc[table[t]] > 1:
                 upto = t  # shared with a forked sequence that does not lock it: leave it out of the tree
@@ -212,7 +219,7 @@ class RadixKVManager(PagedKVManager):
         if pool.reuse(tree_block):
             self.shared_dup_tokens += bs
         table[idx] = tree_block
-        if pool.refcount[own] > 1:
+        if pool.rc[own] > 1:
             self.shared_dup_tokens -= bs
         pool.release([own])
 

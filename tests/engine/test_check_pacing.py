@@ -57,7 +57,7 @@ def test_a_state_broken_after_the_last_iteration_is_caught_by_the_full_check(mon
     def leaky_free(self, seq):
         n = free(self, seq)
         if not self.tables:  # the last request left: a block keeps a reference no table holds
-            self.pool.refcount[0] += 1
+            self.pool.rc[0] += 1
         return n
 
     monkeypatch.setattr(PrefixHashKVManager, "free", leaky_free)

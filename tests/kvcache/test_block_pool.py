@@ -68,21 +68,31 @@ def test_incref_decref_counts_and_frees_only_at_zero():
     assert pool.refcount[b] == 0
 
 
-def test_double_free_raises_and_leaves_pool_unchanged():
-    pool = BlockPool(2, 4)
-    b = pool.allocate()
-    pool.decref(b)
-    free_before = pool.free_ids()
-    with pytest.raises(ValueError, match="double free"):
-        pool.decref(b)
-    assert pool.refcount[b] == 0
-    assert pool.free_ids() == free_before
+def test_a_block_freed_twice_is_caught_by_the_check():
+    """Giving a block back writes nothing per block (a free block keeps rc 1), so a second release of a
+    truly free block is not seen there: it lands on the free list twice, which the check catches."""
+    m = PagedKVManager(4, 4)
+    m.allocate(0, 8)
+    table = list(m.tables[0])
+    m.free(0)
+    assert m.pool.rc[:2] == [1, 1] and m.pool.refcount[:2] == [0, 0]
+    m.pool.release(table)
+    with pytest.raises(AssertionError, match="on the free list twice"):
+        m.check_invariants()
 
 
-def test_incref_of_free_block_raises():
-    pool = BlockPool(2, 4)
-    with pytest.raises(ValueError, match="free block"):
-        pool.incref(0)
+def test_releasing_or_increfing_a_cached_block_raises():
+    """A cached block (rc 0, no table holds it) released again or incref'd: a double free."""
+    pool = HashCachePool(4, 4)
+    ids = pool.take_free(2)
+    pool.incref(ids[1])  # (a second holder, so drop_refs reads the counts)
+    pool.key_of[ids[0]] = 5
+    pool.by_key[5] = ids[0]
+    assert pool.release([ids[0]]) == [] and pool.rc[ids[0]] == 0 and pool.num_cached_free == 1
+    with pytest.raises(ValueError, match=f"double free of block {ids[0]}"):
+        pool.release([ids[0]])
+    with pytest.raises(ValueError, match=f"incref of free block {ids[0]}"):
+        pool.incref(ids[0])
 
 
 def test_free_ids_is_a_copy():
@@ -99,6 +109,7 @@ def test_allocate_many_matches_repeated_allocate():
             pool.decref(x)  # free stack now ends ..., 0, 1, 2
     assert a.allocate_many(4) == [b.allocate() for _ in range(4)] == [2, 1, 0, 3]
     assert a.refcount == b.refcount == [1, 1, 1, 1, 0, 0]
+    assert a.rc == b.rc == [1] * 6  # a free block keeps rc 1
     assert a.free_ids() == b.free_ids()
     assert a.allocate_many(0) == []
     assert a.allocate_many(2) == [4, 5]
@@ -124,13 +135,16 @@ def test_release_returns_kept_blocks_in_order():
     assert pool.allocate() == 2  # LIFO: released last, reused first
 
 
-def test_release_of_a_free_block_raises():
-    pool = BlockPool(2, 4)
-    b = pool.allocate()
-    pool.release([b])
-    with pytest.raises(ValueError, match="double free"):
-        pool.release([b])
-    assert pool.refcount == [0, 0]
+def test_shared_counts_the_references_beyond_the_first():
+    pool = BlockPool(4, 4)
+    ids = pool.allocate_many(3)
+    pool.incref(ids[0])
+    pool.incref(ids[0])
+    pool.incref(ids[2])
+    assert pool.shared == 3
+    assert pool.release(ids) == [ids[0], ids[2]] and pool.shared == 1
+    assert pool.release([ids[0]]) == [ids[0]] and pool.shared == 0
+    assert pool.release([ids[0], ids[2]]) == [] and pool.refcount == [0, 0, 0, 0]
 
 
 # ---- the one-call allocation paths managers use (take, take_evicting, take_free) ------------------
@@ -375,14 +389,21 @@ def test_managers_over_lazy_pools_match_the_fully_built_pool(kind, ops):
 
 
 def _naive_drop_refs(rc: list[int], ids: list[int]) -> tuple[list[int], list[int]]:
-    """drop_refs as a plain loop over every block (the reference the run-slicing version must match)."""
+    """drop_refs as a plain loop over every block (the reference the run-slicing version must match):
+    rc 0 (cached) is a double free, rc 1 reaches 0 and is left at 1 (a free block's), more goes down by
+    one; with no block above 1 nothing is read."""
+    if all(r <= 1 for r in rc):
+        return [], list(ids)
     kept, zeroed = [], []
     for b in ids:
-        r = rc[b] - 1
-        if r < 0:
+        r = rc[b]
+        if r < 1:
             raise ValueError(f"double free of block {b}")
-        rc[b] = r
-        (kept if r else zeroed).append(b)
+        if r == 1:
+            zeroed.append(b)
+        else:
+            rc[b] = r - 1
+            kept.append(b)
     return kept, zeroed
 
 
@@ -393,17 +414,18 @@ def test_drop_refs_splits_runs_of_private_and_shared_blocks():
         for _ in range(extra):
             pool.incref(b)
     assert pool.drop_refs(ids) == ([1, 2, 5, 7], [0, 3, 4, 6])
-    assert pool.refcount == [0, 2, 2, 0, 0, 1, 0, 1]
+    assert pool.rc == [1, 2, 2, 1, 1, 1, 1, 1] and pool.shared == 2  # (0, 3, 4, 6: the caller frees them)
     assert pool.drop_refs([7, 5]) == ([], [7, 5])
     assert pool.drop_refs([]) == ([], [])
 
 
-@pytest.mark.parametrize("ids, bad", [([0, 1, 0], 0), ([2, 2, 2], 2), ([2, 1, 1], 1), ([3], 3)])
-def test_drop_refs_raises_on_a_block_listed_twice_or_free(ids, bad):
-    """Blocks 0 and 1 held once, 2 twice, 3 free: the error names the first block that would go below 0."""
+@pytest.mark.parametrize("ids, bad", [([0, 3], 3), ([2, 2, 3], 3), ([1, 3, 2], 3)])
+def test_drop_refs_raises_on_a_cached_block(ids, bad):
+    """Blocks 0 and 1 held once, 2 twice, 3 cached (rc 0): the error names the cached block."""
     pool = BlockPool(4, 4)
-    pool.allocate_many(3)
+    pool.allocate_many(4)
     pool.incref(2)
+    pool.rc[3] = 0
     with pytest.raises(ValueError, match=f"double free of block {bad}"):
         pool.drop_refs(ids)
 
@@ -411,11 +433,12 @@ def test_drop_refs_raises_on_a_block_listed_twice_or_free(ids, bad):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=12), st.data())
 def test_drop_refs_matches_a_plain_loop(counts, data):
-    """Random refcounts (0: free) and id lists (repeats allowed): the same result, the same refcounts,
+    """Random refcounts (0: cached) and id lists (repeats allowed): the same result, the same refcounts,
     and a double free raised at the same block with the same refcounts left behind."""
     ids = data.draw(st.lists(st.integers(0, len(counts) - 1), max_size=20))
     pool = BlockPool(len(counts), 4)
-    pool.refcount[:] = counts
+    pool.rc[:] = counts
+    pool.shared = sum(c - 1 for c in counts if c > 1)
     ref = list(counts)
     try:
         want = _naive_drop_refs(ref, ids)
@@ -424,4 +447,77 @@ def test_drop_refs_matches_a_plain_loop(counts, data):
             pool.drop_refs(ids)
     else:
         assert pool.drop_refs(ids) == want
-    assert pool.refcount == ref
+        assert pool.shared == sum(c - 1 for c in ref if c > 1)
+    assert pool.rc == ref
+
+
+def _cached_hash_pool(policy: str, releases: list[tuple[int, bool]], fresh: int,
+                      again: tuple[int, ...] = ()) -> HashCachePool:
+    """A hash pool of 16 blocks: batches of keyed blocks taken and released (touch or not), so some are
+    cached (evictable, often at equal priorities), then `fresh` unkeyed blocks taken and released (truly
+    free)."""
+    pool = HashCachePool(16, 4, policy)
+    key = 0
+    for n, touch in releases:
+        ids = pool.take_free(min(n, pool.free_count)) or []
+        for j, b in enumerate(ids):
+            key += 1
+            pool.by_key[key] = b
+            pool.key_of[b] = key
+            pool.depth[b] = j % 2  # (few depths and one birth: priorities tie across batches)
+            pool.last[b] = pool.birth[b] = 0
+        pool.release(ids, touch)
+    for i in again:  # cached blocks hit and released again: their old rows go stale
+        live = sorted(pool.queue.live)
+        if live:
+            b = live[i % len(live)]
+            pool.reuse(b)
+            pool.release([b], i % 2 == 0)
+    ids = pool.take_free(min(fresh, pool.free_count)) or []
+    pool.release(ids)
+    return pool
+
+
+def _pool_state(pool: BlockPool) -> tuple:
+    extra = (sorted(pool.queue.live), dict(pool.by_key), pool.evictions) if isinstance(pool, HashCachePool) \
+        else ()
+    return pool.refcount, pool.free_ids(), pool.free_count, pool.num_free, extra
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["lru", "lfu", "fifo", "length"]),
+       st.lists(st.tuples(st.integers(1, 5), st.booleans()), max_size=8), st.integers(0, 4),
+       st.integers(1, 18), st.lists(st.integers(0, 15), max_size=6))
+def test_take_each_is_k_takes_each_evicting_when_none_is_free(policy, releases, fresh, k, again):
+    import copy
+
+    pool = _cached_hash_pool(policy, releases, fresh, tuple(again))
+    one = copy.deepcopy(pool)
+    before = _pool_state(pool)
+    want = []
+    if k <= one.num_free:
+        for _ in range(k):
+            b = one.take()
+            want.append(b if b >= 0 else one.take_evicting())
+    got = pool.take_each(k)
+    if k > before[3]:
+        assert got is None and _pool_state(pool) == before
+    else:
+        assert got == want and -1 not in want and _pool_state(pool) == _pool_state(one)
+
+
+def test_radix_take_each_takes_a_leaf_block_by_block():
+    """A radix pool's grow steps evict a whole leaf and take its blocks last first, leaving the rest free."""
+    import copy
+
+    m = RadixKVManager(8, 1)
+    r = Request(rid=0, arrival_s=0.0, prompt_len=6, output_len=1, segments=((5, 6),))
+    m.admit(0, r, 6, 1)
+    m.allocate(0, 6)
+    m.set_computed_tokens(0, 6)
+    m.free(0)
+    m.pool.take_free(2)  # the two never used: the pool has only the tree's 6 blocks left
+    one = copy.deepcopy(m.pool)
+    want = [one.take_evicting(), one.take(), one.take()]
+    assert m.pool.take_each(3) == want == [5, 4, 3]
+    assert _pool_state(m.pool) == _pool_state(one) and m.pool.free_ids() == [0, 1, 2]

@@ -174,6 +174,7 @@ def test_a_sliding_group_that_lost_its_window_lowers_the_hit():
     kv.pool.queue.discard(victim)
     del kv.pool.by_key[kv.pool.key_of[victim]]
     kv.pool.key_of[victim] = None
+    kv.pool.rc[victim] = 1  # (a truly free block's)
     kv.pool._put_free([victim])  # as the pool's eviction would
     second = _request(2, 16 * 12 + 5, 16 * 12)
     # blocks 11 is cached but 10 is not: the window ending at 12 fails; the one ending at 10 needs

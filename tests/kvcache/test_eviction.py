@@ -148,3 +148,31 @@ def test_a_policy_without_batch_rows_uses_its_key_function(monkeypatch):
     q = EvictionQueue("newest")
     q.add_many([0, 1, 2], [4, 9, 6], [1, 1, 1], [0, 0, 0], [0, 0, 0])
     assert q.pop_many(3) == [1, 2, 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(EVICTION_POLICIES)),
+       st.lists(st.tuples(st.sampled_from(["add", "discard", "pop"]),
+                          st.lists(st.integers(0, 11), min_size=1, max_size=5, unique=True),
+                          st.integers(0, 3)), max_size=30))
+def test_pop_many_is_pop_one_repeated(policy, ops):
+    """Batches (each its own time, so no two live entries tie), discards and pops on two queues: every
+    pop_many(k) gives what k pop_one calls give on the other, and both keep the same live entries. (With
+    ties between batches the two may differ: the grow steps' evictions, HashCachePool._evict_taken, pop
+    one at a time as take_evicting does.)"""
+    a, b = EvictionQueue(policy), EvictionQueue(policy)
+    last, uses, birth, depth = [0] * 12, [1] * 12, [0] * 12, [0] * 12
+    for n, (op, items, t) in enumerate(ops):
+        if op == "add":
+            for j, x in enumerate(items):
+                last[x], birth[x], depth[x], uses[x] = n, n, j, 1 + (x + t) % 2
+            a.add_many(items, last, uses, birth, depth)
+            b.add_many(items, last, uses, birth, depth)
+        elif op == "discard":
+            for x in items:
+                a.discard(x)
+                b.discard(x)
+        else:
+            k = min(len(items), len(a))
+            assert a.pop_many(k) == [b.pop_one() for _ in range(k)]
+        assert a.live.keys() == b.live.keys()

@@ -7,6 +7,8 @@ content: every full block a table holds must carry the chained key of that table
 position, consistently across all tables that share it, and a hash-cached block must keep its key.
 """
 
+import copy
+
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -17,6 +19,18 @@ from kvsim.kvcache.radix import RadixKVManager
 from kvsim.workload.request import Request
 
 NUM_BLOCKS = 24
+
+
+def state_of(m) -> tuple:
+    """What a grow step may change: tables, refcounts, the free stack, evictions and what is cached (the
+    eviction queue's live entries, or the tree's blocks)."""
+    pool = m.pool
+    if isinstance(m, PrefixHashKVManager):
+        cached = (sorted(pool.queue.live), dict(pool.by_key), list(pool.key_of))
+    else:
+        cached = (sorted(b for node in m.tree.nodes() for b in node.blocks), list(pool.in_tree))
+    return ({s: list(t) for s, t in m.tables.items()}, dict(m.ntok), list(pool.refcount), pool.free_ids(),
+            pool.free_count, m.evictions, m.cached_blocks, cached)
 PIECES = [(1, 8), (1, 5), (2, 6), (3, 4), (4, 9), (5, 3)]  # content ids reused across prompts
 
 
@@ -98,6 +112,26 @@ class PrefixMachine(RuleBasedStateMachine):
                 return
         full = (new - 1) // self.bs  # blocks before the one holding the newest token
         self.info[seq] = (keys, prompt, max(self.info[seq][2], full))
+
+    @precondition(lambda self: any(s not in self.prefilling for s in self.info))
+    @rule(data=st.data())
+    def grow_each(self, data):
+        """Several sequences' grow steps at once: the blocks, evictions and state of grow_one_block on each
+        in turn (all of them succeeding), or nothing changed."""
+        m = self.m
+        seqs = data.draw(st.lists(st.sampled_from(self.decoding()), min_size=1, max_size=6, unique=True),
+                         label="seqs")
+        seqs = [s for s in seqs if not m.last_block_shared(s)]
+        new = [m.capacity_tokens(s) + 1 for s in seqs]
+        one = copy.deepcopy(m)
+        ok = all(one.grow_one_block(s, n) for s, n in zip(seqs, new, strict=True))
+        before = state_of(m)
+        assert m.grow_each(seqs, new) == ok
+        assert state_of(m) == (state_of(one) if ok else before)
+        if ok:
+            for s, n in zip(seqs, new, strict=True):
+                keys, prompt, known = self.info[s]
+                self.info[s] = (keys, prompt, max(known, (n - 1) // self.bs))
 
     @precondition(lambda self: any(s not in self.prefilling for s in self.info))
     @rule(data=st.data())

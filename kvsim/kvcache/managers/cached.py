@@ -69,7 +69,7 @@ class CachedTables(TokenTables):
         keys = content.upto(blocks)
         pool = self.pool
         table = [self.cached(keys[j]) for j in range(first, blocks)]
-        rc = pool.refcount
+        rc = pool.rc
         shared = 0
         for b in table:
             if rc[b]:
@@ -77,6 +77,7 @@ class CachedTables(TokenTables):
             else:
                 pool.queue.discard(b)
             rc[b] += 1
+        pool.shared += shared
         self.dup += shared * self.bs
         self.tables[seq] = table
         self.first[seq] = first

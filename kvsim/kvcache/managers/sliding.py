@@ -40,7 +40,7 @@ class SlidingTables(TokenTables):
         drop = self._drop(seq, computed)
         if drop <= 0:
             return 0
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return sum(1 for b in self.tables[seq][:drop] if rc[b] == 1)
 
     def trim(self, seq: int, computed: int) -> None:

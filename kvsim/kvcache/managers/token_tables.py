@@ -37,7 +37,7 @@ class TokenTables:
     # ---- sizing --------------------------------------------------------------------------
     def _needs_cow(self, seq: int) -> bool:
         table = self.tables[seq]
-        return bool(table) and self.ntok[seq] % self.bs != 0 and self.pool.refcount[table[-1]] > 1
+        return bool(table) and self.ntok[seq] % self.bs != 0 and self.pool.rc[table[-1]] > 1
 
     def _end(self, seq: int) -> int:
         """Logical index one past seq's last page."""
@@ -66,7 +66,7 @@ class TokenTables:
             if s in self.tables and num_tokens > self.ntok[s] and self._needs_cow(s):
                 last = self.tables[s][-1]
                 sharers[last] = sharers.get(last, 0) + 1
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return need - sum(1 for b, c in sharers.items() if c == rc[b])
 
     def capacity_tokens(self, seq: int) -> int:
@@ -80,7 +80,7 @@ class TokenTables:
 
     def private_pages(self, seq: int) -> int:
         """Pages of seq's table no other table (or cache entry) references: what free(seq) gives back."""
-        rc = self.pool.refcount
+        rc = self.pool.rc
         return sum(1 for b in self.tables[seq] if rc[b] == 1)
 
     # ---- allocation ----------------------------------------------------------------------
