@@ -57,7 +57,15 @@ def extensions() -> list:
     # annotation_typing off: Cython would otherwise check and convert arguments by their annotations (a
     # `float` argument given a str raises TypeError at the call, where Python runs the function's own check)
     directives = {"language_level": 3, "binding": True, "annotation_typing": False}
-    out = cythonize(exts, compiler_directives=directives, nthreads=os.cpu_count() or 1, quiet=True)
+    try:
+        out = cythonize(exts, compiler_directives=directives, nthreads=os.cpu_count() or 1, quiet=True)
+    except Exception:  # a module Cython cannot translate: the others, one by one, that one stays Python
+        out = []
+        for ext in exts:
+            try:
+                out += cythonize([ext], compiler_directives=directives, quiet=True)
+            except Exception as exc:
+                notice(f"{ext.name} could not be compiled ({type(exc).__name__}); it runs as Python")
     for e in out:
         e.optional = True  # no compiler or a failed compile: that module stays Python
     return out

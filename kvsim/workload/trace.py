@@ -144,7 +144,7 @@ def _read_csv(path: Path, names: dict[str, str],
     except csv.Error as exc:
         raise KvsimError(f"{path}:{reader.line_num}: bad CSV ({excerpt(str(exc), 60)})") from None
     texts = tuple(list(map(itemgetter(k), picked)) for k in range(len(keys)))
-    del picked
+    picked = None  # (free the rows; Cython cannot `del` a name a nested scope reads)
     return (_times(texts[0], lines, path, names["arrival"]),
             _counts(texts[1], lines, path, names["prompt"]),
             _counts(texts[2], lines, path, names["output"]),
