@@ -73,7 +73,7 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.cli": {E, IN, SC, OF, "kvsim.aliases", "kvsim.scenario_schema", "kvsim.specs", "kvsim.workload",
                   "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",
-                  "kvsim.sweep", "kvsim.calibrate", "kvsim.speculative", "kvsim.lora"},
+                  "kvsim.sweep", "kvsim.calibrate", "kvsim.speculative", "kvsim.lora", "kvsim.native"},
 }
 
 # (importing file, imported module): imports against the documented direction, as the code stands
