@@ -135,34 +135,11 @@ class AttentionModel:
 
     def kept_mass(self, g: int, length: int, keep: Keep) -> float:
         """Attention mass of layer group g that falls on what `keep` retains (closed form)."""
-        m_s, m_r, m_h, m_b = self.parts(g, length)
-        s = min(self.sink_tokens, length)
-        n = length - s
-        if n == 0:
-            return keep.sinks / s if s else 1.0
-        w = min(keep.window, n)
-        n_out = n - w
-        o = min(keep.outside, n_out)
-        spread, adjacent = split_outside(keep, length, self.sink_tokens, self.cfg.heavy_fraction)
-        rest = n_out - adjacent
-        mass = m_s * keep.sinks / s if s else 0.0
-        q = self.q[g]
-        qn, qt = q ** n, q ** (w + adjacent)
-        mass += m_r * ((1 - qt) + (qt - qn) * (spread / rest if rest > 0 else 0.0)) / (1 - qn)
-        if m_h > 0:
-            if n_out == 0:
-                mass += m_h
-            else:
-                h = self.heavy_count(n)
-                zipf = self.zipf[g]
-                top = zipf(spread_hitters(keep, spread) * n / n_out) / zipf(h)
-                mass += m_h * (w / n + n_out / n * top)
-        mass += m_b * (w + o) / n
-        return min(1.0, mass)
+        return self._group_mass(g, keep, self._shape(length, keep))
 
     def mean_kept_mass(self, length: int, keeps) -> float:
-        """kept_mass averaged over layer groups; keeps holds one Keep per group. (kept_mass's arithmetic,
-        the parts that depend only on the Keep computed once for the groups sharing it.)"""
+        """kept_mass averaged over layer groups; keeps holds one Keep per group (the parts that depend only
+        on the Keep computed once for the groups sharing it)."""
         masses = []
         prev = None
         shape: tuple = ()
@@ -188,21 +165,13 @@ class AttentionModel:
         return (s, n, w, n_out, o, spread, adjacent, n_out - adjacent, heavy, top_x)
 
     def _group_mass(self, g: int, keep: Keep, shape: tuple) -> float:
-        """kept_mass(g, length, keep) from _shape(length, keep)."""
+        """kept_mass(g, length, keep), from _shape(length, keep)."""
         s = shape[0]
         n = shape[1]
         if n == 0:
             return keep.sinks / s if s else 1.0
         _, _, w, n_out, o, spread, adjacent, rest, heavy, top_x = shape
-        m_s, m_r, m_h, m_b = self._parts[g]  # (parts(g, length))
-        if s == 0 and m_s > 0:
-            total = m_r + m_h + m_b
-            if total <= 0:
-                m_s, m_r, m_h, m_b = 0.0, 0.0, 0.0, 1.0
-            else:
-                m_r, m_h, m_b, m_s = m_r / total, m_h / total, m_b / total, 0.0
-        if heavy == 0:  # (after the no-part case above this leaves m_b = 1.0 as parts does)
-            m_b, m_h = m_b + m_h, 0.0
+        m_s, m_r, m_h, m_b = self.parts(g, s + n)  # (s + n: the context length)
         mass = m_s * keep.sinks / s if s else 0.0
         q = self.q[g]
         qn, qt = q ** n, q ** (w + adjacent)
