@@ -41,6 +41,17 @@ def source_of(module: str) -> Path:
     return ROOT.joinpath(*module.split(".")).with_suffix(".py")
 
 
+def digest(module: str) -> str:
+    """sha256 of a module's source: the .py, then its augmenting .pxd (Cython types) when it has one; the same
+    digest as kvsim/native.py's, which runs a module as Python when it no longer matches."""
+    source = source_of(module)
+    h = hashlib.sha256(source.read_bytes())
+    pxd = source.with_suffix(".pxd")
+    if pxd.is_file():
+        h.update(b"\0pxd\0" + pxd.read_bytes())
+    return h.hexdigest()
+
+
 def extensions() -> list:
     if os.environ.get("KVSIM_PURE_PYTHON") == "1":
         notice("KVSIM_PURE_PYTHON=1: the hot paths are not compiled (pure Python, same results)")
@@ -89,7 +100,7 @@ class BuildHotPaths(build_ext):
         for ext in self.extensions:
             target = Path(self.get_ext_fullpath(ext.name))
             if target.exists():
-                built[ext.name] = hashlib.sha256(source_of(ext.name).read_bytes()).hexdigest()
+                built[ext.name] = digest(ext.name)
         if len(built) < len(self.extensions):
             notice(f"compiled {len(built)} of {len(self.extensions)} hot-path modules; the rest run as "
                    "Python")

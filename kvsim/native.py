@@ -1,7 +1,8 @@
 """Compiled hot paths or pure Python: which one each hot module runs as, decided at its import.
 
 setup.py compiles the modules of kvsim/native_modules.txt with Cython (the same .py source) and writes
-kvsim/native_manifest.json: module -> sha256 of the source each extension was built from. `install()`
+kvsim/native_manifest.json: module -> sha256 of the source each extension was built from (the .py and its
+augmenting .pxd, if any). `install()`
 (called by kvsim/__init__.py before any other kvsim module loads) puts `SourceFirst` on the import path; it
 loads a hot module from its .py source instead of its extension when
 
@@ -42,8 +43,16 @@ def _manifest() -> dict[str, str]:
 
 
 def _digest(path: str) -> str:
+    """sha256 of a module's source: the .py, then its augmenting .pxd (Cython types) when it has one, so an
+    edit to either makes the extension stale. setup.py computes the same digest."""
+    h = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        h.update(f.read())
+    pxd = path[:-3] + ".pxd"
+    if os.path.isfile(pxd):
+        with open(pxd, "rb") as f:
+            h.update(b"\0pxd\0" + f.read())
+    return h.hexdigest()
 
 
 class SourceFirst:

@@ -69,6 +69,18 @@ def test_finder_runs_an_edited_module_as_python(tmp_path):
     assert finder.stale == ["kvsim.hot"]
 
 
+def test_finder_runs_a_module_as_python_when_its_pxd_changed(tmp_path):
+    (tmp_path / "hot.py").write_text("X = 1\n")
+    (tmp_path / "hot.pxd").write_text("cdef int Y\n")  # the types were edited after the build
+    (tmp_path / ("hot" + EXTENSION_SUFFIXES[0])).write_bytes(b"")
+    finder = native.SourceFirst({"kvsim.hot": hashlib.sha256(b"X = 1\n").hexdigest()}, pure=False)
+    assert finder.find_spec("kvsim.hot", [str(tmp_path)]).origin == str(tmp_path / "hot.py")
+    assert finder.stale == ["kvsim.hot"]
+    both = hashlib.sha256(b"X = 1\n" + b"\0pxd\0" + b"cdef int Y\n").hexdigest()
+    fresh = native.SourceFirst({"kvsim.hot": both}, pure=False)
+    assert fresh.find_spec("kvsim.hot", [str(tmp_path)]) is None
+
+
 def test_finder_leaves_uncompiled_and_foreign_modules_alone(tmp_path):
     (tmp_path / "cold.py").write_text("")
     finder = native.SourceFirst({}, pure=True)
