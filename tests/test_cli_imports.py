@@ -127,3 +127,35 @@ def test_a_one_command_app_says_what_the_whole_app_says(args, monkeypatch, capsy
         code = _main()
         outputs.append((code, *capsys.readouterr()))
     assert outputs[0] == outputs[1]
+
+
+def test_a_short_run_without_plots_imports_neither_pandas_nor_matplotlib(tmp_path):
+    """The default cost model's kernel tables are read as numpy columns (kvsim/specs/table_columns.py),
+    the summary and the Parquet files are written from the recorder's columns: no pandas anywhere."""
+    out = tmp_path / "out"
+    loaded = loaded_after("import sys\nfrom kvsim.cli import main\n"
+                          f"sys.argv = ['kvsim', 'run', {str(CHAT)!r}, '--set', 'simulation.requests=10', "
+                          f"'--no-plots', '--no-progress', '--out', {str(out)!r}]\nmain()\n", cwd=tmp_path)
+    assert (out / "requests.parquet").is_file() and (out / "summary.json").is_file()
+    assert not loaded["pandas"] and not loaded["matplotlib"], loaded
+    assert not loaded["torch"] and not loaded["scipy"], loaded
+
+
+def test_run_collects_garbage_again_after_start_up(tmp_path):
+    """`kvsim run` turns the cyclic collector off while it starts (kvsim.cli._start_up) and on again before
+    the simulation loop, and after a failed start too."""
+    import gc
+
+    from typer.testing import CliRunner
+
+    from kvsim.cli import app
+
+    assert gc.isenabled()
+    res = CliRunner().invoke(app, ["run", str(CHAT), "--set", "simulation.requests=3", "--no-plots",
+                                   "--no-progress", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert gc.isenabled()
+    res = CliRunner().invoke(app, ["run", str(CHAT), "--set", "simulation.requests=-3", "--no-plots",
+                                   "--no-progress", "--out", str(tmp_path / "out2")])
+    assert res.exit_code == 2
+    assert gc.isenabled()

@@ -77,5 +77,6 @@ def _kernels(c, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, byte
              roofline: RooflineCost) -> KernelCost:
     # the overhead terms the scenario leaves unset (None) are this model's own fit (KERNEL_DEFAULTS)
     own = {k: v for k, v in KERNEL_DEFAULTS.items() if getattr(c, k) is None}
-    return KernelCost(model, hw, tp, kv_dtype, bytes_per_block, load_kernel_tables(hw.name, lazy=True),
-                      **(roofline.tunables() | own))
+    # the tables as numpy columns (kvsim/specs/table_columns.py): building the model imports no pandas
+    tables = load_kernel_tables(hw.name, lazy=True, columns=True)
+    return KernelCost(model, hw, tp, kv_dtype, bytes_per_block, tables, **(roofline.tunables() | own))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,7 @@ def _isotonic(line: np.ndarray) -> np.ndarray:
             s, n = blocks.pop()
             blocks[-1][0] += s
             blocks[-1][1] += n
-    fitted = np.concatenate([np.full(int(n), s / n) for s, n in blocks]) if blocks else np.array([])
+    fitted = np.array([s / n for s, n in blocks for _ in range(int(n))], dtype=np.float64)
     out[idx] = fitted
     return out
 
@@ -42,14 +43,12 @@ def _isotonic_lines(lines: np.ndarray) -> np.ndarray:
     is f_j = max over i <= j of min over k >= j of mean(x_i..x_k) (Barlow et al., 1972)."""
     count, n = lines.shape
     sums = np.concatenate([np.zeros((count, 1)), np.cumsum(lines, axis=1)], axis=1)
-    i = np.arange(n)[:, None]
-    k = np.arange(n)[None, :]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = (sums[:, None, 1:] - sums[:, :n, None]) / (k - i + 1)  # [line, i, k]
-    means = np.where(k >= i, means, np.inf)
-    tail_min = np.minimum.accumulate(means[:, :, ::-1], axis=2)[:, :, ::-1]  # min over k >= j
-    tail_min = np.where(k >= i, tail_min, -np.inf)  # [line, i, j], i <= j only
-    return tail_min.max(axis=1)
+    out = np.full((count, n), -np.inf)
+    for i in range(n):  # one start i at a time: only k >= i, no [line, i, k] array
+        means = (sums[:, i + 1:] - sums[:, i:i + 1]) / np.arange(1, n - i + 1)  # mean(x_i..x_k), k >= i
+        tail_min = np.minimum.accumulate(means[:, ::-1], axis=1)[:, ::-1]  # min over k >= j, j >= i
+        np.maximum(out[:, i:], tail_min, out=out[:, i:])
+    return out
 
 
 def _isotonic_along(logs: np.ndarray, axis: int) -> np.ndarray:
@@ -88,8 +87,10 @@ class KernelGrid:
         object.__setattr__(self, "cells", {})
 
     @classmethod
-    def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True) -> KernelGrid:
-        """The grid of a frame's rows (one row per point; repeated points keep their median)."""
+    def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True,
+                  fastest: bool = False) -> KernelGrid:
+        """The grid of a frame's rows (one row per point; repeated points keep their median, or with
+        `fastest` their minimum)."""
         axes = tuple(np.unique(rows[a].to_numpy(np.float64)) for a in axis_names)
         values = np.full(tuple(len(a) for a in axes), np.nan)
         idx = tuple(np.searchsorted(ax, rows[a].to_numpy(np.float64))
@@ -102,6 +103,8 @@ class KernelGrid:
         ends = np.r_[starts[1:], len(flat)]
         if len(starts) == len(flat):
             values.flat[flat] = lat
+        elif fastest:  # (fmin: a NaN latency is skipped, as pandas' groupby min skips it)
+            values.flat[flat[starts]] = np.fmin.reduceat(lat, starts)
         else:
             values.flat[flat[starts]] = [np.median(lat[s:e]) for s, e in zip(starts, ends, strict=True)]
         logs = np.log(values)
@@ -263,7 +266,7 @@ class KernelGrid:
 
 def pick_kernel(rows) -> str:
     """The kernel with the most rows of a table's selection (ties: the first name), deterministic."""
-    counts = rows.groupby("kernel").size()
+    counts = Counter(rows["kernel"].tolist())
     return str(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
 
 
@@ -279,4 +282,4 @@ def attention_class(df, q_heads: int, head_dim: int, kv_dtype: str | None, windo
 def fastest_grid(rows, axes: tuple[str, ...]) -> KernelGrid:
     """The grid of the fastest kernel measured at each point (several kernels at one GEMM shape, e.g.
     fp8_block's CUTLASS and DeepGEMM: an engine that picks its kernel per shape runs the fastest)."""
-    return KernelGrid.from_rows(rows.groupby(list(axes), as_index=False)["latency_s"].min(), axes)
+    return KernelGrid.from_rows(rows, axes, fastest=True)

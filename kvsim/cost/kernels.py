@@ -182,7 +182,8 @@ class KernelCost(RooflineCost):
             return None
         df = self.tables["allreduce"]
         df = df[(df["gpus"] == tp) & (df["dtype"] == "bfloat16")]
-        grids = {b: KernelGrid.from_rows(g, ("elements",)) for b, g in df.groupby("backend")}
+        grids = {b: KernelGrid.from_rows(df[df["backend"] == b], ("elements",))
+                 for b in sorted(set(df["backend"].tolist()))}
         if not {"vllm_graph", "vllm_eager"} <= set(grids):
             self.why["allreduce"] = f"no custom all-reduce measured over {tp} GPUs"
             return None

@@ -154,9 +154,17 @@ def _check_frame(path: Path, df, spec: TableSpec) -> None:
             raise KvsimError(f"{path}: column {name!r} holds a negative value")
 
 
-def read_table(path: Path, name: str):
+def _pandas_frame(path: Path):
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as file:  # (pq.read_table: a dataset layer, slower to import)
+        return file.read().to_pandas()
+
+
+def read_table(path: Path, name: str, columns: bool = False):
     """One table file checked against its TableSpec: a one-line KvsimError naming the file when it is
-    missing, too large, not Parquet, truncated, or its columns or latencies are wrong."""
+    missing, too large, not Parquet, truncated, or its columns or latencies are wrong. A pandas DataFrame,
+    or with `columns` the same rows as numpy columns (kvsim/specs/table_columns.py: no pandas import)."""
     spec = TABLES[name]
     try:
         size = path.stat().st_size
@@ -167,19 +175,29 @@ def read_table(path: Path, name: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from kvsim.specs.table_columns import Columns, strings_as_dictionary
+
     try:
-        with pq.ParquetFile(path) as file:  # (pq.read_table: a dataset layer, slower to import)
-            df = file.read().to_pandas()
+        if columns:  # the string columns read as dictionaries: numpy arrays without pyarrow's pandas path
+            with pq.ParquetFile(path) as file:
+                strings = strings_as_dictionary(file.schema_arrow)
+            with pq.ParquetFile(path, read_dictionary=strings) as file:
+                table = file.read()
+            df = Columns.from_arrow(table, table.column_names, lambda: _pandas_frame(path))
+        else:
+            df = _pandas_frame(path)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise KvsimError(f"{path}: not a readable Parquet kernel table ({type(exc).__name__})") from None
     _check_frame(path, df, spec)
     return df[list(spec.columns)]
 
 
-def load_kernel_tables(profile: str, verify: bool = True, lazy: bool = False) -> KernelTables:
+def load_kernel_tables(profile: str, verify: bool = True, lazy: bool = False,
+                       columns: bool = False) -> KernelTables:
     """Every table of calibration/<profile>/kernels/ that PROVENANCE.json lists, checked (with `verify`,
     each file's SHA-256 against the provenance too): all now, or with `lazy` each on first use (a bad
-    file's one-line KvsimError comes then)."""
+    file's one-line KvsimError comes then). Each a pandas DataFrame, or with `columns` a `Columns`
+    (kvsim/specs/table_columns.py: what the cost models' construction reads, without pandas)."""
     folder = kernels_dir(profile)
     prov_path = folder / "PROVENANCE.json"
     try:
@@ -198,26 +216,26 @@ def load_kernel_tables(profile: str, verify: bool = True, lazy: bool = False) ->
     for name in listed:
         if name not in TABLES:
             raise KvsimError(f"{prov_path}: unknown kernel table {name!r} (kvsim reads {', '.join(TABLES)})")
-    tables = LazyTables(folder, listed, verify)
+    tables = LazyTables(folder, listed, verify, columns)
     if not lazy:
         for name in listed:
             tables[name]
     return KernelTables(profile, tables, prov)
 
 
-_READ: dict[tuple[str, bool], tuple[tuple[int, int], Any]] = {}
-"""(table file, verified) -> ((mtime_ns, size) when read, its frame): a process reads a file once while it
-is unchanged (a sweep or a test session builds many cost models of one profile)."""
+_READ: dict[tuple[str, bool, bool], tuple[tuple[int, int], Any]] = {}
+"""(table file, verified, as columns) -> ((mtime_ns, size) when read, its frame): a process reads a file
+once while it is unchanged (a sweep or a test session builds many cost models of one profile)."""
 
 
 class LazyTables(Mapping):
     """The tables PROVENANCE.json lists, each read and checked (`read_table`, and its SHA-256 with
     `verify`) when first looked up, so a run reads only the tables its model needs."""
 
-    __slots__ = ("folder", "listed", "verify", "_frames")
+    __slots__ = ("folder", "listed", "verify", "columns", "_frames")
 
-    def __init__(self, folder: Path, listed: dict[str, Any], verify: bool) -> None:
-        self.folder, self.listed, self.verify = folder, listed, verify
+    def __init__(self, folder: Path, listed: dict[str, Any], verify: bool, columns: bool = False) -> None:
+        self.folder, self.listed, self.verify, self.columns = folder, listed, verify, columns
         self._frames: dict[str, Any] = {}
 
     def __getitem__(self, name: str):
@@ -226,7 +244,7 @@ class LazyTables(Mapping):
             if name not in self.listed:
                 raise KeyError(name)
             frame = self._frames[name] = _read_listed(self.folder / f"{name}.parquet", name,
-                                                      self.listed[name], self.verify)
+                                                      self.listed[name], self.verify, self.columns)
         return frame
 
     def __iter__(self) -> Iterator[str]:
@@ -239,22 +257,23 @@ class LazyTables(Mapping):
         return name in self.listed
 
 
-def _read_listed(path: Path, name: str, info: Any, verify: bool):
+def _read_listed(path: Path, name: str, info: Any, verify: bool, columns: bool = False):
     try:
         st = path.stat()
         signature = (st.st_mtime_ns, st.st_size)
     except OSError:
         signature = None
-    key = (str(path), verify)
+    key = (str(path), verify, columns)
     cached = _READ.get(key)
     if signature is not None and cached is not None and cached[0] == signature:
-        return cached[1].copy()  # a copy: a caller that changes its frame cannot change the next one's
+        # a copy: a caller that changes its frame cannot change the next one's (Columns never change)
+        return cached[1] if columns else cached[1].copy()
     if verify and isinstance(info, dict) and "file_sha256" in info and path.is_file():
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != info["file_sha256"]:
             raise KvsimError(f"{path}: contents differ from PROVENANCE.json's file_sha256 (changed or "
                              "truncated)")
-    frame = read_table(path, name)
+    frame = read_table(path, name, columns)
     if signature is not None:
-        _READ[key] = (signature, frame.copy())
+        _READ[key] = (signature, frame if columns else frame.copy())
     return frame
