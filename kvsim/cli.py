@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -141,14 +143,15 @@ def run(
                              help="Repeats simulated in parallel processes."),
 ) -> None:
     """Simulate one scenario and write summary.json, Parquet tables, report.md and plots to OUT."""
-    from kvsim.scenario import load_scenario
+    with _start_up():
+        from kvsim.scenario import load_scenario
 
-    overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
-    sc = _guard(lambda: load_scenario(scenario, overrides, seed))
-    _say_slo_notes(scenario, set_, seed, slo)
-    folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
-    show = sys.stderr.isatty() if progress is None else progress
-    result, wall, peak = _guard(lambda: _simulate(sc, show))
+        overrides = _guard(lambda: [*set_, *slo_overrides(slo)])
+        sc = _guard(lambda: load_scenario(scenario, overrides, seed))
+        _say_slo_notes(scenario, set_, seed, slo)
+        folder = _guard(lambda: _output_folder(out, "run", scenario, sc))
+        show = sys.stderr.isatty() if progress is None else progress
+        result, wall, peak = _guard(lambda: _simulate(sc, show))
     from kvsim.metrics.nothing_completed import nothing_completed
     from kvsim.metrics.report import write_outputs
     from kvsim.metrics.summary import build_summary, summary_table_rows
@@ -217,6 +220,35 @@ def _output_folder(out: Path, command: str, scenario: Path | None, sc=None, keep
     return OutputFolder(out, command, protect=(scenario, trace), keep_foreign=keep_foreign)
 
 
+_PROGRAM = False
+"""Whether kvsim is the process's program (`main()`), not a library call of a command (tests, notebooks)."""
+
+
+@contextmanager
+def _start_up():
+    """The start-up of a command (imports, the scenario's schema and checks, the cost model's tables) with
+    the cyclic garbage collector off: it makes hundreds of thousands of objects and next to no garbage,
+    and each collection pass walks them all (a fifth of a short run's CPU). `_started()` (before the
+    simulation loop), or the end of the block, turns it back on."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _started() -> None:
+    """The start-up's objects live as long as the process: once frozen (gc.freeze; only where kvsim is the
+    program, `main()`: a process that goes on after the command keeps its garbage collectable) no later
+    collection walks them; then the collector runs again as usual."""
+    if not gc.isenabled():
+        if _PROGRAM:
+            gc.freeze()
+        gc.enable()
+
+
 def _simulate(sc, show_progress: bool):
     from kvsim.engine.simulation import Simulation
 
@@ -231,9 +263,13 @@ def _simulate(sc, show_progress: bool):
                 if done % 200 == 0 or done == total:
                     bar.update(task, completed=done, total=total)
 
-            result = Simulation(sc, tick).run()
+            sim = Simulation(sc, tick)
+            _started()
+            result = sim.run()
     else:
-        result = Simulation(sc).run()
+        sim = Simulation(sc)
+        _started()
+        result = sim.run()
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result, wall, peak
@@ -713,6 +749,9 @@ def main() -> None:
     values) and KvsimErrors exit 2, SIGINT 130, SIGTERM 143; anything else is a kvsim bug, reported as
     one `internal error` line with exit 3. KVSIM_DEBUG=1 shows its traceback, and Python warnings."""
     from kvsim import output_folder
+
+    global _PROGRAM
+    _PROGRAM = True
 
     if not os.environ.get("KVSIM_DEBUG"):  # library warnings are not kvsim output; the fuzz suite sees them
         warnings.simplefilter("ignore")
