@@ -80,35 +80,37 @@ def test_a_profile_without_tables(copy):
     assert "hardware profile 'l40s' has no kernel tables" in _one_line(e)
 
 
-def test_truncated_table_is_named(copy):
+@pytest.mark.parametrize("columns", [False, True])  # (the cost model reads Columns)
+def test_truncated_table_is_named(copy, columns):
     path = copy / "gemm.parquet"
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(KvsimError) as e:
-        load_kernel_tables("h200")
+        load_kernel_tables("h200", columns=columns)
     assert str(path) in _one_line(e) and "PROVENANCE.json" in str(e.value)
     with pytest.raises(KvsimError) as e:
-        load_kernel_tables("h200", verify=False)
+        load_kernel_tables("h200", verify=False, columns=columns)
     assert _one_line(e).startswith(f"{path}: not a readable Parquet kernel table")
 
 
-def test_bad_columns_and_latencies_are_named(copy):
+@pytest.mark.parametrize("columns", [False, True])
+def test_bad_columns_and_latencies_are_named(copy, columns):
     import pandas as pd
 
     path = copy / "allreduce.parquet"
     df = pd.read_parquet(path)
     df.drop(columns=["gpus"]).to_parquet(path)
     with pytest.raises(KvsimError) as e:
-        load_kernel_tables("h200", verify=False)
+        load_kernel_tables("h200", verify=False, columns=columns)
     assert _one_line(e) == f"{path}: missing column 'gpus' (docs/calibration.md, kernel tables)"
     bad = df.copy()
     bad.loc[3, "latency_s"] = -1.0
     bad.to_parquet(path)
     with pytest.raises(KvsimError) as e:
-        load_kernel_tables("h200", verify=False)
+        load_kernel_tables("h200", verify=False, columns=columns)
     assert _one_line(e) == f"{path}: row 4: latency_s must be a finite number of seconds > 0, got -1.0"
     df.assign(gpus=df["gpus"].astype(float)).to_parquet(path)
     with pytest.raises(KvsimError) as e:
-        load_kernel_tables("h200", verify=False)
+        load_kernel_tables("h200", verify=False, columns=columns)
     assert "column 'gpus' must hold integers" in _one_line(e)
 
 
