@@ -93,7 +93,7 @@ class Column(np.ndarray):
         return np.asarray(self, dtype=dtype)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):  # (numpy's own probes, e.g. np.ma's `_mask`: no pandas for those)
             raise AttributeError(name)
         import pandas as pd
 
@@ -157,6 +157,6 @@ class Columns:
         return out[list(self._names)] if self._names != self._source.names else out.copy()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.frame(), name)

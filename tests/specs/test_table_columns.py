@@ -111,3 +111,10 @@ def test_fp8_block_and_expert_parallel_from_columns_equal_frames():
     assert eps[0].grids.keys() == eps[1].grids.keys()
     for key in eps[0].grids:
         assert np.array_equal(eps[0].grids[key].log_latency, eps[1].grids[key].log_latency, equal_nan=True)
+
+
+def test_numpy_on_a_column_never_reaches_pandas():
+    cols, _ = _both("h200", "allreduce")
+    with pytest.raises(AttributeError):
+        cols["gpus"]._mask  # noqa: B018 (what np.ma.is_masked probes)
+    assert np.unique(cols["gpus"]).tolist() == sorted(set(cols["gpus"].tolist()))
