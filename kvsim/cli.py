@@ -230,20 +230,28 @@ def _start_up():
     the cyclic garbage collector off: it makes hundreds of thousands of objects and next to no garbage,
     and each collection pass walks them all (a fifth of a short run's CPU). `_started()` (before the
     simulation loop), or the end of the block, turns it back on."""
-    was = gc.isenabled()
+    global _HELD
+    was, _HELD = gc.isenabled(), gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        _HELD = False
         if was:
             gc.enable()
+
+
+_HELD = False
+"""Whether `_start_up` turned the collector off (a caller that had it off keeps it off)."""
 
 
 def _started() -> None:
     """The start-up's objects live as long as the process: once frozen (gc.freeze; only where kvsim is the
     program, `main()`: a process that goes on after the command keeps its garbage collectable) no later
     collection walks them; then the collector runs again as usual."""
-    if not gc.isenabled():
+    global _HELD
+    if _HELD:
+        _HELD = False
         if _PROGRAM:
             gc.freeze()
         gc.enable()

@@ -159,3 +159,10 @@ def test_run_collects_garbage_again_after_start_up(tmp_path):
                                    "--no-progress", "--out", str(tmp_path / "out2")])
     assert res.exit_code == 2
     assert gc.isenabled()
+    gc.disable()  # a caller that holds the collector off keeps it off
+    try:
+        res = CliRunner().invoke(app, ["run", str(CHAT), "--set", "simulation.requests=3", "--no-plots",
+                                       "--no-progress", "--out", str(tmp_path / "out3")])
+        assert res.exit_code == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
