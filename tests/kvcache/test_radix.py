@@ -19,7 +19,7 @@ def start(m, seq, r):
 
 def shape(node):
     """The tree as nested (page count, lock, children by first page) tuples."""
-    return (len(node.keys), node.lock, sorted(shape(c) for c in node.children.values()))
+    return (len(node.blocks), node.lock, sorted(shape(c) for c in node.children.values()))
 
 
 def test_node_split_where_prompts_diverge():
@@ -63,8 +63,8 @@ def test_locked_prefix_is_not_evicted_and_leaves_go_first():
 
 def test_leaf_eviction_exposes_parent():
     tree = RadixTree("lru")
-    a = tree.add_child(tree.root, ["p0", "p1"], [0, 1])
-    b = tree.add_child(a, ["p2"], [2])
+    a = tree.add_child(tree.root, [0], [2], [0, 1])  # one run of two pages
+    b = tree.add_child(a, [2], [1], [2])
     tree.unlock(b)  # releases b, a (root keeps its own lock)
     assert tree.queue.items() == [b]  # only the leaf is evictable
     assert tree.pop_leaf() is b
