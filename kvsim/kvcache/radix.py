@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hashing import ContentMemo, cached_upto
+from kvsim.kvcache.hashing import ContentMemo, cached_upto, request_content
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, common_pages
 from kvsim.kvcache.view import Hit
@@ -131,22 +131,23 @@ class _SeqPath:
 class RadixKVManager(PagedKVManager):
     """PagedKVManager plus an SGLang-style radix prefix cache (see the module docstring)."""
 
-    __slots__ = ("tree", "paths", "_memo", "_runs_rid", "_runs")
+    __slots__ = ("tree", "paths", "_runs_rid", "_runs")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", memo: ContentMemo | None = None) -> None:
+        """memo: taken as the hash cache takes it (kvsim/kvcache/factory.py), not used: a request's page runs
+        cost a few tuples, less than the memo's look-up."""
         super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
         self.tree = RadixTree(eviction, block_size)
         self.pool: RadixPool = RadixPool(num_blocks, block_size, self.tree)
         self.paths: dict[int, _SeqPath] = {}
-        self._memo = memo or ContentMemo(block_size, chained=False)
         self._runs_rid = -1
         self._runs: PageRuns | None = None
 
     def _pages(self, req) -> PageRuns:
         """req's pages as runs (the last request's kept: a waiting request is offered every iteration)."""
         if self._runs_rid != req.rid or self._runs is None:
-            self._runs = PageRuns(self._memo.get(req).segs, self.block_size)
+            self._runs = PageRuns(request_content(req), self.block_size)
             self._runs_rid = req.rid
         return self._runs
 
