@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
+from kvsim.kvcache.hashing import ContentMemo, cached_upto, request_content
 from kvsim.kvcache.paged import PagedKVManager
-from kvsim.kvcache.radix_tree import RadixNode, RadixTree, common_length
+from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, common_pages
 from kvsim.kvcache.view import Hit
 
 
@@ -58,9 +58,7 @@ class RadixPool(BlockPool):
         rc = self.rc
         while freed < k:
             blocks = self.tree.pop_leaf().blocks
-            for b in blocks:
-                in_tree[b] = 0
-                rc[b] = 1
+            _forget(blocks, in_tree, rc)
             ids += blocks
             freed += len(blocks)
         self.num_cached_free -= freed
@@ -82,6 +80,13 @@ class RadixPool(BlockPool):
             self._put_free(free)
         return kept
 
+    def release_own(self, ids: list[int]) -> list[int]:
+        """release() of blocks none of which is in the tree: those reaching refcount 0 go free, in order."""
+        kept, zeroed = self.drop_refs(ids)
+        if zeroed:
+            self._put_free(zeroed)
+        return kept
+
     def reuse(self, bid: int) -> int:
         """Add a reference to a tree block; return its refcount before."""
         r = self.rc[bid]
@@ -93,9 +98,29 @@ class RadixPool(BlockPool):
         return r
 
 
+def _forget(blocks: list[int], in_tree: bytearray, rc: list[int]) -> None:
+    """Evicted tree blocks: out of the tree, rc 1 (a free block's, BlockPool)."""
+    for b in blocks:
+        in_tree[b] = 0
+        rc[b] = 1
+
+
+def _mark(blocks: list[int], in_tree: bytearray) -> None:
+    for b in blocks:
+        in_tree[b] = 1
+
+
+def _first_shared(rc: list[int], table: list[int], i: int, end: int) -> int:
+    """The first index of table[i:end] whose block another table holds too (end if none)."""
+    for t in range(i, end):
+        if rc[table[t]] > 1:
+            return t
+    return end
+
+
 @dataclass(slots=True)
 class _SeqPath:
-    content: BlockContent | None  # None: a forked sample, which inserts nothing
+    content: PageRuns | None  # None: a forked sample, which inserts nothing
     prompt: int
     node: RadixNode   # deepest node of the locked path
     pages: int        # pages on the path root..node (= leading table blocks that are tree blocks)
@@ -106,15 +131,25 @@ class _SeqPath:
 class RadixKVManager(PagedKVManager):
     """PagedKVManager plus an SGLang-style radix prefix cache (see the module docstring)."""
 
-    __slots__ = ("tree", "paths", "_memo")
+    __slots__ = ("tree", "paths", "_runs_rid", "_runs")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", memo: ContentMemo | None = None) -> None:
+        """memo: taken as the hash cache takes it (kvsim/kvcache/factory.py), not used: a request's page runs
+        cost a few tuples, less than the memo's look-up."""
         super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
-        self.tree = RadixTree(eviction)
+        self.tree = RadixTree(eviction, block_size)
         self.pool: RadixPool = RadixPool(num_blocks, block_size, self.tree)
         self.paths: dict[int, _SeqPath] = {}
-        self._memo = memo or ContentMemo(block_size, chained=False)
+        self._runs_rid = -1
+        self._runs: PageRuns | None = None
+
+    def _pages(self, req) -> PageRuns:
+        """req's pages as runs (the last request's kept: a waiting request is offered every iteration)."""
+        if self._runs_rid != req.rid or self._runs is None:
+            self._runs = PageRuns(request_content(req), self.block_size)
+            self._runs_rid = req.rid
+        return self._runs
 
     @property
     def cached_blocks(self) -> int:
@@ -127,27 +162,19 @@ class RadixKVManager(PagedKVManager):
     def peek_hit(self, req, prompt_tokens: int) -> Hit:
         """The longest cached prefix path, without changing anything."""
         limit = (prompt_tokens - 1) // self.block_size
-        return Hit.gpu(self.tree.match_length(self._memo.get(req).upto(limit), limit) * self.block_size)
+        return Hit.gpu(self.tree.match_length(self._pages(req), limit) * self.block_size)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
         bs = self.block_size
-        content = self._memo.get(req)
-        limit = (prompt_tokens - 1) // bs
-        pages = content.upto(limit)
-        node, blocks = self.tree.match(pages, limit)
-        self.tree.lock(node)
+        content = self._pages(req)
+        node, blocks = self.tree.match(content, (prompt_tokens - 1) // bs)
         pool = self.pool
-        rc = pool.rc
-        before = list(map(rc.__getitem__, blocks))
-        for b in blocks:  # RadixPool.reuse of each
-            rc[b] += 1
-        unused = before.count(0)  # cached blocks no table held
-        if len(set(blocks)) < len(blocks):  # (never in a sound tree) later copies of a block are shared
-            unused = len({b for b, r in zip(blocks, before, strict=True) if not r})
-        pool.num_cached_free -= unused
-        pool.shared += len(blocks) - unused
-        self.shared_dup_tokens += (len(blocks) - unused) * bs
+        cached = self.tree.lock_path(node, pool.rc)
+        pool.num_cached_free -= cached
+        reused = len(blocks) - cached
+        pool.shared += reused
+        self.shared_dup_tokens += reused * bs
         self.tables[seq] = blocks
         self.ntok[seq] = len(blocks) * bs
         self.paths[seq] = _SeqPath(content, prompt_tokens, node, len(blocks), True)
@@ -176,38 +203,33 @@ class RadixKVManager(PagedKVManager):
     def _insert(self, seq: int, st: _SeqPath, upto: int) -> None:
         """Put table pages [st.pages, upto) into the tree under seq's path, switching to the tree's
         blocks where the pages are already there."""
-        pages = st.content.upto(upto)
-        upto = min(upto, len(pages))
+        pr = st.content
+        upto = min(upto, pr.upto(upto))
         table = self.tables[seq]
         tree = self.tree
         node, i = st.node, st.pages
         while i < upto:
-            child = node.children.get(pages[i])
+            child = node.children.get(pr.key(i))
             if child is None:
                 break
-            j = common_length(child.keys, pages, i, upto)
-            if j < len(child.keys):
+            j = common_pages(child, pr, i, upto)
+            if j < len(child.blocks):
                 child = tree.split(child, j)
+            blocks = child.blocks
             for t in range(j):
-                self._switch(table, i + t, child.blocks[t])
+                self._switch(table, i + t, blocks[t])
             tree.lock_one(child)
             node, i = child, i + j
-        rc = self.pool.rc
-        for t in range(i, upto):
-            if rc[table[t]] > 1:
-                upto = t  # shared with a forked sequence that does not lock it: leave it out of the tree
-                break
+        # a block shared with a forked sequence that does not lock it stays out of the tree, and what follows
+        upto = _first_shared(self.pool.rc, table, i, upto)
         if i < upto:
-            new_keys = pages[i:upto]
+            starts, counts = pr.runs(i, upto)
             new_blocks = table[i:upto]
             if node is not tree.root and not node.children and node.lock == 1:
-                node.keys.extend(new_keys)  # seq alone holds this leaf: grow it in place
-                node.blocks.extend(new_blocks)
+                tree.grow(node, starts, counts, new_blocks)  # seq alone holds this leaf: grow it in place
             else:
-                node = tree.add_child(node, new_keys, new_blocks)
-            in_tree = self.pool.in_tree
-            for b in new_blocks:
-                in_tree[b] = 1
+                node = tree.add_child(node, starts, counts, new_blocks)
+            _mark(new_blocks, self.pool.in_tree)
         st.node, st.pages = node, upto
 
     def _switch(self, table: list[int], idx: int, tree_block: int) -> None:
@@ -239,19 +261,35 @@ class RadixKVManager(PagedKVManager):
     def free(self, seq: int) -> int:
         """Insert the full blocks seq's generated tokens filled, release its table, unlock its path."""
         st = self.paths.pop(seq, None)
-        if st is not None and st.content is not None and not st.pending:
+        if st is None:
+            return PagedKVManager.free(self, seq)
+        if st.content is not None and not st.pending:
             # (SGLang's cache_finished_req inserts as many: the page-aligned prefix of the tokens with KV)
             upto = cached_upto(len(self.tables[seq]), st.computed, self.block_size)
             if upto > st.pages:
                 self._insert(seq, st, upto)
-        freed = PagedKVManager.free(self, seq)
-        if st is not None:
-            self.tree.unlock(st.node, touch=not st.pending)
-        return freed
+        table = self.tables.pop(seq)
+        ntok = self.ntok.pop(seq)
+        pages = st.pages
+        pool = self.pool
+        # the blocks past the path are seq's own (or a fork's): none is in the tree
+        kept = pool.release_own(table[pages:]) if pages < len(table) else []
+        last_kept = bool(kept) and kept[-1] == table[-1]
+        if pages == len(table) and pages:
+            last_kept = st.node.lock > 1
+        shared = self.tree.unlock_path(st.node, pool.rc, not st.pending)
+        pool.num_cached_free += pages - shared
+        pool.shared -= shared
+        bs = self.block_size
+        if kept or shared:
+            self.shared_dup_tokens -= (len(kept) + shared) * bs
+            if last_kept and ntok % bs:
+                self.shared_dup_tokens += bs - ntok % bs
+        return len(table) - len(kept) - shared
 
     def check_invariants(self) -> int:
         """Paged invariants plus the tree's: node shapes and depths, locks equal the sequences whose path
-        crosses the node, locked nodes' blocks referenced and unlocked ones' not, evictable = unlocked
+        crosses the node, each tree block's refcount equal to its node's lock, evictable = unlocked
         leaves, and free + cached + referenced = all blocks. Returns the entries read: the blocks with
         state, the table entries and the tree's blocks."""
         counts = check_tables(self)
@@ -269,12 +307,15 @@ class RadixKVManager(PagedKVManager):
         evictable = set()
         for node in tree.nodes():
             parent = node.parent
-            assert node.keys and len(node.keys) == len(node.blocks), "malformed node"
-            assert parent.children.get(node.keys[0]) is node, "child keyed wrongly"
-            assert node.depth == parent.depth + len(parent.keys), "node depth wrong"
+            assert node.blocks and sum(node.counts) == len(node.blocks), "malformed node"
+            runs = list(zip(node.starts, node.counts, strict=True))
+            assert all(c > 0 and (type(a) is int or c == 1) for a, c in runs), "malformed runs"
+            assert parent.children.get(node.starts[0]) is node, "child keyed wrongly"
+            assert node.depth == parent.depth + len(parent.blocks), "node depth wrong"
             assert node.lock == locks.get(id(node), 0), "lock count drifted"
             assert all(pool.in_tree[b] for b in node.blocks), "tree block not marked"
-            assert all((counts[b] > 0) == (node.lock > 0) for b in node.blocks), "lock/refcount mismatch"
+            # (admit and free count a path's references node by node: a tree block's refcount is its lock)
+            assert all(counts[b] == node.lock for b in node.blocks), "lock/refcount mismatch"
             in_tree += len(node.blocks)
             if node.lock == 0:
                 cached += len(node.blocks)

@@ -1,82 +1,239 @@
-"""The radix tree of SGLang's RadixAttention, over pages (blocks) of content.
+"""The radix tree of SGLang's RadixAttention, over pages (blocks) of content, kept as runs of pages.
 
-Each node holds a run of page keys (kvsim/kvcache/hashing.py, unchained) and the physical block holding
-each page; its children are keyed by their first page key. A path from the root spells a cached prefix.
-`match` walks the longest prefix of a page-key list, splitting a node where the match ends inside it.
-`lock` counts, on every node of a path, the sequences using it; only unlocked leaves are evictable, and
-evicting a leaf can make its parent an evictable leaf. With block_size 1 a page is one token, so matches
-have any length; with larger blocks they are rounded down to whole pages, as in SGLang's paged cache.
+A page is a full block of a sequence's content (kvsim/kvcache/hashing.py): inside one segment it is "tokens
+off .. off + block_size of content cid", else the pieces of the segments it spans. Pages are compared by
+content only, so a page has one key: the int `cid * 2^64 + off` inside a segment, the tuple of
+`(cid, off, length)` pieces across segments. Consecutive pages inside a segment form a *run*: a start key
+and a count, page t of the run having key start + t * block_size. `PageRuns` holds a request's pages this
+way and every node its own, so matching, inserting and splitting work per run, not per page.
+
+Each node holds a run list of pages and the physical block holding each page; its children are keyed by
+their first page's key. A path from the root spells a cached prefix. `match` walks the longest prefix of a
+request's pages, splitting a node where the match ends inside it. `lock` counts, on every node of a path,
+the sequences using it; only unlocked leaves are evictable, and evicting a leaf can make its parent an
+evictable leaf. With block_size 1 a page is one token, so matches have any length; with larger blocks they
+are rounded down to whole pages, as in SGLang's paged cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from bisect import bisect_right
 
 from kvsim.kvcache.eviction import EvictionQueue
 
+SHIFT = 1 << 64
+"""A page inside segment cid at offset off has key cid * SHIFT + off (offsets stay below 2^63)."""
 
-@dataclass(slots=True, eq=False)
+
+class PageRuns:
+    """A request's pages as runs, computed lazily from its content segments (hashing.request_content):
+    `upto(n)` extends them to at least n pages (fewer only if the content ends first) and returns how many
+    there are. Run r starts at page firsts[r], has counts[r] pages, and starts[r] is its first page's key
+    (an int; a page across segments is a run of one whose key is its tuple of pieces)."""
+
+    __slots__ = ("bs", "segs", "starts", "counts", "firsts", "pages", "_i", "_off")
+
+    def __init__(self, segments, block_size: int) -> None:
+        self.bs = block_size
+        self.segs = [(int(c), n) for c, n in segments if n > 0]
+        self.starts: list = []
+        self.counts: list[int] = []
+        self.firsts: list[int] = []
+        self.pages = 0
+        self._i = 0
+        self._off = 0
+
+    def upto(self, n: int) -> int:
+        pages = self.pages
+        if pages >= n:
+            return pages
+        bs = self.bs
+        segs = self.segs
+        nseg = len(segs)
+        i, off = self._i, self._off
+        while pages < n and i < nseg:
+            cid, length = segs[i]
+            if length - off >= bs:  # whole pages inside segment i: one run
+                k = min(n - pages, (length - off) // bs)
+                self.starts.append(cid * SHIFT + off)
+                self.counts.append(k)
+                self.firsts.append(pages)
+                pages += k
+                off += k * bs
+                if off == length:
+                    i, off = i + 1, 0
+                continue
+            parts = []
+            need = bs
+            while need and i < nseg:
+                cid, length = segs[i]
+                take = min(length - off, need)
+                parts.append((cid, off, take))
+                need -= take
+                off += take
+                if off == length:
+                    i, off = i + 1, 0
+            if need:
+                break  # content ended inside this page: it is not full
+            self.starts.append(tuple(parts))
+            self.counts.append(1)
+            self.firsts.append(pages)
+            pages += 1
+        self._i, self._off = i, off
+        self.pages = pages
+        return pages
+
+    def key(self, i: int):
+        """The key of page i (i < pages)."""
+        r = bisect_right(self.firsts, i) - 1
+        a = self.starts[r]
+        if type(a) is int:
+            return a + (i - self.firsts[r]) * self.bs
+        return a
+
+    def runs(self, i: int, j: int) -> tuple[list, list[int]]:
+        """(starts, counts) of pages [i, j) (j <= pages)."""
+        firsts, starts, counts, bs = self.firsts, self.starts, self.counts, self.bs
+        r = bisect_right(firsts, i) - 1
+        u = i - firsts[r]
+        out_s: list = []
+        out_c: list[int] = []
+        while i < j:
+            a = starts[r]
+            c = counts[r] - u
+            if c > j - i:
+                c = j - i
+            out_s.append(a + u * bs if type(a) is int else a)
+            out_c.append(c)
+            i += c
+            r += 1
+            u = 0
+        return out_s, out_c
+
+
 class RadixNode:
-    """A run of cached pages. depth: index of its first page in the prefix it spells."""
+    """A run list of cached pages (starts, counts: as PageRuns) and their blocks. depth: index of its first
+    page in the prefix it spells."""
 
-    keys: list
-    blocks: list[int]
-    parent: RadixNode | None
-    depth: int
-    children: dict = field(default_factory=dict)
-    lock: int = 0
-    last: int = 0
-    uses: int = 1
-    birth: int = 0
+    __slots__ = ("starts", "counts", "blocks", "parent", "depth", "children", "lock", "last", "uses",
+                 "birth")
+
+    def __init__(self, starts: list, counts: list, blocks: list, parent, depth: int, children: dict,
+                 lock: int, last: int, uses: int, birth: int) -> None:
+        self.starts = starts
+        self.counts = counts
+        self.blocks = blocks
+        self.parent = parent
+        self.depth = depth
+        self.children = children
+        self.lock = lock
+        self.last = last
+        self.uses = uses
+        self.birth = birth
+
+    def keys(self, bs: int) -> list:
+        """The key of every page, bs the block size (for tests and checks)."""
+        out = []
+        for a, c in zip(self.starts, self.counts, strict=True):
+            out.extend(a + t * bs if type(a) is int else a for t in range(c))
+        return out
+
+
+def common_pages(node: RadixNode, pr: PageRuns, i: int, end: int) -> int:
+    """How many leading pages of node equal pr's pages i, i + 1, ... (at most end - i; end <= pr.pages)."""
+    firsts, starts, counts, bs = pr.firsts, pr.starts, pr.counts, pr.bs
+    r = bisect_right(firsts, i) - 1
+    u = i - firsts[r]
+    left = end - i
+    j = 0
+    kstarts, kcounts = node.starts, node.counts
+    for k in range(len(kstarts)):
+        a = kstarts[k]
+        na = kcounts[k]
+        v = 0
+        while v < na:
+            if j >= left:
+                return j
+            b = starts[r]
+            nb = counts[r]
+            if type(a) is int:
+                if type(b) is not int or a + v * bs != b + u * bs:
+                    return j
+                step = na - v
+                if nb - u < step:
+                    step = nb - u
+                if left - j < step:
+                    step = left - j
+            else:
+                if a != b:  # (a page across segments: a run of one, as is b if equal)
+                    return j
+                step = 1
+            j += step
+            v += step
+            u += step
+            if u == nb:
+                r += 1
+                u = 0
+    return j
+
+
+def _cut(starts: list, counts: list, j: int, bs: int) -> tuple[list, list, list, list]:
+    """Runs (starts, counts) cut after page j: (left starts, left counts, right starts, right counts)."""
+    r = 0
+    while j >= counts[r]:
+        j -= counts[r]
+        r += 1
+    if j == 0:
+        return starts[:r], counts[:r], starts[r:], counts[r:]
+    a, c = starts[r], counts[r]
+    return ([*starts[:r], a], [*counts[:r], j], [a + j * bs, *starts[r + 1:]], [c - j, *counts[r + 1:]])
 
 
 class RadixTree:
     """Nodes, locks and the evictable leaves (smallest eviction key first)."""
 
-    __slots__ = ("root", "queue", "clock")
+    __slots__ = ("root", "queue", "clock", "bs")
 
-    def __init__(self, policy: str = "lru") -> None:
-        self.root = RadixNode([], [], None, 0)
-        self.root.lock = 1  # never evicted
+    def __init__(self, policy: str = "lru", block_size: int = 1) -> None:
+        self.bs = block_size
+        self.root = RadixNode([], [], [], None, 0, {}, 1, 0, 1, 0)  # lock 1: never evicted
         self.queue = EvictionQueue(policy)
         self.clock = 0
 
     def _enqueue(self, node: RadixNode) -> None:
         self.queue.add(node, node.last, node.uses, node.birth, node.depth)
 
-    def match(self, pages: list, n: int) -> tuple[RadixNode, list[int]]:
-        """The deepest node whose path is a prefix of pages[:n] (split so the path ends at a node
+    def match(self, pr: PageRuns, n: int) -> tuple[RadixNode, list[int]]:
+        """The deepest node whose path is a prefix of pr's first n pages (split so the path ends at a node
         boundary), and the blocks along that path."""
         node = self.root
         blocks: list[int] = []
         i = 0
-        n = min(n, len(pages))
+        n = min(n, pr.upto(n))
         while i < n:
-            child = node.children.get(pages[i])
+            child = node.children.get(pr.key(i))
             if child is None:
                 break
-            j = common_length(child.keys, pages, i, n)
-            if j < len(child.keys):
+            j = common_pages(child, pr, i, n)
+            if j < len(child.blocks):
                 child = self.split(child, j)
-            blocks.extend(child.blocks)
+            blocks += child.blocks
             node = child
             i += j
-            if j < len(node.keys):
-                break
         return node, blocks
 
-    def match_length(self, pages: list, n: int) -> int:
-        """Pages of pages[:n] the tree holds as a path from the root (match without splitting)."""
+    def match_length(self, pr: PageRuns, n: int) -> int:
+        """Pages of pr's first n the tree holds as a path from the root (match without splitting)."""
         node = self.root
         i = 0
-        n = min(n, len(pages))
+        n = min(n, pr.upto(n))
         while i < n:
-            child = node.children.get(pages[i])
+            child = node.children.get(pr.key(i))
             if child is None:
                 break
-            j = common_length(child.keys, pages, i, n)
+            j = common_pages(child, pr, i, n)
             i += j
-            if j < len(child.keys):
+            if j < len(child.blocks):
                 break
             node = child
         return i
@@ -84,10 +241,12 @@ class RadixTree:
     def split(self, node: RadixNode, j: int) -> RadixNode:
         """Cut node after its j-th page; return the new node holding the first j pages (node keeps the
         rest and becomes its only child)."""
-        mid = RadixNode(node.keys[:j], node.blocks[:j], node.parent, node.depth, {node.keys[j]: node},
+        ls, lc, rs, rc = _cut(node.starts, node.counts, j, self.bs)
+        mid = RadixNode(ls, lc, node.blocks[:j], node.parent, node.depth, {rs[0]: node},
                         node.lock, node.last, node.uses, node.birth)
-        node.parent.children[node.keys[0]] = mid
-        node.keys = node.keys[j:]
+        node.parent.children[ls[0]] = mid
+        node.starts = rs
+        node.counts = rc
         node.blocks = node.blocks[j:]
         node.depth += j
         node.parent = mid
@@ -95,12 +254,26 @@ class RadixTree:
             self._enqueue(node)  # its depth changed
         return mid
 
-    def add_child(self, parent: RadixNode, keys: list, blocks: list[int]) -> RadixNode:
+    def add_child(self, parent: RadixNode, starts: list, counts: list, blocks: list[int]) -> RadixNode:
         """A new node under parent, locked once (by the sequence inserting it)."""
-        child = RadixNode(keys, blocks, parent, parent.depth + len(parent.keys), lock=1,
-                          last=self.clock, birth=self.clock)
-        parent.children[keys[0]] = child
+        clock = self.clock
+        depth = parent.depth + len(parent.blocks)
+        child = RadixNode(starts, counts, blocks, parent, depth, {}, 1, clock, 1, clock)
+        parent.children[starts[0]] = child
         return child
+
+    def grow(self, node: RadixNode, starts: list, counts: list, blocks: list[int]) -> None:
+        """Append pages to a leaf (a run continuing its last one merges into it)."""
+        a = node.starts[-1]
+        b = starts[0]
+        if type(a) is int and type(b) is int and a + node.counts[-1] * self.bs == b:
+            node.counts[-1] += counts[0]
+            node.starts += starts[1:]
+            node.counts += counts[1:]
+        else:
+            node.starts += starts
+            node.counts += counts
+        node.blocks += blocks
 
     def lock(self, node: RadixNode) -> None:
         """One more sequence uses the path root..node."""
@@ -109,6 +282,57 @@ class RadixTree:
             if node.lock == 1:
                 self.queue.discard(node)
             node = node.parent
+
+    def lock_path(self, node: RadixNode, rc: list[int]) -> int:
+        """lock(node) plus one reference (rc, the pool's refcounts) to each block of the path, node by node:
+        a tree block's refcount is its node's lock, so an unlocked node's blocks are the cached ones (rc 0).
+        Returns how many of the path's blocks were cached."""
+        root = self.root
+        cached = 0
+        while node is not root:
+            blocks = node.blocks
+            if node.lock == 0:
+                self.queue.discard(node)
+                for b in blocks:
+                    rc[b] = 1
+                cached += len(blocks)
+            else:
+                for b in blocks:
+                    rc[b] += 1
+            node.lock += 1
+            node = node.parent
+        root.lock += 1
+        return cached
+
+    def unlock_path(self, node: RadixNode, rc: list[int], touch: bool) -> int:
+        """unlock(node, touch) plus dropping one reference (rc) from each block of the path: the blocks of a
+        node no other sequence locks become cached (rc 0). Returns how many stay referenced."""
+        self.clock += 1
+        clock = self.clock
+        root = self.root
+        held = 0
+        while node is not root:
+            blocks = node.blocks
+            if node.lock == 1:
+                for b in blocks:
+                    rc[b] = 0
+                node.lock = 0
+                if touch:
+                    node.last = clock
+                if not node.children:
+                    self._enqueue(node)
+            else:
+                for b in blocks:
+                    rc[b] -= 1
+                held += len(blocks)
+                node.lock -= 1
+                if touch:
+                    node.last = clock
+            node = node.parent
+        root.lock -= 1
+        if touch:
+            root.last = clock
+        return held
 
     def lock_one(self, node: RadixNode) -> None:
         """Extend a sequence's lock by one node below its locked path."""
@@ -137,7 +361,7 @@ class RadixTree:
         """Detach and return the evictable leaf with the smallest key (IndexError when none)."""
         leaf = self.queue.pop()
         parent = leaf.parent
-        del parent.children[leaf.keys[0]]
+        del parent.children[leaf.starts[0]]
         if parent.lock == 0 and not parent.children:
             self._enqueue(parent)
         return leaf
@@ -152,12 +376,3 @@ class RadixTree:
                 out.append(node)
             stack.extend(node.children.values())
         return out
-
-
-def common_length(keys: list, pages: list, start: int, end: int) -> int:
-    """How many leading keys equal pages[start:end] element by element."""
-    n = min(len(keys), end - start)
-    j = 0
-    while j < n and keys[j] == pages[start + j]:
-        j += 1
-    return j

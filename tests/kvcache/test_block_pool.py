@@ -200,7 +200,7 @@ def test_radix_take_evicting_frees_a_whole_leaf_and_takes_its_last_block():
     tree = RadixTree("lru")
     pool = RadixPool(6, 4, tree)
     ids = pool.allocate_many(4)
-    node = tree.add_child(tree.root, ["a", "b", "c"], ids[:3])
+    node = tree.add_child(tree.root, [0], [3], ids[:3])  # one run of three pages
     for b in ids[:3]:
         pool.in_tree[b] = 1
     pool.release(ids)

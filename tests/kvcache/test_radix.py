@@ -1,7 +1,11 @@
 """Hand-computed cases for the radix prefix cache (SGLang RadixAttention semantics)."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvsim.kvcache.hashing import BlockContent
 from kvsim.kvcache.radix import RadixKVManager
-from kvsim.kvcache.radix_tree import RadixTree
+from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, _cut, common_pages
 from kvsim.workload.request import Request
 
 
@@ -19,7 +23,7 @@ def start(m, seq, r):
 
 def shape(node):
     """The tree as nested (page count, lock, children by first page) tuples."""
-    return (len(node.keys), node.lock, sorted(shape(c) for c in node.children.values()))
+    return (len(node.blocks), node.lock, sorted(shape(c) for c in node.children.values()))
 
 
 def test_node_split_where_prompts_diverge():
@@ -63,8 +67,8 @@ def test_locked_prefix_is_not_evicted_and_leaves_go_first():
 
 def test_leaf_eviction_exposes_parent():
     tree = RadixTree("lru")
-    a = tree.add_child(tree.root, ["p0", "p1"], [0, 1])
-    b = tree.add_child(a, ["p2"], [2])
+    a = tree.add_child(tree.root, [0], [2], [0, 1])  # one run of two pages
+    b = tree.add_child(a, [2], [1], [2])
     tree.unlock(b)  # releases b, a (root keeps its own lock)
     assert tree.queue.items() == [b]  # only the leaf is evictable
     assert tree.pop_leaf() is b
@@ -100,3 +104,40 @@ def test_forked_samples_lock_the_path():
     m.free(1)
     assert node.lock == 0 and m.cached_blocks == 2
     m.check_invariants()
+
+
+@settings(max_examples=200, deadline=None)
+@given(segs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 13)), max_size=6),
+       bs=st.sampled_from([1, 2, 4, 5]), n=st.integers(0, 40), data=st.data())
+def test_page_runs_spell_the_page_keys(segs, bs, n, data):
+    """PageRuns holds the pages BlockContent lists (as runs, with keys of its own): equal pages have equal
+    keys, pieces and splits of the runs give back the same pages, and common_pages counts equal pages."""
+    content = (*segs, (9, 1 << 62))
+    pages = BlockContent(content, bs, chained=False).upto(n)[:n]
+    pr = PageRuns(content, bs)
+    assert pr.upto(n) >= n and sum(pr.counts) == pr.pages and pr.firsts[-1:] <= [pr.pages - 1]
+    keys = [pr.key(i) for i in range(n)]
+    for i in range(n):
+        for j in range(n):
+            assert (keys[i] == keys[j]) == (pages[i] == pages[j])
+    i = data.draw(st.integers(0, n), label="i")
+    j = data.draw(st.integers(min(i + 1, n), n), label="j")
+    if j == i:
+        return
+    starts, counts = pr.runs(i, j)
+    node = RadixNode(starts, counts, list(range(j - i)), None, i, {}, 0, 0, 1, 0)
+    assert node.keys(bs) == keys[i:j]
+    if j - i > 1:
+        cut = data.draw(st.integers(1, j - i - 1), label="cut")
+        ls, lc, rs, rc = _cut(starts, counts, cut, bs)
+        assert RadixNode(ls, lc, [], None, 0, {}, 0, 0, 1, 0).keys(bs) + \
+            RadixNode(rs, rc, [], None, 0, {}, 0, 0, 1, 0).keys(bs) == keys[i:j]
+    other = PageRuns(data.draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 13)), max_size=6),
+                               label="other") + [(8, 1 << 62)], bs)
+    k = data.draw(st.integers(0, 40), label="k")
+    other.upto(k)
+    if k > 0:
+        same = 0
+        while same < min(j - i, k) and other.key(same) == keys[i + same]:
+            same += 1
+        assert common_pages(node, other, 0, k) == same

@@ -26,7 +26,7 @@ def hybrid():
 
 
 def shape(node):
-    return (tuple(node.keys), tuple(node.blocks), node.lock, node.last,
+    return (tuple(node.starts), tuple(node.counts), tuple(node.blocks), node.lock, node.last,
             sorted(shape(c) for c in node.children.values()))
 
 
