@@ -217,7 +217,11 @@ class TierChain:
                         self._put_down(0, k)
                         peak0 = t0.peak
                         continue
-                    key = pop_oldest(o0, s0, h0)
+                    if s0:
+                        key = pop_oldest(o0, s0, h0)
+                    else:  # (pop_oldest without stale copies, inline: once per block stored)
+                        key = o0.popleft()
+                        del h0[key]
                     h0[k] = None
                     o0.append(k)
                     stores0 += 1
@@ -245,7 +249,11 @@ class TierChain:
                     if n > cap:
                         self._put_down(i, key)
                         break
-                    victim = pop_oldest(orders[i], stales[i], held)
+                    if stales[i]:
+                        victim = pop_oldest(orders[i], stales[i], held)
+                    else:
+                        victim = orders[i].popleft()
+                        del held[victim]
                     held[key] = None
                     orders[i].append(key)
                     t.stores += 1
