@@ -217,10 +217,11 @@ class TierChain:
                         self._put_down(0, k)
                         peak0 = t0.peak
                         continue
-                    if s0:
+                    key = o0.popleft()  # (pop_oldest inline: once per block stored)
+                    if s0 and key in s0:
+                        o0.appendleft(key)
                         key = pop_oldest(o0, s0, h0)
-                    else:  # (pop_oldest without stale copies, inline: once per block stored)
-                        key = o0.popleft()
+                    else:
                         del h0[key]
                     h0[k] = None
                     o0.append(k)
@@ -249,10 +250,12 @@ class TierChain:
                     if n > cap:
                         self._put_down(i, key)
                         break
-                    if stales[i]:
-                        victim = pop_oldest(orders[i], stales[i], held)
+                    stale = stales[i]
+                    victim = orders[i].popleft()
+                    if stale and victim in stale:
+                        orders[i].appendleft(victim)
+                        victim = pop_oldest(orders[i], stale, held)
                     else:
-                        victim = orders[i].popleft()
                         del held[victim]
                     held[key] = None
                     orders[i].append(key)
