@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Hashable
 from typing import ClassVar
 
@@ -82,22 +82,30 @@ class TierPolicy:
 
 
 class FifoPolicy(TierPolicy):
-    """Oldest stored first; hits do not refresh (`held` is in store order)."""
+    """Oldest stored first; hits do not refresh. `held` is a plain dict of the keys held; their order is
+    `order`, a deque oldest first in which a key taken out (or, lru, refreshed) leaves a stale copy behind:
+    `stale` counts a key's stale copies, which all come before its live one (the last appended), so the
+    oldest key held is the first copy of `order` not counted stale. `order` is compacted when stale copies
+    outnumber the keys held, so memory stays O(capacity). (A dict and a deque touch about half the memory
+    an OrderedDict does per store and eviction: at a tier of millions of blocks that is the cost.)"""
 
-    __slots__ = ()
+    __slots__ = ("order", "stale")
     name = "fifo"
     description = "oldest stored first; hits do not refresh"
     resizable = True
 
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity)
-        self.held: OrderedDict[Hashable, None] = OrderedDict()
+        self.held: dict[Hashable, None] = {}
+        self.order: deque[Hashable] = deque()
+        self.stale: dict[Hashable, int] = {}
 
     def insert(self, key: Hashable) -> list[Hashable]:
         held, out = self.held, []
         while len(held) >= self.capacity:
-            out.append(held.popitem(last=False)[0])
+            out.append(pop_oldest(self.order, self.stale, held))
         held[key] = None
+        self.order.append(key)
         return out
 
     def touch(self, key: Hashable) -> None:
@@ -105,20 +113,66 @@ class FifoPolicy(TierPolicy):
 
     def remove(self, key: Hashable) -> None:
         del self.held[key]
+        stale = self.stale
+        stale[key] = stale.get(key, 0) + 1
+        self.compact()
 
     def victim(self) -> Hashable:
-        return self.held.popitem(last=False)[0]
+        return pop_oldest(self.order, self.stale, self.held)
+
+    def keys(self) -> list[Hashable]:
+        """The keys held, oldest first."""
+        if not self.stale:
+            return list(self.order)
+        skip = dict(self.stale)
+        out = []
+        for k in self.order:
+            c = skip.get(k)
+            if c:
+                skip[k] = c - 1
+            else:
+                out.append(k)
+        return out
+
+    def compact(self) -> None:
+        """Drop the stale copies from `order` once they outnumber the keys held (the same objects stay:
+        TierChain holds them)."""
+        order = self.order
+        if len(order) > 2 * len(self.held) + 64:
+            live = self.keys()
+            order.clear()
+            order.extend(live)
+            self.stale.clear()
 
 
 class LruPolicy(FifoPolicy):
-    """Least recently stored or hit first (`held` oldest first)."""
+    """Least recently stored or hit first (`order` oldest first: a hit appends the key again)."""
 
     __slots__ = ()
     name = "lru"
     description = "least recently stored or hit first"
 
     def touch(self, key: Hashable) -> None:
-        self.held.move_to_end(key)
+        stale = self.stale
+        stale[key] = stale.get(key, 0) + 1
+        self.order.append(key)
+        self.compact()
+
+
+def pop_oldest(order: deque, stale: dict, held: dict) -> Hashable:
+    """Take the oldest key held out of a FifoPolicy's `order` (skipping stale copies) and `held`."""
+    key = order.popleft()
+    if stale:
+        c = stale.get(key)
+        while c:
+            if c == 1:
+                del stale[key]
+            else:
+                stale[key] = c - 1
+            key = order.popleft()
+            c = stale.get(key)
+    del held[key]
+    return key
 
 
 class LfuPolicy(TierPolicy):

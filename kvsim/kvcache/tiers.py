@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from kvsim.kvcache.tier_policies import TIER_POLICIES, FifoPolicy, LruPolicy, TierPolicy
+from kvsim.kvcache.tier_policies import TIER_POLICIES, FifoPolicy, LruPolicy, TierPolicy, pop_oldest
 
 TIER_MEDIA: dict[str, str] = {
     "cpu": "host DRAM behind the GPU, over the host link (PCIe)",
@@ -60,8 +60,8 @@ class Tier:
         self.strategy: TierPolicy = cls(capacity_blocks)
         self._held = self.strategy.held  # the keys held, read without a call per lookup
         self.queue = isinstance(self.strategy, FifoPolicy)
-        """lru or fifo: `_held` is the whole policy state, an OrderedDict oldest first (TierChain's inline
-        paths work on it directly)."""
+        """lru or fifo: the policy state is `_held` and the strategy's `order` and `stale` (FifoPolicy;
+        TierChain's inline paths work on them directly)."""
         self.refresh = isinstance(self.strategy, LruPolicy)
         """lru: a hit or a store again moves the key to the newest end."""
         self.stores = 0       # blocks written into the tier
@@ -125,9 +125,11 @@ class TierChain:
     """The tiers below one GPU cache, in order (see the module docstring).
 
     A chain of lru / fifo tiers (`Tier.queue`) stores, matches and loads blocks inline, on the tiers'
-    OrderedDicts, with the results of the general per-tier calls (the others go through them)."""
+    dicts and queues (FifoPolicy), with the results of the general per-tier calls (the others go through
+    them)."""
 
-    __slots__ = ("tiers", "exclusive", "chunk_blocks", "min_uses", "_seen", "dropped", "_helds", "_queues")
+    __slots__ = ("tiers", "exclusive", "chunk_blocks", "min_uses", "_seen", "dropped", "_helds", "_queues",
+                 "_orders", "_stales")
 
     def __init__(self, tiers: list[Tier], exclusive: bool = True, chunk_blocks: int = 1,
                  min_uses: int = 1) -> None:
@@ -139,6 +141,9 @@ class TierChain:
         self.dropped = 0  # blocks that left the chain from its last tier
         self._helds = [t._held for t in tiers]  # (a policy keeps its `held` dict for life)
         self._queues = all(t.queue for t in tiers)
+        # (lru / fifo chains: each FifoPolicy's order and stale counts, kept for life as `held` is)
+        self._orders = [t.strategy.order for t in tiers] if self._queues else []
+        self._stales = [t.strategy.stale for t in tiers] if self._queues else []
 
     def offer(self, keys: list[Hashable]) -> int:
         """Store these blocks (in prompt order) unless the filter holds them back; returns blocks stored
@@ -177,9 +182,13 @@ class TierChain:
         a victim in a tier no other chain shares (exclusive: it is in one tier at most)."""
         tiers = self.tiers
         helds = self._helds
+        orders = self._orders
+        stales = self._stales
         n_tiers = len(tiers)
         t0 = tiers[0]
         h0 = helds[0]
+        o0 = orders[0]
+        s0 = stales[0]
         cap0 = t0.capacity_blocks
         stores0 = evictions0 = 0
         peak0 = t0.peak
@@ -195,6 +204,7 @@ class TierChain:
                     n = len(h0)
                     if n < cap0:
                         h0[k] = None
+                        o0.append(k)
                         stores0 += 1
                         if n >= peak0:
                             peak0 = n + 1
@@ -207,8 +217,14 @@ class TierChain:
                         self._put_down(0, k)
                         peak0 = t0.peak
                         continue
-                    key = h0.popitem(False)[0]
+                    key = o0.popleft()  # (pop_oldest inline: once per block stored)
+                    if s0 and key in s0:
+                        o0.appendleft(key)
+                        key = pop_oldest(o0, s0, h0)
+                    else:
+                        del h0[key]
                     h0[k] = None
+                    o0.append(k)
                     stores0 += 1
                     evictions0 += 1
                     if n > peak0:
@@ -218,7 +234,7 @@ class TierChain:
                     held = helds[i]
                     if t.shared and key in held:  # a shared tier holding what another replica stored
                         if t.refresh:
-                            held.move_to_end(key)
+                            t.strategy.touch(key)
                         break
                     cap = t.capacity_blocks
                     if cap <= 0:  # holds nothing: the key goes on down
@@ -226,6 +242,7 @@ class TierChain:
                     n = len(held)
                     if n < cap:
                         held[key] = None
+                        orders[i].append(key)
                         t.stores += 1
                         if n >= t.peak:
                             t.peak = n + 1
@@ -233,8 +250,15 @@ class TierChain:
                     if n > cap:
                         self._put_down(i, key)
                         break
-                    victim = held.popitem(False)[0]
+                    stale = stales[i]
+                    victim = orders[i].popleft()
+                    if stale and victim in stale:
+                        orders[i].appendleft(victim)
+                        victim = pop_oldest(orders[i], stale, held)
+                    else:
+                        del held[victim]
                     held[key] = None
+                    orders[i].append(key)
                     t.stores += 1
                     t.evictions += 1
                     if n > t.peak:
@@ -318,15 +342,21 @@ class TierChain:
         if len(keys) != len(tiers):
             raise ValueError("load: one tier index per key")
         helds = self._helds
+        stales = self._stales
         exclusive = self.exclusive
         for j in range(len(keys)):
             i = tiers[j]
             t = chain[i]
             t.loads += 1
-            if exclusive and not t.shared:
-                del helds[i][keys[j]]
+            if exclusive and not t.shared:  # (FifoPolicy.remove, its compaction after the loop)
+                k = keys[j]
+                del helds[i][k]
+                stale = stales[i]
+                stale[k] = stale.get(k, 0) + 1
             elif t.refresh:
-                helds[i].move_to_end(keys[j])
+                t.strategy.touch(keys[j])
+        for t in chain:
+            t.strategy.compact()
 
     def check(self) -> int:
         """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two of

@@ -4,7 +4,11 @@ TIER_EVICTION the schema lists), each policy's victim order on a tiny hand case 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvsim import registry
 from kvsim.kvcache.tier_policies import TIER_POLICIES, TierPolicy
@@ -88,3 +92,45 @@ def test_tier_builds_its_policy_from_the_registry():
     assert isinstance(t.strategy, TIER_POLICIES["s3fifo"]) and t.strategy.capacity == 3
     with pytest.raises(ValueError, match="unknown tier eviction"):
         Tier("cpu", 3, "mru")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("+*-r"), st.integers(0, 20)), max_size=300), st.integers(1, 8),
+       st.sampled_from(["lru", "fifo"]))
+def test_lru_and_fifo_queues_agree_with_an_ordered_dict(ops, capacity, policy):
+    """FifoPolicy / LruPolicy keep their order in a deque with stale copies (taken out or refreshed keys):
+    victims, keys() and held agree with an OrderedDict that moves and deletes, through the compactions."""
+    p = TIER_POLICIES[policy](capacity)
+    ref: OrderedDict = OrderedDict()
+    for op, key in ops:
+        if op == "+" and key not in ref:
+            expected = []
+            while len(ref) >= p.capacity:
+                expected.append(ref.popitem(last=False)[0])
+            ref[key] = None
+            assert p.insert(key) == expected
+        elif op in "+*" and key in ref:
+            if policy == "lru":
+                ref.move_to_end(key)
+            p.touch(key)
+        elif op == "-" and key in ref:
+            del ref[key]
+            p.remove(key)
+        elif op == "r":
+            cap = key % 9
+            expected = [ref.popitem(last=False)[0] for _ in range(max(0, len(ref) - cap))]
+            assert p.resize(cap) == expected
+            if cap == 0:
+                p.resize(capacity)
+        assert p.keys() == list(ref) and set(p.held) == set(ref)
+        assert len(p.order) <= 2 * len(ref) + 65
+
+
+def test_lru_refreshes_leave_the_queue_bounded():
+    p = TIER_POLICIES["lru"](3)
+    for k in "abc":
+        p.insert(k)
+    for _ in range(1000):
+        p.touch("a")
+        p.touch("b")
+    assert len(p.order) <= 2 * 3 + 65 and p.keys() == ["c", "a", "b"] and p.insert("d") == ["c"]

@@ -57,7 +57,11 @@ class _Rotation:
     def pick(self, tied: list[int]) -> int:
         """The first of `tied` (ascending positions) after the last choice, cyclically."""
         last = self.last
-        p = next((q for q in tied if q > last), tied[0])
+        p = tied[0]
+        for q in tied:  # (a loop, not next() over a generator: once per request)
+            if q > last:
+                p = q
+                break
         self.last = p
         return p
 
@@ -211,8 +215,15 @@ class PrefixAwareRouter:
             scores[p] = s
             if s > best:
                 best = s
-        tied = [p for p in range(n) if scores[p] is not None and scores[p] >= best - SCORE_TIE]
-        low = min(loads[p] for p in tied)
+        cut = best - SCORE_TIE
+        tied = []
+        low = math.inf
+        for p in range(n):
+            s = scores[p]
+            if s is not None and s >= cut:
+                tied.append(p)
+                if loads[p] < low:
+                    low = loads[p]
         return self._rot.pick([p for p in tied if loads[p] == low])
 
 
