@@ -73,6 +73,8 @@ class Deployment:
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
+        self._one_group = self.plan is None or self.plan.single
+        """The classic paged layout: a sequence of t tokens holds ceil(t / block_size) pages."""
         self.layer_groups = self.model.layer_groups(kvc.dtype, self.tp)
         self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
         self.block_size = self.capacity.block_size
@@ -251,9 +253,7 @@ class Deployment:
         total = prompt + (output - 1 if output > 1 else 0) + self.lookahead if self.role.holds_output_kv \
             else prompt
         seqs = r.n if r.n >= r.beam_width else r.beam_width
-        plan = self.plan
-        blocks = seqs * (-(-total // self.block_size) if plan is None or plan.single
-                         else self._pages_for(total, prompt))
+        blocks = seqs * (-(-total // self.block_size) if self._one_group else self._pages_for(total, prompt))
         num_blocks = self.num_blocks
         if blocks > num_blocks:
             return "request needs more KV blocks than the pool has"
