@@ -227,11 +227,17 @@ class KernelAttention:
 
     def decode(self, batch: Batch) -> float:
         """Seconds of the batch's decode attention (batch.decode_seqs > 0)."""
-        return sum(op.time(batch) for op in self.decode_ops)
+        t = 0  # (sum()'s start and order, without a generator per iteration)
+        for op in self.decode_ops:
+            t += op.time(batch)
+        return t
 
     def prefill(self, batch: Batch) -> float:
         """Seconds of the batch's prefill attention (batch.prefill_tokens > 0)."""
-        return sum(op.time(batch) for op in self.prefill_ops)
+        t = 0
+        for op in self.prefill_ops:
+            t += op.time(batch)
+        return t
 
     def fallback_iterations(self, others: dict[str, int]) -> dict[str, int]:
         """`others` (op -> fallback iterations, in the cost model's op order) with its decode_attention

@@ -1,12 +1,68 @@
-"""The simulation's event loop: simpy's Environment plus a timeout at an absolute time."""
+"""The simulation's event loop: simpy's Environment plus a timeout at an absolute time, with its per-event
+work (the loop, a timeout, resuming a process) in this module, compiled with the hot paths."""
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heappop, heappush
 
 import simpy
-from simpy.core import NORMAL, BoundClass
+from simpy.core import NORMAL, BoundClass, EventPriority, Infinity, StopSimulation
 from simpy.events import Event
+from simpy.events import Process as _SimpyProcess
+from simpy.events import Timeout as _SimpyTimeout
+
+
+class Timeout(_SimpyTimeout):
+    """simpy's Timeout, the same fields and scheduling (by `now + delay`), built here."""
+
+    def __init__(self, env: Clock, delay: float, value=None) -> None:
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        self.env = env
+        self.callbacks = []
+        self._value = value
+        self._delay = delay
+        self._ok = True
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))
+
+
+class Process(_SimpyProcess):
+    """simpy's Process with its `_resume` (the same steps) here."""
+
+    def _resume(self, event: Event) -> None:
+        env = self.env
+        env._active_proc = self
+        generator = self._generator
+        while True:
+            try:
+                if event._ok:
+                    event = generator.send(event._value)
+                else:  # the process handles the failed event (or fails itself), with its own copy
+                    event._defused = True
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    event = generator.throw(exc)
+            except StopIteration as e:
+                event = None
+                self._ok = True
+                self._value = e.args[0] if len(e.args) else None
+                env.schedule(self)
+                break
+            except BaseException as e:
+                event = None
+                self._ok = False
+                self._value = e
+                env.schedule(self)
+                break
+            try:
+                callbacks = event.callbacks
+            except AttributeError:
+                raise RuntimeError(f'Invalid yield value "{event}"') from None
+            if callbacks is not None:  # not triggered yet: resume this process when it is
+                callbacks.append(self._resume)
+                break
+        self._target = event
+        env._active_proc = None
 
 
 class Clock(simpy.Environment):
@@ -14,7 +70,13 @@ class Clock(simpy.Environment):
 
     simpy schedules a timeout at `now + delay`, and some times are no such sum of the current time and
     any float (a replica that ran iterations back to back ends at t0 + dt1 + dt2 + ..., added one by one).
-    An event at t is ordered with the others as a timeout created now: by time, then creation."""
+    An event at t is ordered with the others as a timeout created now: by time, then creation.
+
+    `run()` to the end, timeouts and processes are simpy's, step for step (the same event order, the same
+    times), with their per-event work here."""
+
+    process = BoundClass(Process)
+    timeout = BoundClass(Timeout)
 
     def __init__(self, initial_time: float = 0) -> None:
         super().__init__(initial_time)
@@ -29,6 +91,36 @@ class Clock(simpy.Environment):
         if t < self._now:
             raise ValueError(f"timeout_at({t}) is before now ({self._now})")
         return _At(self, t)
+
+    def schedule(self, event: Event, priority=NORMAL, delay: float = 0) -> None:
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
+
+    def peek(self) -> float:
+        queue = self._queue
+        return queue[0][0] if queue else Infinity
+
+    def run(self, until=None):
+        """simpy's run(); to the end (until None), its step() loop inline."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        while queue:
+            self._now, _, _, event = heappop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            i = 0
+            try:
+                for callback in callbacks:
+                    i += 1
+                    callback(event)
+            except StopSimulation as exc:  # (as simpy's step(): the rest of the callbacks run on resuming)
+                event.callbacks = callbacks[i:]
+                self.schedule(event, EventPriority(-1))
+                return exc.args[0]
+            if not event._ok and not hasattr(event, "_defused"):
+                exc = type(event._value)(*event._value.args)
+                exc.__cause__ = event._value
+                raise exc
+        return None
 
 
 class _At(Event):

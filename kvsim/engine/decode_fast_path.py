@@ -9,6 +9,8 @@ from kvsim.cost.batch import Batch
 if TYPE_CHECKING:
     from kvsim.engine.scheduler import Scheduler
 
+_new = tuple.__new__
+
 
 class DecodeFastPath:
     """`Scheduler.schedule_decodes` when the scheduler sizes KV by context and has no window caps (else it
@@ -54,6 +56,7 @@ class DecodeFastPath:
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
         bpb = lim.bytes_per_block
-        return Batch(dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
-                     s.dec_blocks, 0 * bpb, 0 * bpb, kv.cow_copies - copies_before, 0.0, 0.0, 0.0, (), (),
-                     0.0, 0.0)
+        # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
+        return _new(Batch, (dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
+                            s.dec_blocks, 0 * bpb, 0 * bpb, kv.cow_copies - copies_before, 0.0, 0.0, 0.0, (),
+                            (), 0.0, 0.0, 0, 0, 0, 0.0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simpy.events import Event
+from simpy.events import PENDING, Event
 
 from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
@@ -58,8 +58,9 @@ class Replica:
 
     def wake(self) -> None:
         """Something changed that may let a sleeping replica schedule (an arrival, freed blocks)."""
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
+        wakeup = self._wakeup
+        if wakeup is not None and wakeup._value is PENDING:  # (not triggered: succeed() it)
+            wakeup.succeed()
 
     def run(self):
         env = self.env
@@ -70,12 +71,12 @@ class Replica:
         while True:
             if not sched.has_work():
                 if sched.iterations:
-                    self._record_idle(env.now)
+                    self._record_idle(env._now)
                 while not sched.has_work():  # (a prefill replica also wakes when held KV is freed)
                     self._wakeup = env.event()
                     yield self._wakeup
                     self._wakeup = None
-            now = env.now
+            now = env._now
             batch = schedule(now)
             if batch is None:  # only requests waiting for KV (tiers, a prefill replica) or for held blocks
                 ready = sched.next_load_s(now)
@@ -97,7 +98,7 @@ class Replica:
                 yield env.timeout(dt)
             else:  # (now + one delay need not reach a sum of several)
                 yield env.timeout_at(end)
-            for g in sched.complete(env.now):
+            for g in sched.complete(env._now):
                 if sched.lora is not None and g.req.adapter >= 0:  # (it leaves the running adapters)
                     sched.lora.release(g.req.adapter, g.n)
                 self.on_finish(g)
@@ -127,19 +128,15 @@ class Replica:
             reservation, internal, external, free, unshared = kv.breakdown(states, unshared)
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
-        row = IterationRow(
-            replica=self.index, iteration=sched.iterations, t_s=now, dt_s=dt, running_reqs=len(sched.running),
-            num_seqs=batch.num_seqs, prefill_seqs=batch.prefill_seqs,
-            prefill_tokens=batch.prefill_tokens, decode_seqs=batch.decode_seqs,
-            waiting=len(waiting) if waiting else 0, swapped=len(sched.swapped) if sched.swapped else 0,
-            kv_used_blocks=kv.used_blocks,
-            kv_token_states=states, kv_cached_blocks=kv.cached_blocks, preempted=preempted,
-            cow_copies=batch.copy_blocks, kv_reservation=reservation, kv_internal_frag=internal,
-            kv_external_frag=external, kv_free=free, kv_unshared_blocks=unshared)
+        # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
+        values = (self.index, sched.iterations, now, dt, len(sched.running), batch.num_seqs,
+                  batch.prefill_seqs, batch.prefill_tokens, batch.decode_seqs, len(waiting) if waiting else 0,
+                  len(sched.swapped) if sched.swapped else 0, kv.used_blocks, states, kv.cached_blocks,
+                  preempted, batch.copy_blocks, reservation, internal, external, free, unshared)
         if self.extra_columns is None:
-            self.rec.iteration(row)
+            self.rec.iteration_values(values)
         else:
-            self.rec.iteration(row, *self.extra_columns())
+            self.rec.iteration_values(values, *self.extra_columns())
         if self.check:
             self.check_invariants()
         return dt

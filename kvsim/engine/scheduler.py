@@ -34,6 +34,9 @@ from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
 from kvsim.kvcache.view import ContextSums
 
+_new = tuple.__new__
+"""A NamedTuple from all its values (Batch, ContextSums): no Python frame, as their generated __new__ runs."""
+
 
 @dataclass(slots=True, frozen=True)
 class SchedulerLimits:
@@ -194,7 +197,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it  # (token_slots())
                   - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + self.handoff.tokens)
         windowed = () if self.win is None else self.win.context(self.it, self.prefilling)
-        return ContextSums(tokens, windowed, self.running_seqs + len(self.handoff.held))
+        return _new(ContextSums, (tokens, windowed, self.running_seqs + len(self.handoff.held)))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica
@@ -237,8 +240,13 @@ class Scheduler(Admission, Preemption, BlockGrowth):
             g.forked = True
         self.dec_seqs += g.n
         self.dec_base_sum += g.n * g.base
-        g.seq_blocks = sum(self.kv.num_blocks_of(s) for s in g.seqs)
-        self.dec_blocks += g.seq_blocks
+        seqs = g.seqs
+        if len(seqs) == 1:
+            blocks = self.kv.num_blocks_of(seqs[0])
+        else:
+            blocks = sum(self.kv.num_blocks_of(s) for s in seqs)
+        g.seq_blocks = blocks
+        self.dec_blocks += blocks
         self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self._by_context:
             self._schedule_next_alloc(g, it_done + 1)
@@ -361,25 +369,12 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         else:
             dec_seqs = context = dec_blocks = 0
             windows = ((0,) * len(self.windows), windows[1])
-        return Batch(
-            num_seqs=len(prefills) + dec_seqs,
-            prefill_seqs=len(prefills),
-            prefill_tokens=p_tokens,
-            prefill_attn_pairs=pairs,
-            decode_seqs=dec_seqs,
-            decode_context_tokens=context,
-            decode_blocks=dec_blocks,
-            swap_in_bytes=swap_in_blocks * bpb,
-            swap_out_bytes=self._swap_out_blocks * bpb,
-            copy_blocks=kv.cow_copies - copies_before,
-            recall_bytes=recall,
-            offload_bytes=offload,
-            kv_copy_bytes=kv_copy,
-            prefetch_bytes=prefetch,
-            decode_window_tokens=windows[0],
-            prefill_window_pairs=windows[1],
-            kv_load_wait_s=self._load_wait,
-        )
+        # every field in Batch's order (num_seqs .. decode_blocks, swap in / out, copies, recall, offload,
+        # kv copy, the window sums, load wait, prefetch) and the last four's defaults: no Python frame
+        return _new(Batch, (len(prefills) + dec_seqs, len(prefills), p_tokens, pairs, dec_seqs, context,
+                            dec_blocks, swap_in_blocks * bpb, self._swap_out_blocks * bpb,
+                            kv.cow_copies - copies_before, recall, offload, kv_copy, windows[0], windows[1],
+                            self._load_wait, prefetch, 0, 0, 0, 0.0))
 
     def _start_chunk(self, g: Group, chunk: int) -> None:
         g.chunk = chunk

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import gc
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
-from kvsim.metrics.recorder import Recorder, RequestRow
+from kvsim.metrics.recorder import Recorder
 from kvsim.scenario import (
     MAX_GPU_BLOCKS,
     Pricing,
@@ -217,6 +219,18 @@ class Simulation:
         return tag_requests(stream, lora_config(sc), self.lora.table, sc.simulation.seed)
 
     def run(self) -> SimResult:
+        # the objects built before the run (modules, the scenario, the cost tables) stay out of the
+        # collector's full passes while it runs (they are unfrozen after it: none is freed before)
+        frozen = gc.get_freeze_count() == 0
+        if frozen:
+            gc.freeze()
+        try:
+            return self._run()
+        finally:
+            if frozen:
+                gc.unfreeze()
+
+    def _run(self) -> SimResult:
         sc = self.sc
         self.refusals = {}
         requests = self.build_requests()
@@ -285,12 +299,12 @@ class Simulation:
         front = self.cost.request_overhead  # the front end's latency: a request reaches the engine after it
         for r in open_loop:
             t = r.arrival_s
-            if t > env.now:
-                yield env.timeout(t - env.now)
+            if t > env._now:
+                yield env.timeout(t - env._now)
             if self._gate is None:
                 self._to_engine(r, front)
             else:
-                self._due[r.rid] = env.now
+                self._due[r.rid] = env._now
                 self._gate.arrive(r)
 
     def _to_engine(self, r: Request, delay: float) -> None:
@@ -329,7 +343,7 @@ class Simulation:
         if dur is not None and t > dur:
             return
         r.arrival_s = t
-        self._to_engine(r, t + self.cost.request_overhead - self.env.now)
+        self._to_engine(r, t + self.cost.request_overhead - self.env._now)
 
     def _on_finish(self, g: Group) -> None:
         self._record(g.req, g.replica, g)
@@ -358,16 +372,16 @@ class Simulation:
 
     def _record(self, r: Request, replica: int, g: Group | None) -> None:
         if g is None:
-            row = RequestRow.refused(r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n, r.session)
-        else:
-            row = RequestRow(rid=r.rid, replica=replica, arrival_s=r.arrival_s, prompt_len=r.prompt_len,
-                             output_len=g.output, n=r.n, first_scheduled_s=g.first_scheduled_s,
-                             first_token_s=g.first_token_s, finish_s=g.finish_s, preemptions=g.preemptions,
-                             cached_tokens=g.cached_tokens, rejected=0, session=r.session)
+            nan = math.nan
+            values = (r.rid, replica, r.arrival_s, r.prompt_len, r.output_len, r.n, nan, nan, nan, 0, 0, 1,
+                      r.session)  # (RequestRow.refused)
+        else:  # the row's values in REQUEST_COLUMNS order (RequestRow's fields), no row object
+            values = (r.rid, replica, r.arrival_s, r.prompt_len, g.output, r.n, g.first_scheduled_s,
+                      g.first_token_s, g.finish_s, g.preemptions, g.cached_tokens, 0, r.session)
         if self._plain_rows:  # (no registered request columns: no extra values to gather)
-            self.recorder.request(row)
+            self.recorder.request_values(values)
         else:
-            self.recorder.request(row, *self._request_extra(r, replica, g))
+            self.recorder.request_values(values, *self._request_extra(r, replica, g))
         self._completed += 1
         if self.progress is not None:
             self.progress(self._completed, self.total_requests)

@@ -211,15 +211,20 @@ class _Group:
 class _Columns:
     """One table's columns: the row type's fields, then the registered groups'.
 
-    Rows are kept as objects in `pending` and moved into the columns _CHUNK at a time, a column at a time
-    (attribute reads and array extends in C): cheaper than appending each value of each row. Every
-    CHUNK_ROWS rows the columns are sealed into `sealed` (a ColumnStore) and start again empty."""
+    Rows are kept as tuples of their values in field order in `pending` (a row object's read by
+    `values_of`, or the values themselves: `Recorder.iteration_values`) and moved into the columns _CHUNK
+    at a time, a column at a time (one transpose and array extends in C): cheaper than appending each
+    value of each row. Every CHUNK_ROWS rows the columns are sealed into `sealed` (a ColumnStore) and
+    start again empty."""
 
-    __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "rows", "groups", "sealed")
+    __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "rows", "groups", "sealed",
+                 "values_of")
 
     def __init__(self, row_type: type) -> None:
         self.row_kinds = columns_of(row_type)
         self.names = tuple(self.row_kinds)
+        self.values_of = attrgetter(*self.names)
+        """A row object's values, in field order (a tuple)."""
         self._reset()
         self.pending: list = []
         self.rows = 0  # rows in the columns since the last seal (pending ones not counted)
@@ -229,8 +234,8 @@ class _Columns:
     def _reset(self) -> None:
         self.store: dict[str, array | IntColumn] = {
             k: array("d") if t == "d" else IntColumn() for k, t in self.row_kinds.items()}
-        self.floats = tuple((c, attrgetter(k)) for k, c in self.store.items() if isinstance(c, array))
-        self.ints = tuple((c, attrgetter(k)) for k, c in self.store.items() if isinstance(c, IntColumn))
+        self.floats = tuple((c, i) for i, c in enumerate(self.store.values()) if isinstance(c, array))
+        self.ints = tuple((c, i) for i, c in enumerate(self.store.values()) if isinstance(c, IntColumn))
 
     def register(self, spec: ColumnGroup) -> None:
         if self.rows or self.pending or self.sealed is not None:
@@ -246,10 +251,11 @@ class _Columns:
         pending = self.pending
         if not pending:
             return
-        for col, get in self.floats:
-            col.extend(map(get, pending))
-        for icol, get in self.ints:
-            icol.extend(list(map(get, pending)))
+        columns = list(zip(*pending, strict=True))
+        for col, i in self.floats:
+            col.extend(columns[i])
+        for icol, i in self.ints:
+            icol.extend(columns[i])
         self.rows += len(pending)
         pending.clear()
         if self.rows >= CHUNK_ROWS:
@@ -351,6 +357,15 @@ class Recorder:
         """Append one request row (extra as for `iteration`)."""
         _append(self._requests, row, extra)
 
+    def iteration_values(self, values: tuple, *extra: tuple | None) -> None:
+        """`iteration` of the row whose values, in TIMELINE_COLUMNS order, are `values` (the engine's
+        per-iteration path: no row object)."""
+        _append_values(self._timeline, values, extra)
+
+    def request_values(self, values: tuple, *extra: tuple | None) -> None:
+        """`request` of the row whose values, in REQUEST_COLUMNS order, are `values`."""
+        _append_values(self._requests, values, extra)
+
     def tables(self, release: bool = False, slo: dict | None = None) -> RunTables:
         """Both tables as RunTables (slo: the scenario's, adding the requests' meets_slo column).
         release: the recorder is emptied, its chunks handed over."""
@@ -381,9 +396,15 @@ class Recorder:
 
 
 def _append(cols: _Columns, row, extra: tuple) -> None:
+    _append_values(cols, cols.values_of(row), extra)
+
+
+def _append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
+    if len(values) != len(cols.names):
+        raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
     if extra or cols.groups:
         cols.append_extra(extra)
     pending = cols.pending
-    pending.append(row)
+    pending.append(values)
     if len(pending) >= _CHUNK:
         cols.flush()

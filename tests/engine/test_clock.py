@@ -49,3 +49,65 @@ def test_event_classes_stay_bound_to_the_instance():
     env = Clock()
     for name in ("timeout", "event", "process", "all_of", "any_of"):
         assert name in vars(env), name
+
+
+def _story(env) -> list:
+    """Processes, timeouts (ties included), an event succeeded by another process, a process waiting on
+    another's end and a failed event handled by its process: what happened when, in order."""
+    log = []
+    wake = env.event()
+
+    def sleeper():
+        value = yield wake
+        log.append(("woken", env.now, value))
+        return "slept"
+
+    def ticker(name, dts):
+        for dt in dts:
+            yield env.timeout(dt)
+            log.append((name, env.now))
+        if name == "a":
+            wake.succeed(7)
+        return name
+
+    def failing():
+        yield env.timeout(0.5)
+        bad = env.event()
+        bad.fail(ValueError("no"))
+        try:
+            yield bad
+        except ValueError as exc:
+            log.append(("caught", env.now, str(exc)))
+
+    s = env.process(sleeper())
+    a = env.process(ticker("a", [0.1, 0.2, 0.3]))
+    env.process(ticker("b", [0.3, 0.3]))
+    env.process(failing())
+
+    def waiter():
+        got = yield a
+        log.append(("a done", env.now, got, (yield s)))
+
+    env.process(waiter())
+    env.run()
+    log.append(("end", env.now))
+    return log
+
+
+def test_run_is_simpys_event_for_event():
+    """Clock's run loop, timeouts and process resumption (this module's, compiled) against simpy's."""
+    import simpy
+
+    assert _story(Clock()) == _story(simpy.Environment())
+
+
+def test_a_failed_process_crashes_run_as_in_simpy():
+    env = Clock()
+
+    def boom():
+        yield env.timeout(1.0)
+        raise KeyError("lost")
+
+    env.process(boom())
+    with pytest.raises(KeyError, match="lost"):
+        env.run()

@@ -43,3 +43,14 @@ def test_same_batches_as_the_general_path_under_preemption():
     assert fast == general
     assert fast[-1][2] > 0, "the pool is small enough to preempt"
     assert len(fast) > 40
+
+
+def test_batches_hold_every_field_by_name():
+    """Both paths build a Batch from all its values in field order (tuple.__new__): each has every field,
+    decode-only and prefill iterations alike, and the defaults where nothing set them."""
+    for b, *_ in _trace(True) + _trace(False):
+        assert len(b) == len(b._fields)
+        assert (b.spec_tokens, b.lora_tokens, b.lora_adapters, b.lora_load_s) == (0, 0, 0, 0.0)
+        assert b.num_seqs == b.prefill_seqs + b.decode_seqs
+        assert b.decode_window_tokens == () and b.prefill_window_pairs == ()
+        assert b.kv_load_wait_s == 0.0 and b.prefetch_bytes == 0.0

@@ -197,3 +197,21 @@ def test_sealed_chunks_keep_their_narrow_storage_and_spill_after_the_first(monke
     tl = tables.timeline_frame()
     assert tl["iteration"].tolist() == list(range(n)) and tl.dtypes["iteration"] == "int64"
     assert tl["hold_s"].tolist() == [1.0] * (n - 1) + [0.5]
+
+
+def test_values_rows_are_the_rows_of_their_fields():
+    """iteration_values / request_values (the engine's path: a tuple in column order, no row object) give
+    the rows iteration / request give; a tuple of the wrong length is refused."""
+    by_row, by_values = Recorder(), Recorder()
+    for rec in (by_row, by_values):
+        rec.add_timeline_columns(ColumnGroup({"x": "q"}))
+    for i in range(2 * _CHUNK + 3):
+        row, req = busy(i % 2, i, 0.25 * i, kv_free=i * 1000), served(i, finish_s=2.0 + i)
+        by_row.iteration(row, (i,) if i % 2 else None)
+        by_values.iteration_values(tuple(getattr(row, f.name) for f in fields(row)), (i,) if i % 2 else None)
+        by_row.request(req)
+        by_values.request_values(tuple(getattr(req, f.name) for f in fields(req)))
+    pd.testing.assert_frame_equal(by_row.timeline_frame(), by_values.timeline_frame())
+    pd.testing.assert_frame_equal(by_row.requests_frame(), by_values.requests_frame())
+    with pytest.raises(ValueError, match="values for"):
+        Recorder().request_values((1, 2, 3))

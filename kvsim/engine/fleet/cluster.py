@@ -25,6 +25,9 @@ from kvsim.metrics.recorder import Recorder
 from kvsim.scenario import DEFAULT_ROUTER
 from kvsim.workload.request import Request
 
+_BLIND_ROUTERS = frozenset(("round_robin", "random", "least_loaded", "power_of_two", "session_affinity"))
+"""Routers whose choice among one replica changes nothing anyone reads (their own counters and draws)."""
+
 
 class Cluster:
     """Every replica of every pool, the routers, and the P/D transfer (module docstring).
@@ -69,6 +72,9 @@ class Cluster:
         self.router = build_router(rc.policy, seed=seed, **kw)
         self.decode_router = build_router(rc.decode_policy, seed=seed + 1, **kw) if self.decode else None
         self.routed = [0] * len(self.replicas)
+        # one replica behind a router whose choice reads nothing: route() asks its pool only
+        self._only = (self.deployments[0] if len(self.replicas) == 1 and self.front == [0]
+                      and not self.disaggregated and rc.policy in _BLIND_ROUTERS else None)
 
     # ----------------------------------------------------------------- routing
     def _pools(self, keep: Callable[[Deployment], bool]) -> list[tuple[Deployment, list[int], list]]:
@@ -99,6 +105,12 @@ class Cluster:
     def route(self, r: Request) -> tuple[int, str | None]:
         """The replica r goes to and, if the fleet refuses it, why (then the index is where it is
         recorded)."""
+        only = self._only
+        if only is not None:
+            reason = only.reject_reason(r)
+            if reason is None:
+                self.routed[0] += 1
+            return 0, reason
         idx, views, reason = self._candidates(r, self._front_pools)
         if self.disaggregated:
             decode_idx, _, decode_reason = self._candidates(r, self._decode_pools)

@@ -73,6 +73,8 @@ class Deployment:
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
+        self._one_group = self.plan is None or self.plan.single
+        """The classic paged layout: a sequence of t tokens holds ceil(t / block_size) pages."""
         self.layer_groups = self.model.layer_groups(kvc.dtype, self.tp)
         self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
         self.block_size = self.capacity.block_size
@@ -240,20 +242,27 @@ class Deployment:
     def reject_reason(self, r: Request) -> str | None:
         """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
         None."""
-        if r.prompt_len >= self.max_model_len:
+        prompt = r.prompt_len
+        limit = self.max_model_len
+        if prompt >= limit:
             return "prompt longer than max_model_len"
-        output = min(r.output_len, self.max_model_len - r.prompt_len)
-        # (Role.max_held_tokens, inline: this runs for every request)
-        total = (r.prompt_len + max(output - 1, 0) + self.lookahead if self.role.holds_output_kv
-                 else r.prompt_len)
-        seqs = max(r.n, r.beam_width)
-        blocks = seqs * self._pages_for(total, r.prompt_len)
-        if blocks > self.num_blocks:
+        output = r.output_len
+        if output > limit - prompt:
+            output = limit - prompt
+        # (Role.max_held_tokens and _pages_for's one-group case, inline: this runs for every request)
+        total = prompt + (output - 1 if output > 1 else 0) + self.lookahead if self.role.holds_output_kv \
+            else prompt
+        seqs = r.n if r.n >= r.beam_width else r.beam_width
+        blocks = seqs * (-(-total // self.block_size) if self._one_group else self._pages_for(total, prompt))
+        num_blocks = self.num_blocks
+        if blocks > num_blocks:
             return "request needs more KV blocks than the pool has"
-        if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self.watermark_blocks():
+        if (seqs > 1 or self.sc.scheduler.preemption_mode == "swap") and \
+                blocks + seqs > num_blocks - self.watermark_blocks():
             # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
             return "request needs more KV blocks than the pool has above the watermark"
-        return self.first_kv.refuse_reason(r, output) if self.first_kv is not None else None
+        first_kv = self.first_kv
+        return first_kv.refuse_reason(r, output) if first_kv is not None else None
 
     def _pages_for(self, total: int, prompt: int) -> int:
         """Most pages one sequence of the request holds at once: total tokens' worth (the page plan's count:
@@ -264,10 +273,6 @@ class Deployment:
         sched = self.sc.scheduler
         chunk = sched.max_num_batched_tokens if self.chunked_prefill else prompt
         return max(self.plan.pages(total), self.plan.pages_during_prefill(prompt, chunk))
-
-    def _may_swap(self, seqs: int) -> bool:
-        """Whether a group of `seqs` sequences can be swapped out (multi-sequence groups always are)."""
-        return self.sc.scheduler.preemption_mode == "swap" or seqs > 1
 
     def watermark_blocks(self) -> int:
         return int(self.sc.kv.watermark * self.num_blocks)
