@@ -73,6 +73,10 @@ class Deployment:
         self.num_blocks = kvc.num_gpu_blocks_override or self.capacity.num_blocks
         self.bytes_per_block = self.capacity.bytes_per_block
         self.plan = self.capacity.plan
+        self.block_pages = 1 if self.plan is None or self.plan.single else sum(
+            1 for g in self.plan.groups if g.grows)
+        """Pages a sequence's next block takes: one per token-paged cache group (the KV coordinator's
+        block_pages; 1 for the classic layout)."""
         self.layer_groups = self.model.layer_groups(kvc.dtype, self.tp)
         self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
         self.block_size = self.capacity.block_size
@@ -250,8 +254,10 @@ class Deployment:
         blocks = seqs * self._pages_for(total, r.prompt_len)
         if blocks > self.num_blocks:
             return "request needs more KV blocks than the pool has"
-        if self._may_swap(seqs) and blocks + seqs > self.num_blocks - self.watermark_blocks():
-            # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
+        if self._may_swap(seqs) and blocks + seqs * self.block_pages > \
+                self.num_blocks - self.watermark_blocks():
+            # a swapped-out group returns only with the watermark's blocks (and a block per sequence for
+            # its next token) to spare: it would wait forever
             return "request needs more KV blocks than the pool has above the watermark"
         return self.first_kv.refuse_reason(r, output) if self.first_kv is not None else None
 
