@@ -252,7 +252,9 @@ class Deployment:
                  else r.prompt_len)
         seqs = max(r.n, r.beam_width)
         blocks = seqs * self._pages_for(total, r.prompt_len)
-        if blocks > self.num_blocks:
+        # one sequence preempted by recompute prefills its prompt and generated tokens again (a group of
+        # several restarts from its prompt): that prefill's pages must fit too (a sliding group's chunk)
+        if (blocks if seqs > 1 else self._pages_for(total, total)) > self.num_blocks:
             return "request needs more KV blocks than the pool has"
         if self._may_swap(seqs) and blocks + seqs * self.block_pages > \
                 self.num_blocks - self.watermark_blocks():
