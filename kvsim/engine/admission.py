@@ -36,7 +36,7 @@ class Admission:
 
     def _swap_in(self, now: float) -> int:
         """Swapped groups come back FCFS while the sequence and token budgets allow and the blocks they
-        need (the sizing's figure, plus one per sequence for the next token) leave the watermark free.
+        need (the sizing's figure, plus a block per sequence for the next token) leave the watermark free.
         Returns the blocks moved from host memory."""
         kv = self.kv
         it = self.it
@@ -50,7 +50,7 @@ class Admission:
                 break  # (its adapter would be one too many in the batch: vLLM V0's swapped queue waits)
             length = g.base + 1
             need = sizing.swap_in_blocks(g, length, kv.swap_blocks_needed(g.seqs))
-            if need + g.n > kv.num_free_blocks - self.lim.watermark_blocks:
+            if need + g.n * kv.block_pages > kv.num_free_blocks - self.lim.watermark_blocks:
                 break
             self.swapped.popleft()
             moved += kv.swap_in(g.seqs)

@@ -151,7 +151,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.total_preemptions = 0
         self.beam = BeamSearch(kv, np.random.default_rng([limits.beam_seed, 0xBEA]))
         self.windows: tuple[int, ...] = limits.windows
-        self.win = WindowSums(self.windows) if self.windows else None
+        self.win = WindowSums(self.windows, self.running) if self.windows else None
         """The decoding sequences' context sums at each window cap (sliding / compressed layers)."""
         self.schedule_decodes: Callable[[float], Batch | None] = (
             DecodeFastPath(self).schedule if self._by_context and not self.windows else self.schedule)
@@ -196,7 +196,7 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
         tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it  # (token_slots())
                   - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + self.handoff.tokens)
-        windowed = () if self.win is None else self.win.context(self.it, self.prefilling)
+        windowed = () if self.win is None else self.win.context(self.it, self.prefilling, self._paused)
         return _new(ContextSums, (tokens, windowed, self.running_seqs + len(self.handoff.held)))
 
     def next_load_s(self, now: float) -> float | None:

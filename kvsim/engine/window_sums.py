@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 
-from kvsim.engine.group import RUNNING, Group
+from kvsim.engine.group import DECODE, RUNNING, Group
 
 
 class WindowSums:
@@ -13,10 +13,12 @@ class WindowSums:
     of when each sequence below reaches it. A decoding group's context at decode iteration `it` is
     `base + it`; one past cap `c` holds `c` tokens of that group's layers, one below it its context."""
 
-    __slots__ = ("windows", "below_n", "below_base", "past_n", "_heap", "_push_no")
+    __slots__ = ("windows", "below_n", "below_base", "past_n", "_heap", "_push_no", "_running")
 
-    def __init__(self, windows: tuple[int, ...]) -> None:
+    def __init__(self, windows: tuple[int, ...], running=None) -> None:
         self.windows = windows
+        self._running = {} if running is None else running
+        """The scheduler's running groups (read only in an iteration of prompts only: context)."""
         self.below_n = [0] * len(windows)
         self.below_base = [0] * len(windows)
         self.past_n = [0] * len(windows)
@@ -57,9 +59,20 @@ class WindowSums:
             self.below_base[i] -= g.n * g.base
             self.past_n[i] += g.n
 
-    def context(self, it: int, prefilling) -> tuple[int, ...]:
+    def context(self, it: int, prefilling, paused: bool = False) -> tuple[int, ...]:
         """Per cap, what every sequence on the GPU holds at decode iteration it: the decoding ones plus
-        each prefilling group's computed and scheduled tokens, up to the cap."""
+        each prefilling group's computed and scheduled tokens, up to the cap. paused: an iteration of
+        prompts only (vLLM V0), in which the decode clock stands at it and no decoding sequence writes its
+        token: each holds min(base + it - 1, cap), one less below the cap, and one less past it for those
+        whose base + it is the cap (they reached it at it; O(running groups) then)."""
+        if paused:
+            windowed = list(self.context(it - 1, prefilling))
+            for g in self._running:
+                if g.phase == DECODE:
+                    for i, cap in enumerate(self.windows):
+                        if g.base + it == cap:
+                            windowed[i] -= g.n
+            return tuple(windowed)
         windowed = [b + n * it + p * cap for b, n, p, cap in
                     zip(self.below_base, self.below_n, self.past_n, self.windows, strict=True)]
         for g in prefilling:

@@ -127,6 +127,7 @@ class ContiguousKVManager:
     """Window caps for ContextSums.windowed: none."""
     last_grow_delta: int = 1
     """grow_one_block never grows a region (it is reserved whole); the protocol's figure."""
+    block_pages: int = 1
     tiers = None
     """KV tiers below the cache: none (tiers sit below a paged prefix cache)."""
 

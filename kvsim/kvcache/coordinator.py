@@ -70,6 +70,7 @@ class KVCoordinator:
                 self.states.append(s)
                 self._weights.append((s, g.real_fraction, -2))
         self.groups: list[TokenTables | StateSlots] = [*self.tokens, *self.states]
+        self.block_pages = len(self.tokens)  # a sequence's next block: a page per token-paged group
         self.shared_dup_tokens = 0  # unused: token_states counts sharing per group
         self.tiers = None  # KV tiers are modelled below one group's cache only (deployment.py)
         self.last_grow_delta = 0

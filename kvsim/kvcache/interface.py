@@ -26,6 +26,9 @@ class KVManager(Protocol):
     windows: tuple[int, ...]
     """Window caps (sliding layers' window - 1, ...) the manager's token states read ContextSums.windowed
     at; () if none. When not (), equal to the model's (SchedulerLimits.windows)."""
+    block_pages: int
+    """Blocks (pages) a sequence's next block of tokens may take: 1, the coordinator one per token-paged cache
+    group (what a swapped-out group must find free for each sequence's next token)."""
     last_grow_delta: int
     """Blocks the last successful grow_one_block added (1 for a one-group manager)."""
     tiers: TierChain | None

@@ -42,6 +42,7 @@ class PagedKVManager:
     """Window caps for ContextSums.windowed: none (every layer keeps every token)."""
     last_grow_delta: int = 1
     """Blocks the last successful grow_one_block added: always one here."""
+    block_pages: int = 1
 
     @property
     def num_blocks(self) -> int:

@@ -128,6 +128,34 @@ def test_a_request_larger_than_the_pool_is_refused_not_stalled():
     assert result.timeline["kv_used_blocks"].max() <= 120
 
 
+def tiny_sliding(window: int, layer_types: list[str]) -> dict:
+    return {"name": "tiny-sliding", "num_layers": len(layer_types), "hidden_size": 512,
+            "num_attention_heads": 8, "num_kv_heads": 2, "num_params": 2.0e8, "sliding_window": window,
+            "layer_types": layer_types}
+
+
+@pytest.mark.parametrize(("window", "workload", "seed"), [
+    # beams forked after a one-chunk prompt once shared the pages before the window: the sliding group's
+    # shared slots exceeded what its window holds, negative token states (stress seeds 428, 776, 869)
+    (32, {"beam_width": 3, "prompt_len": {"dist": "uniform", "low": 1, "high": 400},
+          "output_len": {"dist": "uniform", "low": 1, "high": 40}}, 2),
+    # an iteration of prompts only counted each waiting decode's next token in the window sums: more token
+    # states than slots (with one sequence a request too)
+    (128, {"prompt_len": {"dist": "fixed", "value": 48}, "output_len": {"dist": "fixed", "value": 40}}, 0),
+], ids=["beams", "n1"])
+def test_vllm_v0_prefill_only_iterations_keep_token_states_within_the_pages(window, workload, seed):
+    data = {"model": tiny_sliding(window, ["sliding", "full", "sliding", "full"]), "hardware": "h200",
+            "kv": {"block_size": BLOCK, "num_gpu_blocks_override": 400, "check_invariants": True},
+            "scheduler": {"policy": "vllm_v0", "chunked_prefill": False},
+            "workload": {"kind": "synthetic", "arrival": {"process": "poisson", "rate": 2000.0}, **workload},
+            "simulation": {"seed": seed, "requests": 8}}
+    sim, result, summary = simulate(data)  # (check mode: the O(1) checks after every iteration)
+    tl = result.timeline
+    assert summary["requests"]["completed"] == 8
+    assert (tl["kv_token_states"] >= 0).all()
+    assert (tl["kv_token_states"] <= tl["kv_used_blocks"] * sim.block_size).all()
+
+
 # ---- prefix caching across groups ------------------------------------------------------------------------
 
 def chat(model: str, pool: int, system_len: int, disable: bool = False, requests: int = 30) -> dict:

@@ -82,6 +82,56 @@ def test_watermark_on_a_tiny_pool_does_not_stall():
     assert len(r) == 30 and r["rejected"].sum() > 0 and r.loc[r["rejected"] == 0, "finish_s"].notna().all()
 
 
+# sliding (window 32) + full layers: a 16-token block is a page in each group
+SLIDING_FULL = ('model={"name": "tiny-sliding", "num_layers": 2, "hidden_size": 512, '
+                '"num_attention_heads": 8, "num_kv_heads": 2, "num_params": 2.0e8, "sliding_window": 32, '
+                '"layer_types": ["sliding", "full"]}')
+
+
+def test_a_single_sequence_whose_recompute_could_never_fit_is_refused():
+    # a recompute-preempted request prefills prompt + generated tokens again, without chunked prefill in
+    # one chunk, which the sliding group holds whole until its next growth. Prompt 16 + output 82: decoding
+    # it holds at most 97 tokens, 7 full pages + 3 sliding (10 of 12); the prefill of 97 takes 7 + 7 = 14.
+    # Once admitted (the bound was the decode-time 10), a late preemption left it waiting for ever:
+    # "the scheduler stalled" (stress seed 604).
+    pool = (SLIDING_FULL, "kv.block_size=16", "kv.num_gpu_blocks_override=12", "simulation.requests=1",
+            "workload.prompt_len={dist: fixed, value: 16}")
+    for policy in ("scheduler.policy=orca", "scheduler.chunked_prefill=false"):
+        refused = sim(*pool, policy, "workload.output_len={dist: fixed, value: 82}")
+        assert refused.reject_reason(refused.build_requests()[0]) == \
+            "request needs more KV blocks than the pool has"
+        ok = sim(*pool, policy, "workload.output_len={dist: fixed, value: 81}")  # 96 tokens: 6 + 6 pages
+        assert ok.reject_reason(ok.build_requests()[0]) is None
+    # in chunks of 32 the prefill holds a chunk and the window before it in the sliding group: it fits
+    chunked = sim(*pool, "scheduler.max_num_batched_tokens=32", "scheduler.max_num_seqs=4",
+                  "workload.output_len={dist: fixed, value: 82}")
+    assert chunked.reject_reason(chunked.build_requests()[0]) is None
+
+
+def test_recompute_on_a_sliding_model_without_chunked_prefill_does_not_stall():
+    # a reproduction of stress seed 604's stall: the recomputed requests that could never fit are refused
+    r = sim(SLIDING_FULL, "kv.block_size=16", "kv.num_gpu_blocks_override=12", "kv.check_invariants=true",
+            "scheduler.policy=orca", "workload.prompt_len={dist: uniform, low: 1, high: 64}",
+            "workload.output_len={dist: uniform, low: 1, high: 150}",
+            "workload.arrival={process: poisson, rate: 50}", "simulation.requests=5",
+            "simulation.seed=25").run().requests
+    assert int(r["rejected"].sum()) == 3 and int(r["preemptions"].sum()) >= 1
+    assert r.loc[r["rejected"] == 0, "finish_s"].notna().all()
+
+
+def test_a_multi_sequence_group_on_a_model_of_two_groups_keeps_a_block_per_group_above_the_watermark():
+    # n = 2 (always swappable): prompt 16 + output 33 holds 48 tokens, 3 full + 2 sliding pages a sample:
+    # 10 pages, and its swap-in needs a page per group for each sample's next block: 14. A pool of 13 once
+    # took it (one page per sample: 12), and its swap-in then ran a sample past its pages.
+    pool = (SLIDING_FULL, "kv.block_size=16", "simulation.requests=1", "workload.n=2",
+            "workload.prompt_len={dist: fixed, value: 16}", "workload.output_len={dist: fixed, value: 33}")
+    refused = sim(*pool, "kv.num_gpu_blocks_override=13")
+    assert refused.reject_reason(refused.build_requests()[0]) == \
+        "request needs more KV blocks than the pool has above the watermark"
+    ok = sim(*pool, "kv.num_gpu_blocks_override=14")
+    assert ok.reject_reason(ok.build_requests()[0]) is None
+
+
 def test_contiguous_max_larger_than_the_pool_fails_at_construction():
     # what `kvsim validate` builds: the error comes before any request is simulated
     assert error_of("kv.layout=contiguous:max", "kv.num_gpu_blocks_override=10") == (

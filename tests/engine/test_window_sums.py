@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvsim.engine.group import RUNNING, Group
+from kvsim.engine.group import DECODE, RUNNING, Group
 from kvsim.engine.window_sums import WindowSums
 from kvsim.workload.request import Request
 
@@ -54,3 +54,20 @@ def test_prefill_pairs_by_hand():
     p.computed, p.chunk = 1, 3  # queries at positions 1, 2, 3; window of 3 keys (cap + 1)
     # position 1 sees keys 0-1 (2 pairs), position 2 sees 0-2 (3), position 3 sees 1-3 (3): 8
     assert w.batch_figures(0, [p]) == ((0,), (8.0,))
+
+
+def test_context_in_a_prefill_only_iteration_holds_one_token_less():
+    # vLLM V0 without chunked prefill: an iteration that runs prompts only leaves the decode clock at it and
+    # writes no decode token, so each decoding sequence holds min(base + it - 1, cap) (it once counted
+    # base + it: more token states than pages in check mode, with n = 1 as well)
+    below, at_cap, past = _group(base=1, n=2), _group(base=2), _group(base=9, n=3)
+    w = WindowSums((4, 8), {below: None, at_cap: None, past: None})  # (the scheduler's running groups)
+    for g in (below, at_cap, past):
+        g.phase = DECODE
+        w.join(g, 0)
+    w.cross(2)  # at_cap reaches cap 4 at it = 2
+    assert w.context(2, []) == (2 * 3 + 4 + 3 * 4, 2 * 3 + 4 + 3 * 8)
+    assert w.context(2, [], paused=True) == (2 * 2 + 3 + 3 * 4, 2 * 2 + 3 + 3 * 8)
+    p = _group(base=0)
+    p.computed, p.chunk = 0, 6  # the prompt prefilling in that iteration holds its chunk, as in context()
+    assert w.context(2, [p], paused=True) == (2 * 2 + 3 + 3 * 4 + 4, 2 * 2 + 3 + 3 * 8 + 6)

@@ -76,9 +76,31 @@ def test_token_states_are_page_slots_of_real_kv():
     # full: 100 tokens; sliding: min(100, 63) tokens; both groups unpadded
     assert kv.windows == (63,)
     assert kv.token_states(ContextSums(100, (63,), 1)) == 163
-    kv.fork(1, 2)  # seq 2 shares every page: 2 x 100 tokens held, 100 + 97 (sliding: live pages) shared
+    kv.fork(1, 2)  # seq 2 shares every page: 2 x 100 tokens held, 100 + 68 (sliding: live pages) shared
     sliding_live = kv.tokens[1].ntok[1] - kv.tokens[1].first[1] * 16
+    assert sliding_live == 100 - 2 * 16  # the fork gave back the blocks before the window first
     assert kv.token_states(ContextSums(200, (126,), 2)) == 200 - 100 + 126 - sliding_live
+
+
+def test_fork_after_a_one_chunk_prefill_shares_only_the_window():
+    # a 320-token prompt in one chunk holds 20 pages in each group until its next growth; forking it three
+    # ways once shared all 20 sliding pages, so the sliding group's shared slots (2 x 320) exceeded what the
+    # three samples hold in its window (3 x 63) and the token states went negative (stress seeds 428, 869)
+    kv = coordinator(FULL, SLIDING, pages=100)
+    kv.allocate(1, 320)
+    assert kv.num_free_blocks == 100 - 40
+    kv.fork(1, 2)
+    kv.fork(1, 3)
+    sliding = kv.tokens[1]
+    # computed 319 (the check's bound): blocks from (319 - 63) // 16 = 16 on, 4 pages, shared by all three
+    assert [sliding.first[s] for s in (1, 2, 3)] == [16, 16, 16] and sliding.held(2) == 4
+    assert kv.num_free_blocks == 100 - 20 - 4
+    assert sliding.dup == 2 * (320 - 16 * 16)
+    states = kv.token_states(ContextSums(3 * 320, (3 * 63,), 3))
+    assert states == 320 + 3 * 63 - 2 * 64 and 0 <= states <= kv.used_blocks * 16
+    kv.check_invariants()
+    assert kv.allocate(2, 321)  # the first decode step copies the shared last page, trims nothing more
+    kv.check_invariants()
 
 
 def test_swap_out_and_in_keeps_sharing():

@@ -75,6 +75,9 @@ class Deployment:
         self.plan = self.capacity.plan
         self._one_group = self.plan is None or self.plan.single
         """The classic paged layout: a sequence of t tokens holds ceil(t / block_size) pages."""
+        self.block_pages = 1 if self._one_group else sum(1 for g in self.plan.groups if g.grows)
+        """Pages a sequence's next block takes: one per token-paged cache group (the KV coordinator's
+        block_pages; 1 for the classic layout)."""
         self.layer_groups = self.model.layer_groups(kvc.dtype, self.tp)
         self.windows = window_caps(self.layer_groups)  # the scheduler's windowed sums, for the cost model
         self.block_size = self.capacity.block_size
@@ -253,13 +256,17 @@ class Deployment:
         total = prompt + (output - 1 if output > 1 else 0) + self.lookahead if self.role.holds_output_kv \
             else prompt
         seqs = r.n if r.n >= r.beam_width else r.beam_width
-        blocks = seqs * (-(-total // self.block_size) if self._one_group else self._pages_for(total, prompt))
+        one_group = self._one_group
+        blocks = seqs * (-(-total // self.block_size) if one_group else self._pages_for(total, prompt))
         num_blocks = self.num_blocks
-        if blocks > num_blocks:
+        # one sequence preempted by recompute prefills its prompt and generated tokens again (a group of
+        # several restarts from its prompt): that prefill's pages must fit too (a sliding group's chunk)
+        if (blocks if seqs > 1 or one_group else self._pages_for(total, total)) > num_blocks:
             return "request needs more KV blocks than the pool has"
         if (seqs > 1 or self.sc.scheduler.preemption_mode == "swap") and \
-                blocks + seqs > num_blocks - self.watermark_blocks():
-            # a swapped-out group returns only with the watermark's blocks to spare: it would wait forever
+                blocks + seqs * self.block_pages > num_blocks - self.watermark_blocks():
+            # a swapped-out group returns only with the watermark's blocks (and a block per sequence for
+            # its next token) to spare: it would wait forever
             return "request needs more KV blocks than the pool has above the watermark"
         first_kv = self.first_kv
         return first_kv.refuse_reason(r, output) if first_kv is not None else None

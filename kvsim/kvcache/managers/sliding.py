@@ -4,7 +4,7 @@ As vLLM's SlidingWindowManager does, a sequence that has computed c tokens keeps
 holding token c - window + 1 on (the last window - 1 tokens the next token attends to); the pages before
 it are released (`first` moves past them). Sinks are not modelled here: every sliding layer kvsim knows
 keeps no KV for them (gpt-oss's sinks are learned logits). Pages are trimmed when a sequence grows (a
-block boundary, a prefill chunk), so a sequence holds at most one page beyond its window's.
+block boundary, a prefill chunk) or is forked, so a sequence holds at most one page beyond its window's.
 """
 
 from __future__ import annotations
@@ -53,6 +53,13 @@ class SlidingTables(TokenTables):
         self.first[seq] += drop
         kept = self.pool.release(gone)
         self.dup -= len(kept) * self.bs  # released pages before the last are full
+
+    def fork(self, parent: int, child: int) -> None:
+        """Share parent's pages with child, after giving back those its window has left: a one-chunk
+        prefill holds the whole prompt until its next growth, and a child sharing the pages before the
+        window would keep them (and count them in `dup`, which token states subtract) for nothing."""
+        self.trim(parent, max(self.ntok[parent] - 1, 0))
+        super().fork(parent, child)
 
     def decode_bound(self) -> int:
         """Most pages a sequence holds right after a one-token growth: ceil(window / block_size) + 1 (its
