@@ -2,7 +2,10 @@
 # where they only index lists; the block ids stored in lists, keys and clock values stay Python ints.
 import cython
 
-@cython.locals(free=list, cached=list)
+@cython.locals(table=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t, b=Py_ssize_t)
+cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
+
+@cython.locals(free=list, cached=list, b=Py_ssize_t)
 cpdef tuple settle(list key_of, list rc, list filed, list last, list zeroed, object now)
 
 @cython.locals(shared=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t)

@@ -130,6 +130,34 @@ class HashCachePool(BlockPool):
         return r
 
 
+def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None) -> list[int]:
+    """The blocks cached under keys[0], keys[1], ... up to the first that is not, at most m: while `hint`
+    (blocks that may hold them: BlockContent.hint) is right, read from it (checked against key_of, which
+    agrees with by_key), then looked up."""
+    table: list[int] = []
+    j = 0
+    if hint is not None:
+        h = min(m, len(hint))
+        n = len(key_of)
+        while j < h:
+            b = hint[j]
+            if b >= n:
+                break
+            kb = key_of[b]
+            k = keys[j]
+            if kb is not k and kb != k:
+                break
+            table.append(b)
+            j += 1
+    while j < m:
+        b = by_key.get(keys[j], -1)
+        if b < 0:
+            break
+        table.append(b)
+        j += 1
+    return table
+
+
 def settle(key_of: list, rc: list[int], filed: list[int], last: list[int] | None, zeroed: list[int],
            now: int) -> tuple[list[int], list[int]]:
     """Split blocks that reached refcount 0 into the unkeyed (truly free) and the keyed (cached: rc 0,

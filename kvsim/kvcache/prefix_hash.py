@@ -13,10 +13,9 @@ key are never both registered: a block computed while an equal one is cached sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
 
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hash_pool import HashCachePool, register
+from kvsim.kvcache.hash_pool import HashCachePool, match, register
 from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.tiers import TierChain
@@ -30,6 +29,7 @@ class _SeqCache:
     done: int      # leading table blocks looked up in or registered with the cache
     hits: int      # leading table blocks mapped from the cache at admission
     pending: bool  # admitted, but not yet allocated: the scheduler may still undo it
+    rid: int       # its request
     tier_hits: list[int] | None = None  # tier index of each block after the GPU hit (loaded at allocation)
     computed: int = -1  # tokens with KV, when the scheduler said (set_computed_tokens); -1: not said
 
@@ -75,12 +75,10 @@ class PrefixHashKVManager(PagedKVManager):
         """The longest cached run of prompt blocks (on the GPU, then in the tiers below), without changing
         anything."""
         limit = (prompt_tokens - 1) // self.block_size
-        keys = self._memo.get(req).upto(limit)
-        by_key = self.pool.by_key
+        content = self._memo.get(req)
+        keys = content.upto(limit)
         m = min(limit, len(keys))
-        n = 0
-        while n < m and keys[n] in by_key:
-            n += 1
+        n = len(match(self.pool.by_key, self.pool.key_of, keys, m, content.hint))
         if self.tiers is None:
             return Hit.gpu(n * self.block_size)
         return self._hit(n, self.tiers.match(keys, n, m))
@@ -106,15 +104,12 @@ class PrefixHashKVManager(PagedKVManager):
         keys = content.upto(limit)
         pool = self.pool
         m = min(limit, len(keys))
-        # every lookup at C speed, then cut at the first miss
-        table: list[int] = list(map(pool.by_key.get, keys[:m], repeat(-1))) if m else []
-        if -1 in table:  # (-1, not None: an int never equals None fast)
-            del table[table.index(-1):]
+        table = match(pool.by_key, pool.key_of, keys, m, content.hint)
         shared = pool.hold(table)
         self.shared_dup_tokens += shared * bs
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs
-        st = _SeqCache(content, prompt_tokens, len(table), len(table), True)
+        st = _SeqCache(content, prompt_tokens, len(table), len(table), True, req.rid)
         self.seqcache[seq] = st
         if self.tiers is None:
             return Hit.gpu(len(table) * bs)
@@ -217,6 +212,8 @@ class PrefixHashKVManager(PagedKVManager):
         table = self.tables.pop(seq)
         ntok = self.ntok.pop(seq)
         kept = self.pool.release(table, touch)
+        if st is not None:
+            self._memo.keep(st.rid, st.content, table)
         if kept:
             bs = self.block_size
             self.shared_dup_tokens -= len(kept) * bs
