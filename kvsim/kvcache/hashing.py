@@ -59,9 +59,13 @@ def request_content(req: Request) -> tuple[tuple[int, int], ...]:
 class BlockContent:
     """Page keys (chained=False) or chained prefix-cache keys (chained=True) of a sequence's full blocks,
     computed lazily: `upto(n)` returns a list holding at least the first n (fewer only if the content
-    ends first). The list grows in place on later calls; callers must not modify it."""
+    ends first). The list grows in place on later calls; callers must not modify it.
 
-    __slots__ = ("bs", "segs", "out", "chained", "_i", "_off", "_last")
+    `resume` starts a content from the keys of an earlier one that its segments extend (a conversation's
+    next turn), and `hint` then holds the blocks a table of the earlier one held for them: a guess a cache
+    checks before it looks a key up (None: no guess)."""
+
+    __slots__ = ("bs", "segs", "out", "chained", "_i", "_off", "_last", "hint")
 
     def __init__(self, segments: tuple[tuple[int, int], ...], block_size: int, chained: bool = True,
                  namespace: str | int = "") -> None:
@@ -72,6 +76,36 @@ class BlockContent:
         self._i = 0
         self._off = 0
         self._last = namespace_key(namespace)
+        self.hint: list[int] | None = None
+
+    def resume(self, prev: BlockContent, table: list[int] | None) -> None:
+        """Take prev's keys of the leading full blocks the two contents share (their segments up to where
+        they differ; prev of the same block size, chaining and namespace), the values upto would compute;
+        `hint` = table. Only on a content with no keys yet."""
+        if self.out or prev.bs != self.bs or prev.chained != self.chained:
+            return
+        pos = 0
+        for (c1, l1), (c2, l2) in zip(prev.segs, self.segs, strict=False):
+            if c1 != c2:
+                break
+            if l1 != l2:
+                pos += min(l1, l2)
+                break
+            pos += l1
+        m = min(pos // self.bs, len(prev.out))
+        if m <= 0:
+            return
+        self.out = prev.out[:m]
+        self.hint = table
+        segs = self.segs
+        i = 0
+        t = m * self.bs
+        while i < len(segs) and t >= segs[i][1]:
+            t -= segs[i][1]
+            i += 1
+        self._i, self._off = i, t
+        if self.chained:
+            self._last = self.out[-1]
 
     def upto(self, n: int) -> list:
         out = self.out
@@ -133,13 +167,23 @@ def page_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size
     return BlockContent(segments, block_size, False).upto(n)[:n]
 
 
+KEPT = 1024
+"""Contents a ContentMemo keeps for follow-ups (`keep`), at most, and at most KEPT_KEYS keys among them."""
+KEPT_KEYS = 1 << 18
+
+
 class ContentMemo:
     """The BlockContent of the requests looked up last (`size` of them, by request id): a request that waits
     is offered for admission again every iteration, and its keys should be computed once. One memo of a
     larger size may serve every replica of a fleet with the same block size (a router peeks at each of
-    them for the same request; BlockContent is a pure function of the request)."""
+    them for the same request; BlockContent is a pure function of the request).
 
-    __slots__ = ("block_size", "chained", "namespace", "size", "_rid", "_content", "_lru")
+    A cache `keep`s the content of a request whose sequence let its blocks go (with the table that held
+    them); a follow-up of that request (`Request.after`, a conversation's next turn) then starts from its
+    keys (BlockContent.resume) instead of hashing the shared history again. The most recent KEPT are kept."""
+
+    __slots__ = ("block_size", "chained", "namespace", "size", "_rid", "_content", "_lru", "_kept",
+                 "_kept_keys")
 
     def __init__(self, block_size: int, chained: bool, namespace: str | int = "", size: int = 1) -> None:
         self.block_size = block_size
@@ -149,6 +193,8 @@ class ContentMemo:
         self._rid = -1
         self._content: BlockContent | None = None
         self._lru: OrderedDict[int, BlockContent] = OrderedDict()
+        self._kept: dict[int, tuple[BlockContent, list[int], int]] = {}
+        self._kept_keys = 0
 
     def get(self, req) -> BlockContent:
         if self._content is not None and self._rid == req.rid:
@@ -157,6 +203,11 @@ class ContentMemo:
         content = lru.get(req.rid) if self.size > 1 else None
         if content is None:
             content = BlockContent(request_content(req), self.block_size, self.chained, self.namespace)
+            if req.after >= 0 and self._kept:
+                kept = self._kept.pop(req.after, None)
+                if kept is not None:
+                    self._kept_keys -= kept[2]
+                    content.resume(kept[0], kept[1])
             if self.size > 1:
                 lru[req.rid] = content
                 if len(lru) > self.size:
@@ -166,6 +217,19 @@ class ContentMemo:
         self._content = content
         self._rid = req.rid
         return content
+
+    def keep(self, rid: int, content: BlockContent, table: list[int]) -> None:
+        """Request rid's sequence let go of table, whose blocks held content's keys: keep them for a
+        follow-up of rid (the oldest kept go first, beyond KEPT contents or KEPT_KEYS keys)."""
+        kept = self._kept
+        old = kept.pop(rid, None)
+        if old is not None:
+            self._kept_keys -= old[2]
+        n = len(content.out)
+        kept[rid] = (content, table, n)
+        self._kept_keys += n
+        while len(kept) > KEPT or self._kept_keys > KEPT_KEYS:
+            self._kept_keys -= kept.pop(next(iter(kept)))[2]
 
 
 def cached_upto(table_blocks: int, computed: int, block_size: int) -> int:

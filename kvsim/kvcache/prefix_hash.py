@@ -13,125 +13,13 @@ key are never both registered: a block computed while an equal one is cached sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
 
-from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.eviction import EvictionQueue
+from kvsim.kvcache.hash_pool import HashCachePool, match, register
 from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.tiers import TierChain
 from kvsim.kvcache.view import Hit
-
-
-class HashCachePool(BlockPool):
-    """A BlockPool whose released blocks with a content key stay cached (refcount 0, evictable) instead of
-    returning to the free list. `num_free` counts truly free plus evictable blocks; an allocation evicts
-    (`_evict`, in the policy's order) when none is truly free. Per-block bookkeeping (last use, uses, birth,
-    depth) feeds the eviction key."""
-
-    __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "clock", "evictions", "spill")
-
-    def __init__(self, num_blocks: int, block_size: int, policy: str = "lru") -> None:
-        self.key_of: list[int | None] = []  # per-block fields, for the blocks with state (BlockPool)
-        self.last: list[int] = []
-        self.uses: list[int] = []
-        self.birth: list[int] = []
-        self.depth: list[int] = []
-        super().__init__(num_blocks, block_size)
-        self.by_key: dict[int, int] = {}
-        self.queue = EvictionQueue(policy)
-        self.clock = 0
-        self.evictions = 0
-        self.spill: list | None = None
-        """When a list (KV tiers with write-back), the keys of evicted blocks are appended to it."""
-
-    def _extend(self, k: int) -> None:
-        super()._extend(k)
-        self.key_of += [None] * k
-        zeros = [0] * k
-        self.last += zeros
-        self.uses += zeros
-        self.birth += zeros
-        self.depth += zeros
-
-    @property
-    def num_free(self) -> int:
-        return self.free_count + len(self.queue.live)
-
-    @property
-    def num_used(self) -> int:
-        return self.num_blocks - self.free_count - len(self.queue.live)
-
-    @property
-    def num_cached_free(self) -> int:
-        return len(self.queue)
-
-    def _evict(self, k: int) -> list[int]:
-        """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
-        if k > len(self.queue):
-            return []
-        return self._forget(self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()])
-
-    def _forget(self, ids: list[int]) -> list[int]:
-        """Evicted blocks ids lose their keys (spilled, write-back) and become free blocks (rc 1)."""
-        by_key = self.by_key
-        key_of = self.key_of
-        spill = self.spill
-        rc = self.rc
-        for b in ids:
-            if spill is not None:
-                spill.append(key_of[b])
-            del by_key[key_of[b]]
-            key_of[b] = None
-            rc[b] = 1
-        self.evictions += len(ids)
-        return ids
-
-    def _evict_taken(self, m: int) -> list[int]:
-        """m calls of take_evicting, each evicting one block (the policy's next, by pop_one: pop_many may
-        break ties between batches otherwise) and taking it, in eviction order."""
-        pop = self.queue.pop_one
-        return self._forget([pop() for _ in range(m)])
-
-    def release(self, ids: list[int], touch: bool = True) -> list[int]:
-        """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
-        (touch=False keeps the previous last use: an admission the scheduler undid)."""
-        self.clock += 1
-        kept, zeroed = self.drop_refs(ids)
-        key_of = self.key_of
-        free = []
-        cached = []
-        for b in zeroed:
-            if key_of[b] is None:
-                free.append(b)
-            else:
-                cached.append(b)
-        if free:
-            self._put_free(free)
-        if cached:
-            rc = self.rc
-            last = self.last
-            if touch:
-                now = self.clock
-                for b in cached:
-                    last[b] = now
-                    rc[b] = 0
-            else:
-                for b in cached:
-                    rc[b] = 0
-            self.queue.add_many(cached, last, self.uses, self.birth, self.depth)
-        return kept
-
-    def reuse(self, bid: int) -> int:
-        """Add a reference to a cached block (a cache hit); return its refcount before."""
-        r = self.rc[bid]
-        if r == 0:
-            self.queue.discard(bid)
-        else:
-            self.shared += 1
-        self.rc[bid] = r + 1
-        return r
 
 
 @dataclass(slots=True)
@@ -141,6 +29,7 @@ class _SeqCache:
     done: int      # leading table blocks looked up in or registered with the cache
     hits: int      # leading table blocks mapped from the cache at admission
     pending: bool  # admitted, but not yet allocated: the scheduler may still undo it
+    rid: int       # its request
     tier_hits: list[int] | None = None  # tier index of each block after the GPU hit (loaded at allocation)
     computed: int = -1  # tokens with KV, when the scheduler said (set_computed_tokens); -1: not said
 
@@ -186,12 +75,10 @@ class PrefixHashKVManager(PagedKVManager):
         """The longest cached run of prompt blocks (on the GPU, then in the tiers below), without changing
         anything."""
         limit = (prompt_tokens - 1) // self.block_size
-        keys = self._memo.get(req).upto(limit)
-        by_key = self.pool.by_key
+        content = self._memo.get(req)
+        keys = content.upto(limit)
         m = min(limit, len(keys))
-        n = 0
-        while n < m and keys[n] in by_key:
-            n += 1
+        n = len(match(self.pool.by_key, self.pool.key_of, keys, m, content.hint))
         if self.tiers is None:
             return Hit.gpu(n * self.block_size)
         return self._hit(n, self.tiers.match(keys, n, m))
@@ -217,25 +104,12 @@ class PrefixHashKVManager(PagedKVManager):
         keys = content.upto(limit)
         pool = self.pool
         m = min(limit, len(keys))
-        # every lookup at C speed, then cut at the first miss
-        table: list[int] = list(map(pool.by_key.get, keys[:m], repeat(-1))) if m else []
-        if -1 in table:  # (-1, not None: an int never equals None fast)
-            del table[table.index(-1):]
-        rc = pool.rc
-        discard = pool.queue.live.pop  # (EvictionQueue.discard, inlined: every block at refcount 0 is live)
-        shared = 0
-        for b in table:
-            r = rc[b]
-            if r:
-                shared += 1
-            else:
-                discard(b)
-            rc[b] = r + 1
-        pool.shared += shared
+        table = match(pool.by_key, pool.key_of, keys, m, content.hint)
+        shared = pool.hold(table)
         self.shared_dup_tokens += shared * bs
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs
-        st = _SeqCache(content, prompt_tokens, len(table), len(table), True)
+        st = _SeqCache(content, prompt_tokens, len(table), len(table), True, req.rid)
         self.seqcache[seq] = st
         if self.tiers is None:
             return Hit.gpu(len(table) * bs)
@@ -257,9 +131,10 @@ class PrefixHashKVManager(PagedKVManager):
         if st is not None:
             if st.pending:
                 st.pending = False
-                uses = self.pool.uses
-                for b in self.tables[seq][: st.hits]:
-                    uses[b] += 1
+                if self.pool.counts_uses:
+                    uses = self.pool.uses
+                    for b in self.tables[seq][: st.hits]:
+                        uses[b] += 1
                 if st.tier_hits:  # the blocks below the GPU are loaded into the blocks just allocated
                     end = st.hits + len(st.tier_hits)
                     keys = st.content.upto(end)[st.hits:end]
@@ -292,19 +167,7 @@ class PrefixHashKVManager(PagedKVManager):
     def _register(self, seq: int, st: _SeqCache, upto: int) -> None:
         keys = st.content.upto(upto)
         upto = min(upto, len(keys))
-        table = self.tables[seq]
-        pool = self.pool
-        by_key = pool.by_key
-        key_of, birth, last, uses, depth = pool.key_of, pool.birth, pool.last, pool.uses, pool.depth
-        now = pool.clock
-        done = st.done
-        for j, k, b in zip(range(done, upto), keys[done:upto], table[done:upto], strict=True):
-            if k not in by_key and key_of[b] is None:
-                by_key[k] = b
-                key_of[b] = k
-                birth[b] = last[b] = now
-                uses[b] = 1
-                depth[b] = j
+        register(self.pool, keys, self.tables[seq], st.done, upto)
         if self._through:  # write-through: whole chunks of computed prompt blocks go down at once
             c = self.tiers.chunk_blocks
             lo, hi = -(-st.done // c) * c, (upto // c) * c
@@ -349,6 +212,8 @@ class PrefixHashKVManager(PagedKVManager):
         table = self.tables.pop(seq)
         ntok = self.ntok.pop(seq)
         kept = self.pool.release(table, touch)
+        if st is not None:
+            self._memo.keep(st.rid, st.content, table)
         if kept:
             bs = self.block_size
             self.shared_dup_tokens -= len(kept) * bs
@@ -373,7 +238,8 @@ class PrefixHashKVManager(PagedKVManager):
         assert len(key_of) - key_of.count(None) == len(by_key), "block with a key not in the map"
         # (the blocks with a key are exactly the map's, by the two checks above)
         evictable = {b for b in by_key.values() if counts[b] == 0}
-        assert set(pool.queue.items()) == evictable, "evictable set drifted"
+        queued = pool.queue.items()
+        assert len(queued) == len(pool.queue) and set(queued) == evictable, "evictable set drifted"
         referenced = len(counts) - counts.count(0)
         assert len(free) + len(evictable) + referenced == pool.known, "leaked block"
         return read + pool.known + sum(counts)

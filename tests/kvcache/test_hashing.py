@@ -4,6 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvsim.kvcache.hashing import (
     OUTPUT_ID_BASE,
@@ -97,3 +99,34 @@ def test_a_shared_memo_keeps_several_requests():
     memo.get(c)  # evicts b (a was used more recently)
     assert memo.get(a) is ca
     assert list(ca.upto(4)) == list(ContentMemo(16, chained=True).get(a).upto(4))
+
+
+SEGS = st.lists(st.tuples(st.integers(1, 3), st.integers(0, 9)), max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(SEGS, SEGS, SEGS, st.integers(1, 5), st.booleans(), st.integers(0, 12), st.integers(0, 30))
+def test_a_resumed_content_has_the_keys_of_a_fresh_one(common, a, b, bs, chained, known, n):
+    """Contents whose segments share a start (then go their own ways, a segment of the same id possibly
+    shorter or longer): the second resumed from the first's known keys computes what it would alone."""
+    prev = BlockContent(tuple(common + a), bs, chained, "ns")
+    prev.upto(known)
+    fresh = BlockContent(tuple(common + b), bs, chained, "ns").upto(n)
+    resumed = BlockContent(tuple(common + b), bs, chained, "ns")
+    resumed.resume(prev, [7] * len(prev.out))
+    assert len(resumed.out) <= len(prev.out) and (resumed.hint is None) == (not resumed.out)
+    assert resumed.upto(n)[:n] == fresh[:n] and len(resumed.out) >= min(n, len(fresh))
+
+
+def test_a_follow_up_starts_from_the_keys_its_turn_kept():
+    from kvsim.kvcache.hashing import ContentMemo
+    memo = ContentMemo(4, chained=True)
+    turn0 = Request(0, 0.0, 10, 6, segments=((5, 10),), output_id=50)
+    c0 = memo.get(turn0)
+    c0.upto(3)
+    memo.keep(0, c0, [9, 8, 7])
+    turn1 = Request(1, 0.0, 19, 2, segments=((5, 10), (50, 6), (6, 3)), after=0, output_id=51)
+    c1 = memo.get(turn1)
+    assert c1.out == c0.out[:3] and c1.out[0] is c0.out[0] and c1.hint == [9, 8, 7]
+    assert c1.upto(5) == BlockContent(request_content(turn1), 4).upto(5)
+    assert memo.get(Request(2, 0.0, 19, 2, segments=((5, 10),), after=0)).hint is None  # taken once

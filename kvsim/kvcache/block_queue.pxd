@@ -1,0 +1,23 @@
+# C types for block_queue.py when Cython compiles it (docs/speed.md): BlockQueue is an extension type with
+# C-integer counts; priorities and tickets stay Python ints (unbounded), block ids Python ints where stored.
+import cython
+
+cdef class BlockQueue:
+    cdef public object key
+    cdef public list rc, filed, last, uses, birth, depth
+    cdef public bint _lru, _runs
+    cdef public list _heap
+    cdef public Py_ssize_t count, _rows
+
+    cpdef object prio(self, object b)
+
+    @cython.locals(depth=list, prev=Py_ssize_t, d=Py_ssize_t)
+    cpdef add_run(self, list rows, object ticket)
+
+    cpdef add_many(self, list rows, object ticket)
+
+    cpdef _file(self, list rows, object ticket, object head, object top)
+
+    @cython.locals(heap=list, rc=list, filed=list, out=list, need=Py_ssize_t, n=Py_ssize_t, was=Py_ssize_t,
+                   late=bint, rows=list)
+    cpdef list pop_many(self, Py_ssize_t k)

@@ -1,0 +1,181 @@
+"""The hash cache's eviction queue: evictable block ids, smallest priority first, without a row per block.
+
+`BlockQueue` is eviction.EvictionQueue's lazy heap of batches, shaped for the blocks of a hash cache
+(prefix_hash.HashCachePool), whose state sits in the pool's per-block lists: a batch is the list of its
+block ids in pop order (the smallest priority last), a block's priority is computed from the pool's
+bookkeeping only when it is compared, and a row is live while its block is at refcount 0 and was last filed
+by the row's batch (`rc[b] == 0 and filed[b] == ticket`), so a cache hit (refcount 0 -> 1) writes nothing
+here. A block's bookkeeping does not change while it is evictable (it changes when the block is registered,
+released or hit, none of which happens at refcount 0), so a live row's priority is the one it was filed
+with. A sequence's blocks released together under one `last` are filed with no per-block work beyond the
+check that their depths ascend (lru, length: their order is then the table's).
+
+The order is the policy's whenever no two live entries have the same priority, which holds for lru, lfu
+and length in a hash cache: blocks released together have distinct depths (their table positions) and
+different releases distinct `last` times. fifo's (birth, depth) ties between releases, which the heap of
+EvictionQueue breaks by its own shape: HashCachePool keeps EvictionQueue for it.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from kvsim.kvcache.eviction import _DMAX, DEPTH_BITS, get_policy
+
+
+class BlockQueue:
+    """The evictable blocks of a hash cache pool, smallest priority first; its per-block lists (`rc`,
+    `filed`: the ticket of the batch that filed each block last, and the bookkeeping `last`, `uses`,
+    `birth`, `depth`) are the pool's, shared. The pool files the blocks a release brought to refcount 0,
+    having set their rc to 0 and their `filed` to the batch's ticket (`add_run`, `add_many`); tells
+    `discard` when an evictable block is hit (its rc set above 0); and takes victims with `pop_many`
+    (setting their rc back to 1 when it forgets them).
+
+    Heap entries are (key, ticket, rows, top): rows the batch's block ids, smallest priority at the end;
+    key a lower bound of its live rows' priorities (exact when it was set), top an upper bound (the first
+    row's priority when filed). Stale rows are skipped when reached and compacted away when they outnumber
+    the live ones.
+    """
+
+    __slots__ = ("key", "rc", "filed", "last", "uses", "birth", "depth", "_lru", "_runs", "_heap", "count",
+                 "_rows")
+
+    def __init__(self, policy: str, rc: list[int], filed: list[int], last: list[int], uses: list[int],
+                 birth: list[int], depth: list[int]) -> None:
+        self.key = get_policy(policy)
+        self.rc = rc
+        self.filed = filed
+        self.last = last
+        self.uses = uses
+        self.birth = birth
+        self.depth = depth
+        self._lru = policy == "lru"
+        self._runs = policy in ("lru", "length")
+        """Blocks of one `last` pop deepest first (the priority falls with depth and nothing else)."""
+        self._heap: list[tuple[int, int, list[int], int]] = []
+        self.count = 0
+        """Live (evictable) blocks. Read-only outside this class."""
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __contains__(self, b: int) -> bool:
+        return 0 <= b < len(self.rc) and self.rc[b] == 0
+
+    def prio(self, b: int) -> int:
+        """Block b's priority, from its bookkeeping now."""
+        if self._lru:
+            return (self.last[b] << DEPTH_BITS) | (_DMAX - self.depth[b])
+        return self.key(self.last[b], self.uses[b], self.birth[b], self.depth[b])
+
+    def add_run(self, rows: list[int], ticket: int) -> None:
+        """File blocks released together whose `last` is the same, in table order (the list is kept: the
+        caller must not change it): with lru or length and their depths ascending, as they are, in one
+        step; else as add_many."""
+        if self._runs:
+            depth = self.depth
+            prev = -1
+            for b in rows:
+                d = depth[b]
+                if d <= prev:
+                    break
+                prev = d
+            else:
+                self._file(rows, ticket, self.prio(rows[-1]), self.prio(rows[0]))
+                return
+        self.add_many(rows, ticket)
+
+    def add_many(self, rows: list[int], ticket: int) -> None:
+        """File blocks released together (sorted here by priority, ties by block id)."""
+        by = sorted(zip(map(self.prio, rows), rows, strict=True), reverse=True)
+        self._file([b for _, b in by], ticket, by[-1][0], by[0][0])
+
+    def _file(self, rows: list[int], ticket: int, head: int, top: int) -> None:
+        heapq.heappush(self._heap, (head, ticket, rows, top))
+        self.count += len(rows)
+        self._rows += len(rows)
+        if self._rows > 2 * self.count + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        rc = self.rc
+        filed = self.filed
+        prio = self.prio
+        heap = []
+        self._rows = 0
+        for _, ticket, rows, top in self._heap:
+            rows = [b for b in rows if rc[b] == 0 and filed[b] == ticket]
+            if rows:
+                heap.append((prio(rows[-1]), ticket, rows, top))
+                self._rows += len(rows)
+        heapq.heapify(heap)
+        self._heap = heap
+
+    def discard(self, b: int) -> None:
+        """Evictable block b was hit: the caller sets its rc above 0 (its row is stale from then on)."""
+        self.count -= 1
+
+    def pop_many(self, k: int) -> list[int]:
+        """Remove and return the k blocks with the smallest priorities, smallest first (IndexError if fewer
+        are live). Their rc stays 0: the caller forgets them."""
+        if k > self.count:
+            raise IndexError("no evictable entry")
+        heap = self._heap
+        rc = self.rc
+        filed = self.filed
+        out: list[int] = []
+        need = k
+        while need:
+            _, ticket, rows, top = heap[0]
+            n = len(heap)
+            if n == 1:
+                bound = top
+            elif n == 2 or heap[1][0] <= heap[2][0]:
+                bound = heap[1][0]
+            else:
+                bound = heap[2][0]
+            was = len(rows)
+            if top <= bound:  # every live row of the root batch sorts before every other batch's
+                while rows and need:
+                    b = rows.pop()
+                    if rc[b] == 0 and filed[b] == ticket:
+                        out.append(b)
+                        need -= 1
+                self._rows -= was - len(rows)
+                if not rows:
+                    heapq.heappop(heap)
+                continue
+            head = 0
+            late = False
+            while rows and need:
+                b = rows[-1]
+                if rc[b] or filed[b] != ticket:
+                    rows.pop()
+                    continue
+                head = self.prio(b)
+                if head > bound:
+                    late = True
+                    break
+                rows.pop()
+                out.append(b)
+                need -= 1
+            self._rows -= was - len(rows)
+            if not rows:
+                heapq.heappop(heap)
+            elif late:  # its live head sorts after another batch's key: sift it down
+                heapq.heapreplace(heap, (head, ticket, rows, top))
+        self.count -= k
+        return out
+
+    def items(self) -> list[int]:
+        """The live blocks (for invariant checks), in no particular order."""
+        rc = self.rc
+        filed = self.filed
+        return [b for _, ticket, rows, _ in self._heap for b in rows if rc[b] == 0 and filed[b] == ticket]
+
+    @property
+    def live(self) -> dict[int, int]:
+        """Live block -> its batch's ticket (for tests and checks: O(rows))."""
+        filed = self.filed
+        return {b: filed[b] for b in self.items()}

@@ -1,0 +1,225 @@
+"""The hash prefix cache's block pool: keyed blocks stay cached at refcount 0 until evicted.
+
+The per-block work of the cache (hits, releases, registrations, evictions) is done by the module's
+functions, one call per run of blocks, over the pool's per-block lists (hash_pool.pxd gives them C-typed
+loops when compiled).
+"""
+
+from __future__ import annotations
+
+from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.block_queue import BlockQueue
+from kvsim.kvcache.eviction import EvictionQueue
+
+
+class HashCachePool(BlockPool):
+    """A BlockPool whose released blocks with a content key stay cached (refcount 0, evictable) instead of
+    returning to the free list. `num_free` counts truly free plus evictable blocks; an allocation evicts
+    (`_evict`, in the policy's order) when none is truly free.
+
+    Per-block bookkeeping feeds the eviction key: `last` (the release that last let the block go, or its
+    registration), `depth` (its position in the prompt), and, only where the policy reads them, `uses`
+    (lfu) and `birth` (fifo). The evictable blocks are a BlockQueue over the pool's lists (block_queue.py),
+    fifo's an EvictionQueue (whose heap breaks fifo's ties); `filed` holds the ticket of the release that
+    filed each cached block (the release's clock).
+    """
+
+    __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "filed", "clock",
+                 "evictions", "spill", "runs", "counts_uses", "counts_birth")
+
+    def __init__(self, num_blocks: int, block_size: int, policy: str = "lru") -> None:
+        self.key_of: list[int | None] = []  # per-block fields, for the blocks with state (BlockPool)
+        self.last: list[int] = []
+        self.uses: list[int] = []
+        self.birth: list[int] = []
+        self.depth: list[int] = []
+        self.filed: list[int] = []
+        super().__init__(num_blocks, block_size)
+        self.by_key: dict[int, int] = {}
+        self.runs = policy in ("lru", "lfu", "length")
+        """The queue is a BlockQueue (else an EvictionQueue)."""
+        self.counts_uses = policy not in ("lru", "fifo", "length")
+        self.counts_birth = policy not in ("lru", "lfu", "length")
+        self.queue = BlockQueue(policy, self.rc, self.filed, self.last, self.uses, self.birth, self.depth) \
+            if self.runs else EvictionQueue(policy)
+        self.clock = 0
+        self.evictions = 0
+        self.spill: list | None = None
+        """When a list (KV tiers with write-back), the keys of evicted blocks are appended to it."""
+
+    def _extend(self, k: int) -> None:
+        super()._extend(k)
+        self.key_of += [None] * k
+        zeros = [0] * k
+        self.last += zeros
+        self.uses += zeros
+        self.birth += zeros
+        self.depth += zeros
+        self.filed += zeros
+
+    @property
+    def num_free(self) -> int:
+        return self.free_count + len(self.queue)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - self.free_count - len(self.queue)
+
+    @property
+    def num_cached_free(self) -> int:
+        return len(self.queue)
+
+    def _evict(self, k: int) -> list[int]:
+        """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
+        if k > len(self.queue):
+            return []
+        return self._forget(self.queue.pop_many(k) if k > 1 or self.runs else [self.queue.pop_one()])
+
+    def _forget(self, ids: list[int]) -> list[int]:
+        """Evicted blocks ids lose their keys (spilled, write-back) and become free blocks (rc 1)."""
+        forget(self.by_key, self.key_of, self.rc, ids, self.spill)
+        self.evictions += len(ids)
+        return ids
+
+    def _evict_taken(self, m: int) -> list[int]:
+        """m calls of take_evicting, each evicting one block (the policy's next: with an EvictionQueue by
+        pop_one, as its pop_many may break ties between batches otherwise) and taking it, in eviction
+        order."""
+        if self.runs:  # (a BlockQueue's pop_many is its pop_many(1) repeated)
+            return self._forget(self.queue.pop_many(m))
+        pop = self.queue.pop_one
+        return self._forget([pop() for _ in range(m)])
+
+    def release(self, ids: list[int], touch: bool = True) -> list[int]:
+        """As BlockPool.release; cached blocks reaching refcount 0 become evictable, their last use now
+        (touch=False keeps the previous last use: an admission the scheduler undid)."""
+        self.clock += 1
+        now = self.clock
+        kept, zeroed = self.drop_refs(ids)
+        free, cached = settle(self.key_of, self.rc, self.filed, self.last if touch else None, zeroed, now)
+        if free:
+            self._put_free(free)
+        if cached:
+            if not self.runs:
+                self.queue.add_many(cached, self.last, self.uses, self.birth, self.depth)
+            elif touch:
+                self.queue.add_run(cached, now)
+            else:
+                self.queue.add_many(cached, now)
+        return kept
+
+    def hold(self, table: list[int]) -> int:
+        """Add a reference to each block of table (cache hits: cached blocks, held or evictable); return
+        how many were held already."""
+        if self.runs:
+            shared = hold(self.rc, table, None)
+            self.queue.count -= len(table) - shared
+        else:
+            shared = hold(self.rc, table, self.queue.discard)
+        self.shared += shared
+        return shared
+
+    def reuse(self, bid: int) -> int:
+        """Add a reference to a cached block (a cache hit); return its refcount before."""
+        r = self.rc[bid]
+        if r == 0:
+            self.queue.discard(bid)
+        else:
+            self.shared += 1
+        self.rc[bid] = r + 1
+        return r
+
+
+def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None) -> list[int]:
+    """The blocks cached under keys[0], keys[1], ... up to the first that is not, at most m: while `hint`
+    (blocks that may hold them: BlockContent.hint) is right, read from it (checked against key_of, which
+    agrees with by_key), then looked up."""
+    table: list[int] = []
+    j = 0
+    if hint is not None:
+        h = min(m, len(hint))
+        n = len(key_of)
+        while j < h:
+            b = hint[j]
+            if b >= n:
+                break
+            kb = key_of[b]
+            k = keys[j]
+            if kb is not k and kb != k:
+                break
+            table.append(b)
+            j += 1
+    while j < m:
+        b = by_key.get(keys[j], -1)
+        if b < 0:
+            break
+        table.append(b)
+        j += 1
+    return table
+
+
+def settle(key_of: list, rc: list[int], filed: list[int], last: list[int] | None, zeroed: list[int],
+           now: int) -> tuple[list[int], list[int]]:
+    """Split blocks that reached refcount 0 into the unkeyed (truly free) and the keyed (cached: rc 0,
+    filed by release `now`, and their last use now unless last is None), each in order."""
+    free: list[int] = []
+    cached: list[int] = []
+    for b in zeroed:
+        if key_of[b] is None:
+            free.append(b)
+        else:
+            cached.append(b)
+            rc[b] = 0
+            filed[b] = now
+            if last is not None:
+                last[b] = now
+    return free, cached
+
+
+def hold(rc: list[int], table: list[int], discard) -> int:
+    """Add a reference to each block of table; return how many were referenced already (the others were
+    evictable: discard(b) each, unless discard is None)."""
+    shared = 0
+    for b in table:
+        r = rc[b]
+        if r:
+            shared += 1
+        elif discard is not None:
+            discard(b)
+        rc[b] = r + 1
+    return shared
+
+
+def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: list | None) -> None:
+    """Evicted blocks lose their keys (appended to spill unless None) and become free blocks (rc 1)."""
+    for b in ids:
+        k = key_of[b]
+        if spill is not None:
+            spill.append(k)
+        del by_key[k]
+        key_of[b] = None
+        rc[b] = 1
+
+
+def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int) -> None:
+    """Give blocks table[lo:hi] the keys keys[lo:hi] (block j at depth j), last use and birth now, each
+    unless its key is cached already (it stays private) or it has a key."""
+    by_key = pool.by_key
+    key_of = pool.key_of
+    last = pool.last
+    depth = pool.depth
+    birth = pool.birth if pool.counts_birth else None
+    uses = pool.uses if pool.counts_uses else None
+    now = pool.clock
+    for j in range(lo, hi):
+        k = keys[j]
+        b = table[j]
+        if k not in by_key and key_of[b] is None:
+            by_key[k] = b
+            key_of[b] = k
+            last[b] = now
+            depth[b] = j
+            if birth is not None:
+                birth[b] = now
+            if uses is not None:
+                uses[b] = 1

@@ -1,0 +1,118 @@
+"""BlockQueue (the hash cache's eviction queue) against a sorted reference of the live blocks."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvsim.kvcache.block_queue import BlockQueue
+from kvsim.kvcache.eviction import EVICTION_POLICIES
+
+N = 12
+
+
+class Model:
+    """A pool's per-block lists and its queue: blocks released together (each release its own time, their
+    depths their positions), hit, evicted; `want` is the live blocks in the policy's order."""
+
+    def __init__(self, policy: str) -> None:
+        self.rc, self.filed = [1] * N, [0] * N
+        self.last, self.uses, self.birth, self.depth = [0] * N, [1] * N, [0] * N, [0] * N
+        self.q = BlockQueue(policy, self.rc, self.filed, self.last, self.uses, self.birth, self.depth)
+        self.key = EVICTION_POLICIES[policy]
+        self.clock = 0
+
+    def release(self, blocks: list[int], touch: bool, uses: int) -> None:
+        self.clock += 1
+        for j, b in enumerate(blocks):
+            self.rc[b], self.filed[b] = 0, self.clock
+            if touch:
+                self.last[b], self.depth[b] = self.clock, j
+                self.uses[b], self.birth[b] = 1 + (b + uses) % 3, b
+        if touch:
+            self.q.add_run(list(blocks), self.clock)
+        else:
+            self.q.add_many(list(blocks), self.clock)
+
+    def hit(self, b: int) -> None:
+        self.q.discard(b)
+        self.rc[b] = 1
+
+    def pop(self, k: int) -> list[int]:
+        out = self.q.pop_many(k)
+        for b in out:
+            self.rc[b] = 1
+        return out
+
+    def want(self) -> list[int]:
+        live = [b for b in range(N) if self.rc[b] == 0]
+        key, last, uses, birth, depth = self.key, self.last, self.uses, self.birth, self.depth
+        return sorted(live, key=lambda b: (key(last[b], uses[b], birth[b], depth[b]), b))
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["release", "untouched", "hit", "pop"]),
+                         st.lists(st.integers(0, N - 1), min_size=1, max_size=6, unique=True),
+                         st.integers(0, 4)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["lru", "lfu", "length"]), OPS)
+def test_pops_follow_the_policy_over_releases_hits_and_evictions(policy, ops):
+    m = Model(policy)
+    for op, blocks, k in ops:
+        if op == "release":  # blocks held (rc 1) let go: filed as a run of one release
+            blocks = [b for b in blocks if m.rc[b] == 1]
+            if blocks:
+                m.release(blocks, True, k)
+        elif op == "untouched":  # hit blocks let go again, keeping their last use (an undone admission)
+            cached = [b for b in blocks if m.rc[b] == 0]
+            for b in cached:
+                m.hit(b)
+            if cached:
+                m.release(cached, False, k)
+        elif op == "hit":
+            for b in blocks:
+                if m.rc[b] == 0:
+                    m.hit(b)
+        else:
+            n = min(k, len(m.q))
+            want = m.want()[:n]
+            assert m.pop(n) == want
+        assert len(m.q) == sum(1 for r in m.rc if r == 0)
+        assert sorted(m.q.items()) == sorted(m.want())
+    want = m.want()
+    assert m.pop(len(m.q)) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["lru", "lfu", "length"]), OPS, st.integers(1, N))
+def test_pop_many_is_pop_many_of_one_repeated(policy, ops, k):
+    a, b = Model(policy), Model(policy)
+    for op, blocks, t in ops:
+        if op in ("release", "untouched"):
+            blocks = [x for x in blocks if a.rc[x] == 1]
+            if blocks:
+                a.release(blocks, True, t)
+                b.release(blocks, True, t)
+        elif op == "hit":
+            for x in blocks:
+                if a.rc[x] == 0:
+                    a.hit(x)
+                    b.hit(x)
+    k = min(k, len(a.q))
+    assert a.pop(k) == [b.pop(1)[0] for _ in range(k)]
+
+
+def test_a_run_of_one_release_pops_deepest_first_and_stale_rows_are_compacted():
+    m = Model("lru")
+    m.release(list(range(8)), True, 0)
+    m.release([8, 9], True, 0)
+    for b in (7, 6):
+        m.hit(b)
+    assert m.pop(3) == [5, 4, 3]
+    for _ in range(40):  # hits and releases of one block: stale rows pile up, compaction bounds them
+        m.hit(8)
+        m.release([8], True, 0)
+    assert m.q._rows <= 2 * len(m.q) + 64
+    assert m.pop(len(m.q)) == [2, 1, 0, 9, 8]
+    with pytest.raises(IndexError):
+        m.q.pop_many(1)
