@@ -56,6 +56,24 @@ def request_content(req: Request) -> tuple[tuple[int, int], ...]:
     return (*segs, (out_id, UNBOUNDED))
 
 
+def cross_page(segs: list, i: int, off: int, bs: int) -> tuple[tuple | None, int, int]:
+    """The page of bs tokens starting at offset off of segment i that crosses into the segments after it:
+    (its page key, the (cid, offset, length) pieces in order; None when the content ends inside it, a page
+    that is not full), and the segment index and offset just past it."""
+    parts = []
+    need = bs
+    nseg = len(segs)
+    while need and i < nseg:
+        cid, length = segs[i]
+        take = min(length - off, need)
+        parts.append((cid, off, take))
+        need -= take
+        off += take
+        if off == length:
+            i, off = i + 1, 0
+    return (None if need else tuple(parts)), i, off
+
+
 class BlockContent:
     """Page keys (chained=False) or chained prefix-cache keys (chained=True) of a sequence's full blocks,
     computed lazily: `upto(n)` returns a list holding at least the first n (fewer only if the content
@@ -132,19 +150,9 @@ class BlockContent:
                 if off == length:
                     i, off = i + 1, 0
                 continue
-            parts = []
-            need = bs
-            while need and i < nseg:
-                cid, length = segs[i]
-                take = min(length - off, need)
-                parts.append((cid, off, take))
-                need -= take
-                off += take
-                if off == length:
-                    i, off = i + 1, 0
-            if need:
+            page, i, off = cross_page(segs, i, off, bs)
+            if page is None:
                 break  # content ended inside this block: it is not full
-            page = tuple(parts)
             if chained:
                 last = hash((last, page))
                 append(last)

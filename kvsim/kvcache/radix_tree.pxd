@@ -9,7 +9,7 @@ cdef class PageRuns:
     cdef public Py_ssize_t pages, _i, _off
 
     @cython.locals(pages=Py_ssize_t, bs=Py_ssize_t, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
-                   length=Py_ssize_t, k=Py_ssize_t, need=Py_ssize_t, take=Py_ssize_t, segs=list, parts=list)
+                   length=Py_ssize_t, k=Py_ssize_t, segs=list)
     cpdef Py_ssize_t upto(self, Py_ssize_t n) except? -1
 
     @cython.locals(r=Py_ssize_t)

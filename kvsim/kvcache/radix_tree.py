@@ -20,6 +20,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from kvsim.kvcache.eviction import EvictionQueue
+from kvsim.kvcache.hashing import cross_page
 
 SHIFT = 1 << 64
 """A page inside segment cid at offset off has key cid * SHIFT + off (offsets stay below 2^63)."""
@@ -63,19 +64,10 @@ class PageRuns:
                 if off == length:
                     i, off = i + 1, 0
                 continue
-            parts = []
-            need = bs
-            while need and i < nseg:
-                cid, length = segs[i]
-                take = min(length - off, need)
-                parts.append((cid, off, take))
-                need -= take
-                off += take
-                if off == length:
-                    i, off = i + 1, 0
-            if need:
+            page, i, off = cross_page(segs, i, off, bs)
+            if page is None:
                 break  # content ended inside this page: it is not full
-            self.starts.append(tuple(parts))
+            self.starts.append(page)
             self.counts.append(1)
             self.firsts.append(pages)
             pages += 1
