@@ -220,9 +220,12 @@ class Simulation:
 
     def run(self) -> SimResult:
         # the objects built before the run (modules, the scenario, the cost tables) stay out of the
-        # collector's full passes while it runs (they are unfrozen after it: none is freed before)
+        # collector's full passes while it runs (they are unfrozen after it: none is freed before); the
+        # garbage of earlier runs in this process (an API loop, a sweep worker) is collected first, so the
+        # freeze does not pin it for the whole run
         frozen = gc.get_freeze_count() == 0
         if frozen:
+            gc.collect()
             gc.freeze()
         try:
             return self._run()

@@ -14,6 +14,13 @@ The order is the policy's whenever no two live entries have the same priority, w
 and length in a hash cache: blocks released together have distinct depths (their table positions) and
 different releases distinct `last` times. fifo's (birth, depth) ties between releases, which the heap of
 EvictionQueue breaks by its own shape: HashCachePool keeps EvictionQueue for it.
+
+That rests on how the scheduler drives the cache: an `admit` is followed by its allocation or its undo
+before any other release. A caller that keeps an admission pending across another sequence's release can
+make a tie (a block registered at clock c, its registering sequence released while the pending one holds
+it, the pending admission then undone: its `last` stays c, as another block's of the release at c at the
+same depth); the queue then still evicts a block of smallest priority, but which of the tied ones may differ
+from EvictionQueue's choice.
 """
 
 from __future__ import annotations
