@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kvsim.engine.simulation import Simulation
 from kvsim.errors import MAX_JOBS, KvsimError, KvsimWarning, check_jobs, excerpt
 from kvsim.metrics.nothing_completed import nothing_completed
+from kvsim.metrics.run_tables import TableFrames
 from kvsim.metrics.summary import build_summary
 from kvsim.scenario import Scenario, load_yaml, scenario_at, scenario_dict, set_items, set_key
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class Result:
+class Result(TableFrames):
     """One simulated run: summary.json's dict, the requests and timeline tables (as requests.parquet and
     timeline.parquet hold them: pandas DataFrames, built on first use) and the resolved scenario."""
 
@@ -41,16 +42,6 @@ class Result:
     refusals: dict[str, int] = field(default_factory=dict)
     """Why requests were refused outright (prompt longer than max_model_len, more KV blocks than the pool
     has, ...) -> how many; summary["requests"]["rejected"] is their sum."""
-
-    @property
-    def requests(self) -> pd.DataFrame:
-        """One row per request, by rid (requests.parquet's table; built on first use)."""
-        return self.tables.requests_frame()
-
-    @property
-    def timeline(self) -> pd.DataFrame:
-        """One row per recorded engine iteration (timeline.parquet's table; built on first use)."""
-        return self.tables.timeline_frame()
 
     def __repr__(self) -> str:
         s = self.summary

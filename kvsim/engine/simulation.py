@@ -7,7 +7,7 @@ import gc
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
 from kvsim.metrics.recorder import Recorder
+from kvsim.metrics.run_tables import TableFrames
 from kvsim.scenario import (
     MAX_GPU_BLOCKS,
     Pricing,
@@ -36,28 +37,15 @@ from kvsim.specs.hardware import list_hardware
 from kvsim.workload.factory import build_request_stream
 from kvsim.workload.request import FollowUps, Request, RequestTable
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 
 @dataclass(slots=True)
-class SimResult:
+class SimResult(TableFrames):
     """What one run produced: per-request rows, per-iteration rows and run metadata. `tables` holds the
     rows as the recorder left them (RunTables, kvsim/metrics/run_tables.py); `requests` and `timeline`
     are their pandas DataFrames, built on first use (`kvsim run` never builds them)."""
 
     tables: Any
     meta: dict[str, Any]
-
-    @property
-    def requests(self) -> pd.DataFrame:
-        """One row per request, by rid (built on first use)."""
-        return self.tables.requests_frame()
-
-    @property
-    def timeline(self) -> pd.DataFrame:
-        """One row per recorded iteration (built on first use)."""
-        return self.tables.timeline_frame()
 
 
 class Simulation:

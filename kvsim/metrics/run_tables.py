@@ -22,6 +22,23 @@ if TYPE_CHECKING:
 LATENCIES: tuple[str, ...] = ("ttft_s", "e2e_s", "tpot_s", "queue_s")
 
 
+class TableFrames:
+    """Base of a run's result (engine.simulation.SimResult, api.Result) that holds its RunTables as `tables`:
+    the `requests` and `timeline` frames, built on first use."""
+
+    __slots__ = ()
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request, by rid (requests.parquet's table; built on first use)."""
+        return self.tables.requests_frame()
+
+    @property
+    def timeline(self) -> pd.DataFrame:
+        """One row per recorded engine iteration (timeline.parquet's table; built on first use)."""
+        return self.tables.timeline_frame()
+
+
 class RunTables:
     """requests / timeline: ColumnStores of the recorded columns; `*_names`: the frames' column order.
     derive: hold_s, the latencies and meets_slo (with `slo`) are computed, else read from the stores."""
