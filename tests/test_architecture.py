@@ -51,9 +51,11 @@ ALLOWED: dict[str, set[str]] = {
     # metrics: recorder, summary, report, plots, hit-rate model; never the engine
     "kvsim.metrics": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache",
                       "kvsim.kvcache.sparsity", "kvsim.speculative", "kvsim.lora"},
-    # the engine wires everything below it; of metrics only the recorder and the per-request SLO test
+    # the engine wires everything below it; of metrics only the recorder, the tables it hands over and the
+    # per-request SLO test
     "kvsim.engine": {E, IN, SC, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
-                     "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder", "kvsim.metrics.slo",
+                     "kvsim.cost", "kvsim.scenario", "kvsim.metrics.recorder", "kvsim.metrics.run_tables",
+                     "kvsim.metrics.slo",
                      "kvsim.engine.fleet.roles", "kvsim.speculative", "kvsim.lora"},
     # replica roles: a leaf the registry reads (the schema's role names come from it)
     "kvsim.engine.fleet.roles": set(),
