@@ -228,46 +228,11 @@ class BlockPool:
         holds). With no block held twice (`shared` 0) every block reaches 0 and nothing is read."""
         if not self.shared:
             return [], ids
-        rc = self.rc
-        n = len(ids)
         kept: list[int] = []
-        zeroed: list[int] = []
-        shared = self.shared
-        start = 0  # ids[start:] up to the block under the loop were held once: they reached 0
-        it = iter(ids)
-        for b in it:
-            if rc[b] == 1:  # the usual case: nothing written, each run of them sliced off at its end
-                continue
-            i = n - length_hint(it) - 1  # b's index
-            if i > start:
-                zeroed += ids[start:i]
-            r = rc[b]
-            if r < 1:
-                self.shared = shared
-                raise ValueError(f"double free of block {b}")
-            rc[b] = r - 1
-            shared -= 1
-            kept.append(b)
-            for b in it:  # the run of blocks held elsewhere too that b starts
-                r = rc[b]
-                if r > 1:
-                    rc[b] = r - 1
-                    shared -= 1
-                    kept.append(b)
-                elif r == 1:
-                    start = n - length_hint(it) - 1
-                    break
-                else:
-                    self.shared = shared
-                    raise ValueError(f"double free of block {b}")
-            else:
-                self.shared = shared
-                return kept, zeroed
-        self.shared = shared
-        if not kept:
-            return kept, ids
-        if start < n:
-            zeroed += ids[start:]
+        try:
+            zeroed = drop(self.rc, ids, kept)
+        finally:
+            self.shared -= len(kept)  # (a reference beyond the first went per block kept)
         return kept, zeroed
 
     def release(self, ids: list[int]) -> list[int]:
@@ -300,3 +265,40 @@ class BlockPool:
         assert self.free_count == len(self._free) + self.num_blocks - self.known, "free block count drifted"
         return list(self._free)
 
+
+
+def drop(rc: list[int], ids: list[int], kept: list[int]) -> list[int]:
+    """BlockPool.drop_refs's loop: drop one reference from each block in ids, append the blocks still
+    referenced to kept (so far, when it raises) and return those now at refcount 0 (their rc left at 1)."""
+    n = len(ids)
+    zeroed: list[int] = []
+    start = 0  # ids[start:] up to the block under the loop were held once: they reached 0
+    it = iter(ids)
+    for b in it:
+        if rc[b] == 1:  # the usual case: nothing written, each run of them sliced off at its end
+            continue
+        i = n - length_hint(it) - 1  # b's index
+        if i > start:
+            zeroed += ids[start:i]
+        r = rc[b]
+        if r < 1:
+            raise ValueError(f"double free of block {b}")
+        rc[b] = r - 1
+        kept.append(b)
+        for b in it:  # the run of blocks held elsewhere too that b starts
+            r = rc[b]
+            if r > 1:
+                rc[b] = r - 1
+                kept.append(b)
+            elif r == 1:
+                start = n - length_hint(it) - 1
+                break
+            else:
+                raise ValueError(f"double free of block {b}")
+        else:
+            return zeroed
+    if not kept:
+        return ids
+    if start < n:
+        zeroed += ids[start:]
+    return zeroed

@@ -18,6 +18,12 @@ cdef class BlockQueue:
 
     cpdef _file(self, list rows, object ticket, object head, object top)
 
+    @cython.locals(rc=list, filed=list, heap=list, kept=list, rows=list, b=Py_ssize_t)
+    cpdef _compact(self)
+
+    @cython.locals(filed=list, lost=list, b=Py_ssize_t)
+    cpdef revive(self, list rows, object ticket)
+
     @cython.locals(heap=list, rc=list, filed=list, out=list, need=Py_ssize_t, n=Py_ssize_t, was=Py_ssize_t,
-                   late=bint, rows=list)
+                   late=bint, rows=list, b=Py_ssize_t)
     cpdef list pop_many(self, Py_ssize_t k)

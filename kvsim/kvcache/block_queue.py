@@ -38,6 +38,10 @@ class BlockQueue:
     `discard` when an evictable block is hit (its rc set above 0); and takes victims with `pop_many`
     (setting their rc back to 1 when it forgets them).
 
+    A block's `filed` is 0 while no batch holds a row of it under that ticket (its row was popped or
+    compacted away, or it was never filed), so an undone admission's blocks can be made live in their rows
+    again (`revive`).
+
     Heap entries are (key, ticket, rows, top): rows the batch's block ids, smallest priority at the end;
     key a lower bound of its live rows' priorities (exact when it was set), top an upper bound (the first
     row's priority when filed). Stale rows are skipped when reached and compacted away when they outnumber
@@ -112,12 +116,35 @@ class BlockQueue:
         heap = []
         self._rows = 0
         for _, ticket, rows, top in self._heap:
-            rows = [b for b in rows if rc[b] == 0 and filed[b] == ticket]
+            kept = []
+            for b in rows:
+                if filed[b] == ticket:
+                    if rc[b] == 0:
+                        kept.append(b)
+                    else:  # a held block's row goes
+                        filed[b] = 0
+            rows = kept
             if rows:
                 heap.append((prio(rows[-1]), ticket, rows, top))
                 self._rows += len(rows)
         heapq.heapify(heap)
         self._heap = heap
+
+    def revive(self, rows: list[int], ticket: int) -> None:
+        """File blocks an undone admission let go (their rc set back to 0 by the caller, `filed` left as it
+        was), whose bookkeeping is what it was when they were last filed (lru, length: the priority reads
+        `last` and `depth` only, which change only when a block is filed or registered anew): a block whose
+        row is still in its batch (`filed` not 0) is live there again, the others are filed under ticket,
+        as add_many. Whatever takes a block's current row out of its batch sets its `filed` to 0."""
+        filed = self.filed
+        lost: list[int] = []
+        for b in rows:
+            if not filed[b]:
+                filed[b] = ticket
+                lost.append(b)
+        self.count += len(rows) - len(lost)
+        if lost:
+            self.add_many(lost, ticket)
 
     def discard(self, b: int) -> None:
         """Evictable block b was hit: the caller sets its rc above 0 (its row is stale from then on)."""
@@ -146,9 +173,11 @@ class BlockQueue:
             if top <= bound:  # every live row of the root batch sorts before every other batch's
                 while rows and need:
                     b = rows.pop()
-                    if rc[b] == 0 and filed[b] == ticket:
-                        out.append(b)
-                        need -= 1
+                    if filed[b] == ticket:  # b's row (live, or its block held): gone now
+                        filed[b] = 0
+                        if rc[b] == 0:
+                            out.append(b)
+                            need -= 1
                 self._rows -= was - len(rows)
                 if not rows:
                     heapq.heappop(heap)
@@ -157,14 +186,19 @@ class BlockQueue:
             late = False
             while rows and need:
                 b = rows[-1]
-                if rc[b] or filed[b] != ticket:
+                if filed[b] != ticket:
                     rows.pop()
+                    continue
+                if rc[b]:
+                    rows.pop()
+                    filed[b] = 0
                     continue
                 head = self.prio(b)
                 if head > bound:
                     late = True
                     break
                 rows.pop()
+                filed[b] = 0
                 out.append(b)
                 need -= 1
             self._rows -= was - len(rows)

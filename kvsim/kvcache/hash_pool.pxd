@@ -2,7 +2,7 @@
 # where they only index lists; the block ids stored in lists, keys and clock values stay Python ints.
 import cython
 
-@cython.locals(table=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t, b=Py_ssize_t)
+@cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t)
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
 
 @cython.locals(free=list, cached=list, b=Py_ssize_t)

@@ -25,7 +25,7 @@ class HashCachePool(BlockPool):
     """
 
     __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "filed", "clock",
-                 "evictions", "spill", "runs", "counts_uses", "counts_birth")
+                 "evictions", "spill", "runs", "revives", "counts_uses", "counts_birth")
 
     def __init__(self, num_blocks: int, block_size: int, policy: str = "lru") -> None:
         self.key_of: list[int | None] = []  # per-block fields, for the blocks with state (BlockPool)
@@ -38,6 +38,9 @@ class HashCachePool(BlockPool):
         self.by_key: dict[int, int] = {}
         self.runs = policy in ("lru", "lfu", "length")
         """The queue is a BlockQueue (else an EvictionQueue)."""
+        self.revives = policy in ("lru", "length")
+        """An undone admission's blocks go back into their rows (BlockQueue.revive): the priority reads
+        nothing an admission changes."""
         self.counts_uses = policy not in ("lru", "fifo", "length")
         self.counts_birth = policy not in ("lru", "lfu", "length")
         self.queue = BlockQueue(policy, self.rc, self.filed, self.last, self.uses, self.birth, self.depth) \
@@ -96,6 +99,13 @@ class HashCachePool(BlockPool):
         self.clock += 1
         now = self.clock
         kept, zeroed = self.drop_refs(ids)
+        if not touch and self.revives:  # their rows may still be in the queue: made live again there
+            free, cached = settle(self.key_of, self.rc, None, None, zeroed, now)
+            if free:
+                self._put_free(free)
+            if cached:
+                self.queue.revive(cached, now)
+            return kept
         free, cached = settle(self.key_of, self.rc, self.filed, self.last if touch else None, zeroed, now)
         if free:
             self._put_free(free)
@@ -138,17 +148,21 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     j = 0
     if hint is not None:
         h = min(m, len(hint))
-        n = len(key_of)
-        while j < h:
-            b = hint[j]
-            if b >= n:
-                break
-            kb = key_of[b]
-            k = keys[j]
-            if kb is not k and kb != k:
-                break
-            table.append(b)
-            j += 1
+        if h:
+            table = hint[:h]
+            n = len(key_of)
+            if max(table) < n:
+                got = list(map(key_of.__getitem__, table))
+            else:  # (a memo shared by a fleet's replicas: a hint from another pool, with more blocks)
+                got = [key_of[b] if b < n else None for b in table]
+            if got == keys[:h]:
+                j = h
+            else:
+                for kb, k in zip(got, keys, strict=False):
+                    if kb is not k and kb != k:
+                        break
+                    j += 1
+                del table[j:]
     while j < m:
         b = by_key.get(keys[j], -1)
         if b < 0:
@@ -158,12 +172,21 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     return table
 
 
-def settle(key_of: list, rc: list[int], filed: list[int], last: list[int] | None, zeroed: list[int],
+def settle(key_of: list, rc: list[int], filed: list[int] | None, last: list[int] | None, zeroed: list[int],
            now: int) -> tuple[list[int], list[int]]:
     """Split blocks that reached refcount 0 into the unkeyed (truly free) and the keyed (cached: rc 0,
-    filed by release `now`, and their last use now unless last is None), each in order."""
+    filed by release `now` unless filed is None, and their last use now unless last is None), each in
+    order."""
     free: list[int] = []
     cached: list[int] = []
+    if filed is None:
+        for b in zeroed:
+            if key_of[b] is None:
+                free.append(b)
+            else:
+                cached.append(b)
+                rc[b] = 0
+        return free, cached
     for b in zeroed:
         if key_of[b] is None:
             free.append(b)
@@ -214,8 +237,7 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
-        if k not in by_key and key_of[b] is None:
-            by_key[k] = b
+        if key_of[b] is None and by_key.setdefault(k, b) == b:  # (b is in no entry: its key is None)
             key_of[b] = k
             last[b] = now
             depth[b] = j

@@ -228,7 +228,9 @@ class ContentMemo:
 
     def keep(self, rid: int, content: BlockContent, table: list[int]) -> None:
         """Request rid's sequence let go of table, whose blocks held content's keys: keep them for a
-        follow-up of rid (the oldest kept go first, beyond KEPT contents or KEPT_KEYS keys)."""
+        follow-up of rid (the oldest kept go first, beyond KEPT contents or KEPT_KEYS keys), and as
+        content's hint (its request admitted again)."""
+        content.hint = table  # (the request admitted again, an admission undone or preempted: its blocks)
         kept = self._kept
         old = kept.pop(rid, None)
         if old is not None:

@@ -33,6 +33,16 @@ class Model:
         else:
             self.q.add_many(list(blocks), self.clock)
 
+    def undo(self, blocks: list[int]) -> None:
+        """Evictable blocks hit by an admission that is undone: back at rc 0, their bookkeeping and `filed`
+        untouched (HashCachePool.release with touch=False under lru and length)."""
+        self.clock += 1
+        for b in blocks:
+            self.hit(b)
+        for b in blocks:
+            self.rc[b] = 0
+        self.q.revive(list(blocks), self.clock)
+
     def hit(self, b: int) -> None:
         self.q.discard(b)
         self.rc[b] = 1
@@ -49,7 +59,7 @@ class Model:
         return sorted(live, key=lambda b: (key(last[b], uses[b], birth[b], depth[b]), b))
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["release", "untouched", "hit", "pop"]),
+OPS = st.lists(st.tuples(st.sampled_from(["release", "untouched", "revive", "hit", "pop"]),
                          st.lists(st.integers(0, N - 1), min_size=1, max_size=6, unique=True),
                          st.integers(0, 4)), max_size=40)
 
@@ -69,6 +79,15 @@ def test_pops_follow_the_policy_over_releases_hits_and_evictions(policy, ops):
                 m.hit(b)
             if cached:
                 m.release(cached, False, k)
+        elif op == "revive":  # an admission hits cached blocks and is undone
+            cached = [b for b in blocks if m.rc[b] == 0]
+            if cached:
+                if policy == "lfu":  # (its priority reads uses: HashCachePool files them anew)
+                    for b in cached:
+                        m.hit(b)
+                    m.release(cached, False, k)
+                else:
+                    m.undo(cached)
         elif op == "hit":
             for b in blocks:
                 if m.rc[b] == 0:
@@ -116,3 +135,20 @@ def test_a_run_of_one_release_pops_deepest_first_and_stale_rows_are_compacted():
     assert m.pop(len(m.q)) == [2, 1, 0, 9, 8]
     with pytest.raises(IndexError):
         m.q.pop_many(1)
+
+
+def test_an_undone_admission_revives_rows_still_queued_and_refiles_the_rest():
+    m = Model("lru")
+    m.release(list(range(6)), True, 0)  # one batch: 5 4 3 2 1 0 pop in that order
+    m.release([6, 7], True, 0)
+    for b in (4, 1):
+        m.hit(b)
+    assert m.pop(2) == [5, 3]  # 4's row (held) is popped past: its filed goes to 0
+    assert m.filed[4] == 0 and m.filed[1] != 0
+    rows = m.q._rows
+    m.clock += 1
+    m.rc[4] = m.rc[1] = 0
+    m.q.revive([4, 1], m.clock)  # the admission that held them undone: 1 live in its row again, 4 filed anew
+    assert m.q._rows == rows + 1 and len(m.q) == 6
+    assert m.want() == [4, 2, 1, 0, 7, 6]
+    assert m.pop(len(m.q)) == [4, 2, 1, 0, 7, 6]
