@@ -11,7 +11,7 @@ cdef class BlockQueue:
 
     cpdef object prio(self, object b)
 
-    @cython.locals(depth=list, prev=Py_ssize_t, d=Py_ssize_t)
+    @cython.locals(depth=list, prev=Py_ssize_t, d=Py_ssize_t, b=Py_ssize_t)
     cpdef add_run(self, list rows, object ticket)
 
     cpdef add_many(self, list rows, object ticket)

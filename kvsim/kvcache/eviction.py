@@ -60,31 +60,17 @@ EVICTION_POLICIES: dict[str, PriorityKey] = {
 Rows = Callable[[list[int], list[int], list[int], list[int], list[int]], list[tuple[int, int, int]]]
 
 
-def _lru_rows(items, last, uses, birth, depth):
-    return [((last[b] << DEPTH_BITS) | (_DMAX - depth[b]), b, b) for b in items]
-
-
-def _lfu_rows(items, last, uses, birth, depth):
-    return [((uses[b] << (40 + DEPTH_BITS)) | (last[b] << DEPTH_BITS) | (_DMAX - depth[b]), b, b)
-            for b in items]
-
-
 def _fifo_rows(items, last, uses, birth, depth):
     return [((birth[b] << DEPTH_BITS) | (_DMAX - depth[b]), b, b) for b in items]
 
 
-def _length_rows(items, last, uses, birth, depth):
-    return [(((_DMAX - depth[b]) << 40) | last[b], b, b) for b in items]
-
-
 BATCH_ROWS: dict[PriorityKey, Rows] = {
-    lru_key: _lru_rows,
-    lfu_key: _lfu_rows,
     fifo_key: _fifo_rows,
-    length_key: _length_rows,
 }
 """Per built-in key function, the (priority, entry, entry) rows of int entries whose bookkeeping is in
-lists indexed by entry, the key inlined (add_many files a sequence's blocks at once)."""
+lists indexed by entry, the key inlined (add_many files a sequence's blocks at once): fifo's only, the one
+policy whose hash cache files its blocks here (the others' go to block_queue.BlockQueue); any other key
+function is called per entry, with the same rows."""
 
 
 def get_policy(name: str) -> PriorityKey:

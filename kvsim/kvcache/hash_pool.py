@@ -7,6 +7,8 @@ loops when compiled).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.block_queue import BlockQueue
 from kvsim.kvcache.eviction import EvictionQueue
@@ -150,10 +152,10 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
         h = min(m, len(hint))
         if h:
             table = hint[:h]
-            n = len(key_of)
-            if max(table) < n:
-                got = list(map(key_of.__getitem__, table))
-            else:  # (a memo shared by a fleet's replicas: a hint from another pool, with more blocks)
+            try:
+                got = list(itemgetter(*table)(key_of)) if h > 1 else [key_of[table[0]]]
+            except IndexError:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
+                n = len(key_of)
                 got = [key_of[b] if b < n else None for b in table]
             if got == keys[:h]:
                 j = h

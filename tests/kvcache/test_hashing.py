@@ -130,3 +130,12 @@ def test_a_follow_up_starts_from_the_keys_its_turn_kept():
     assert c1.out == c0.out[:3] and c1.out[0] is c0.out[0] and c1.hint == [9, 8, 7]
     assert c1.upto(5) == BlockContent(request_content(turn1), 4).upto(5)
     assert memo.get(Request(2, 0.0, 19, 2, segments=((5, 10),), after=0)).hint is None  # taken once
+
+
+def test_a_kept_table_is_the_hint_of_its_request_admitted_again():
+    from kvsim.kvcache.hashing import ContentMemo
+    memo = ContentMemo(4, chained=True)
+    turn = Request(0, 0.0, 10, 6, segments=((5, 10),))
+    c = memo.get(turn)
+    memo.keep(0, c, [3, 1])
+    assert memo.get(turn) is c and c.hint == [3, 1]
