@@ -23,7 +23,7 @@ class HashCachePool(BlockPool):
     registration), `depth` (its position in the prompt), and, only where the policy reads them, `uses`
     (lfu) and `birth` (fifo). The evictable blocks are a BlockQueue over the pool's lists (block_queue.py),
     fifo's an EvictionQueue (whose heap breaks fifo's ties); `filed` holds the ticket of the release that
-    filed each cached block (the release's clock).
+    filed each cached block (the release's clock; BlockQueue: 0 once its row left the queue).
     """
 
     __slots__ = ("key_of", "by_key", "queue", "last", "uses", "birth", "depth", "filed", "clock",
