@@ -183,16 +183,16 @@ def test_take_frames_equals_the_frames_and_empties_the_recorder():
 def test_sealed_chunks_keep_their_narrow_storage_and_spill_after_the_first(monkeypatch):
     import kvsim.metrics.recorder as recorder
 
-    monkeypatch.setattr(recorder, "CHUNK_ROWS", 2 * _CHUNK)
+    monkeypatch.setattr(recorder, "CHUNK_ROWS", 100)  # (not a multiple of _CHUNK: no flush crosses a seal)
     rec = Recorder()
-    n = 5 * _CHUNK + 3
+    n = 2 * 100 + 3
     for i in range(n):
         rec.iteration(busy(0, i, float(i)))
     tables = rec.take_tables()
     store = tables.timeline
     assert store.chunk_count == 3 and len(store) == n
     rows, cols = next(store.chunks(["iteration", "swapped", "t_s"]))
-    assert rows == 2 * _CHUNK and cols["iteration"].dtype == np.int8 and cols["t_s"].dtype == np.float64
+    assert rows == 100 and cols["iteration"].dtype == np.int8 and cols["t_s"].dtype == np.float64
     assert isinstance(store._chunks[1][1], str)  # on disk
     tl = tables.timeline_frame()
     assert tl["iteration"].tolist() == list(range(n)) and tl.dtypes["iteration"] == "int64"
