@@ -1,0 +1,9 @@
+# C types for replica.py when Cython compiles it (docs/speed.md): the replica's state in C fields of an
+# extension type (read every iteration), the per-iteration step a C-level method.
+
+
+cdef class Replica:
+    cdef public object index, role, env, sched, cost, rec, on_finish, check, pacing, extra_columns, exact
+    cdef public object fast, fast_iterations, _wakeup, process
+
+    cpdef _step(self, batch, now)
