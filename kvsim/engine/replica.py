@@ -9,7 +9,7 @@ from simpy.events import PENDING, Event
 from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.check_pacing import CheckPacing
-from kvsim.engine.clock import Clock
+from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
 from kvsim.metrics.recorder import IterationRow, Recorder
@@ -68,6 +68,7 @@ class Replica:
         index = self.index
         fast = self.fast = not self.exact and not sched.calls_out()
         schedule = sched.schedule_decodes if fast else sched.schedule
+        tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
         while True:
             if not sched.has_work():
                 if sched.iterations:
@@ -94,10 +95,8 @@ class Replica:
             horizon = env.peek() if fast else end
             if end < horizon:  # (in a fleet another replica's step usually comes first)
                 end = self._fast_forward(end, horizon)
-            if end == now + dt:
-                yield env.timeout(dt)
-            else:  # (now + one delay need not reach a sum of several)
-                yield env.timeout_at(end)
+            # at now + dt, as env.timeout(dt) (now + one delay need not reach a sum of several: end)
+            yield tick.at(end)
             for g in sched.complete(env._now):
                 if sched.lora is not None and g.req.adapter >= 0:  # (it leaves the running adapters)
                     sched.lora.release(g.req.adapter, g.n)
