@@ -5,5 +5,6 @@
 cdef class Replica:
     cdef public object index, role, env, sched, cost, rec, on_finish, check, pacing, extra_columns, exact
     cdef public object fast, fast_iterations, _wakeup, process
+    cdef object _step_time, _append, _context_sums, _token_states, _breakdown
 
     cpdef _step(self, batch, now)

@@ -49,6 +49,12 @@ class Replica:
         self.fast_iterations = 0
         """Iterations run back to back without the event loop so far."""
         self._wakeup: Event | None = None
+        # the methods _step calls every iteration, bound once
+        self._step_time = cost.step_time
+        self._append = recorder.iteration_values
+        self._context_sums = scheduler.context_sums
+        self._token_states = scheduler.kv.token_states
+        self._breakdown = scheduler.kv.breakdown
         self.process = env.process(self.run())
 
     def submit(self, g: Group) -> None:
@@ -111,23 +117,23 @@ class Replica:
         # (the batch's fields unpacked at once: cheaper than reading each by name)
         (num_seqs, prefill_seqs, prefill_tokens, _, decode_seqs, _, _, _, _, copy_blocks, _, _, _, _, _,
          load_wait, prefetch, _, _, _, _) = batch
-        dt = self.cost.step_time(batch)
+        dt = self._step_time(batch)
         if prefetch:
             sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
         if load_wait > dt:  # pipelined tier loads: the forward pass waits for the KV
             dt = load_wait
         # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
-        states = kv.token_states(sched.context_sums())
+        states = self._token_states(self._context_sums())
         unshared = sched.dec_blocks + sched.handoff.blocks
         if sched.prefilling:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
         if waiting:
             head = waiting[0]
-            reservation, internal, external, free, unshared = kv.breakdown(states, unshared, head.req,
-                                                                           head.output)
+            reservation, internal, external, free, unshared = self._breakdown(states, unshared, head.req,
+                                                                              head.output)
         else:
-            reservation, internal, external, free, unshared = kv.breakdown(states, unshared)
+            reservation, internal, external, free, unshared = self._breakdown(states, unshared)
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
@@ -137,9 +143,9 @@ class Replica:
                   kv.used_blocks, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
                   external, free, unshared)
         if self.extra_columns is None:
-            self.rec.iteration_values(values)
+            self._append(values)
         else:
-            self.rec.iteration_values(values, *self.extra_columns())
+            self._append(values, *self.extra_columns())
         if self.check:
             self.check_invariants()
         return dt

@@ -16,4 +16,5 @@ cdef class Recorder:
     cdef public _Columns _timeline, _requests
 
 
+@cython.locals(row=bytes)
 cpdef _append_values(_Columns cols, object values, tuple extra)

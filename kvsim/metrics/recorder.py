@@ -428,9 +428,10 @@ def _append(cols: _Columns, row, extra: tuple) -> None:
 def _append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
     if len(values) != len(cols.names):
         raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
+    row = cols.pack(*values)  # (first: a value that does not fit appends nothing)
     if extra or cols.groups:
         cols.append_extra(extra)
-    cols.pending += cols.pack(*values)
+    cols.pending += row
     cols.npending += 1
     if cols.npending >= cols.limit:
         cols.flush()
