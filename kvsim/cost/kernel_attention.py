@@ -465,7 +465,7 @@ NONE = (None, 1.0)
 
 def _at(grid: KernelGrid):
     """The grid's lookup: its unrolled two-axis form where both axes have two values or more."""
-    return grid.at2 if len(grid.axes) == 2 and min(map(len, grid.axes)) > 1 else grid
+    return grid if grid.plane is None else grid.plane.at2
 
 
 BEYOND_TOP = 0.9

@@ -76,15 +76,14 @@ class KernelGrid:
     axes_list: tuple[list[float], ...] = ()
     log_axes: tuple[list[float], ...] = ()
     values: list = None  # log_latency as nested lists (plain floats: read per lookup)
-    cell: list = None  # at2's last cell: [x lo, x hi, y lo, y hi, a, b, c, d] or empty
-    cells: dict = None  # (i, j) -> cell (i, j)'s coefficients as at2 keeps them (a tuple, maybe empty)
+    plane: Plane | None = None  # at2's reads (two axes of at least two values each)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes_list", tuple(a.tolist() for a in self.axes))
         object.__setattr__(self, "log_axes", tuple(np.log(np.maximum(a, 1e-300)).tolist() for a in self.axes))
         object.__setattr__(self, "values", self.log_latency.tolist())
-        object.__setattr__(self, "cell", [])
-        object.__setattr__(self, "cells", {})
+        if len(self.axes) == 2 and min(map(len, self.axes)) > 1:
+            object.__setattr__(self, "plane", Plane(self.axes_list, self.log_axes, self.values))
 
     @classmethod
     def from_rows(cls, rows, axis_names: tuple[str, ...], monotone: bool = True,
@@ -185,21 +184,43 @@ class KernelGrid:
         return math.exp(total)
 
     def at2(self, x: float, y: float) -> float | None:
-        """__call__ for a grid of two axes of at least two values each (decode and prefill attention:
-        once per iteration). Bilinear in (log x, log y) within a cell is a + b u + c v + d u v; the last
-        cell's coefficients are kept, and consecutive iterations (batch and mean context change slowly)
-        mostly land in it."""
-        c = self.cell
-        if c and c[0] <= x <= c[1] and c[2] <= y <= c[3]:
+        """__call__ for a grid of two axes of at least two values each (Plane.at2)."""
+        return self.plane.at2(x, y)
+
+
+class Plane:
+    """The reads of a grid of two axes of at least two values each (decode and prefill attention: once per
+    iteration). Bilinear in (log x, log y) within a cell is a + b u + c v + d u v; the last cell's
+    coefficients are kept (`cell`, and its bounds), and consecutive reads (batch and mean context change
+    slowly) mostly land in it; a read outside it takes the four corners' terms, in order, and keeps its
+    cell. Each cell's coefficients are worked out once (`cells`)."""
+
+    __slots__ = ("ax", "ay", "lx", "ly", "values", "cells", "cell", "x_lo", "x_hi", "y_lo", "y_hi", "a", "b",
+                 "c", "d")
+
+    def __init__(self, axes_list: tuple[list[float], ...], log_axes: tuple[list[float], ...],
+                 values: list) -> None:
+        self.ax, self.ay = axes_list
+        self.lx, self.ly = log_axes
+        self.values = values
+        self.cells: dict[tuple[int, int], tuple[float, ...]] = {}
+        """(i, j) -> cell (i, j)'s (x lo, x hi, y lo, y hi, a, b, c, d), or () (see _keep_cell)."""
+        self.cell: tuple[float, ...] = ()
+        """The last cell's (x lo, x hi, y lo, y hi, a, b, c, d), or () (none, or a cell without them),
+        also held one by one (x_lo ... d)."""
+        self.x_lo = self.x_hi = self.y_lo = self.y_hi = self.a = self.b = self.c = self.d = 0.0
+
+    def at2(self, x: float, y: float) -> float | None:
+        if self.cell and self.x_lo <= x <= self.x_hi and self.y_lo <= y <= self.y_hi:
             u, v = math.log(x), math.log(y)
-            return math.exp(c[4] + c[5] * u + c[6] * v + c[7] * u * v)
+            return math.exp(self.a + self.b * u + self.c * v + self.d * u * v)
         return self._at2_cell(x, y)
 
     def _at2_cell(self, x: float, y: float) -> float | None:
-        ax, ay = self.axes_list
+        ax, ay = self.ax, self.ay
         if x < ax[0] or x > ax[-1] or y < ay[0] or y > ay[-1]:
             return None
-        lx, ly = self.log_axes
+        lx, ly = self.lx, self.ly
         i = bisect_right(ax, x) - 1
         if i > len(ax) - 2:
             i = len(ax) - 2
@@ -241,17 +262,19 @@ class KernelGrid:
         return math.exp(total)
 
     def _keep_cell(self, i: int, j: int) -> None:
-        """at2's coefficients of cell (i, j) (none unless both axes' lower corners are > 0 and the cell has
-        no hole), worked out once per cell."""
+        """Keep cell (i, j) as the last one: its coefficients (none unless both axes' lower corners are > 0
+        and the cell has no hole), worked out once per cell."""
         coeffs = self.cells.get((i, j))
         if coeffs is None:
             coeffs = self.cells[i, j] = self._cell_coefficients(i, j)
-        self.cell[:] = coeffs
+        self.cell = coeffs
+        if coeffs:
+            self.x_lo, self.x_hi, self.y_lo, self.y_hi, self.a, self.b, self.c, self.d = coeffs
 
     def _cell_coefficients(self, i: int, j: int) -> tuple[float, ...]:
         """Cell (i, j)'s (x lo, x hi, y lo, y hi, a, b, c, d), or () (see _keep_cell)."""
-        ax, ay = self.axes_list
-        lx, ly = self.log_axes
+        ax, ay = self.ax, self.ay
+        lx, ly = self.lx, self.ly
         f00, f01, f10, f11 = self.values[i][j], self.values[i][j + 1], self.values[i + 1][j], \
             self.values[i + 1][j + 1]
         if ax[i] <= 0 or ay[j] <= 0 or f00 != f00 or f01 != f01 or f10 != f10 or f11 != f11:

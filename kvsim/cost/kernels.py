@@ -262,11 +262,11 @@ class KernelCost(RooflineCost):
         # once per iteration: the terms that depend on (tokens, sequences, graph) alone -- the per-layer
         # overhead, linear and all-reduce -- come from a memo when every one was on its table (a fallback
         # is counted per iteration: those keys are never kept); attention is read each time
-        prefill, b = batch.prefill_tokens, batch.decode_seqs
-        tokens = prefill + b + batch.spec_tokens
+        _, prefill_seqs, prefill, _, b, _, _, _, _, _, _, _, _, _, _, _, _, spec, _, _, _ = batch
+        tokens = prefill + b + spec
         if not tokens:
             return 0.0
-        seqs = batch.prefill_seqs + b + batch.spec_tokens  # (a verify step's LM head: every position)
+        seqs = prefill_seqs + b + spec  # (a verify step's LM head: every position)
         graph = not prefill and b <= CUDA_GRAPH_MAX_SEQS
         key = (tokens, seqs, graph)
         t = self._dense_memo.get(key)

@@ -123,6 +123,27 @@ class Clock(simpy.Environment):
         return None
 
 
+class Tick(Event):
+    """One process's reusable timeout (a replica's iteration end): `at(t)` schedules it again, as a
+    timeout created then (by time, then creation). The process waits on it before it is scheduled
+    again, so it is in the queue at most once; no object is made per iteration."""
+
+    def __init__(self, env: Clock) -> None:
+        self.env = env
+        self.callbacks = None
+        self._value = None
+        self._ok = True
+
+    def at(self, t: float) -> Tick:
+        """This event, scheduled at time t (now + a delay, or a sum of delays: not before now)."""
+        env = self.env
+        if t < env._now:
+            raise ValueError(f"Tick.at({t}) is before now ({env._now})")
+        self.callbacks = []
+        heappush(env._queue, (t, NORMAL, next(env._eid), self))
+        return self
+
+
 class _At(Event):
     """A Timeout by absolute time (the fields simpy's Timeout sets, scheduled by time instead of delay)."""
 

@@ -9,7 +9,7 @@ from simpy.events import PENDING, Event
 from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.check_pacing import CheckPacing
-from kvsim.engine.clock import Clock
+from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
 from kvsim.metrics.recorder import IterationRow, Recorder
@@ -49,6 +49,12 @@ class Replica:
         self.fast_iterations = 0
         """Iterations run back to back without the event loop so far."""
         self._wakeup: Event | None = None
+        # the methods _step calls every iteration, bound once
+        self._step_time = cost.step_time
+        self._append = recorder.iteration_values
+        self._context_sums = scheduler.context_sums
+        self._token_states = scheduler.kv.token_states
+        self._breakdown = scheduler.kv.breakdown
         self.process = env.process(self.run())
 
     def submit(self, g: Group) -> None:
@@ -68,6 +74,7 @@ class Replica:
         index = self.index
         fast = self.fast = not self.exact and not sched.calls_out()
         schedule = sched.schedule_decodes if fast else sched.schedule
+        tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
         while True:
             if not sched.has_work():
                 if sched.iterations:
@@ -94,10 +101,8 @@ class Replica:
             horizon = env.peek() if fast else end
             if end < horizon:  # (in a fleet another replica's step usually comes first)
                 end = self._fast_forward(end, horizon)
-            if end == now + dt:
-                yield env.timeout(dt)
-            else:  # (now + one delay need not reach a sum of several)
-                yield env.timeout_at(end)
+            # at now + dt, as env.timeout(dt) (now + one delay need not reach a sum of several: end)
+            yield tick.at(end)
             for g in sched.complete(env._now):
                 if sched.lora is not None and g.req.adapter >= 0:  # (it leaves the running adapters)
                     sched.lora.release(g.req.adapter, g.n)
@@ -109,34 +114,38 @@ class Replica:
         kv = sched.kv
         if sched.lora is not None:  # multi-LoRA: the batch's adapter tokens, adapters and loads
             batch = sched.lora.batch(batch, sched)
-        dt = self.cost.step_time(batch)
-        if batch.prefetch_bytes:
+        # (the batch's fields unpacked at once: cheaper than reading each by name)
+        (num_seqs, prefill_seqs, prefill_tokens, _, decode_seqs, _, _, _, _, copy_blocks, _, _, _, _, _,
+         load_wait, prefetch, _, _, _, _) = batch
+        dt = self._step_time(batch)
+        if prefetch:
             sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
-        if batch.kv_load_wait_s > dt:  # pipelined tier loads: the forward pass waits for the KV
-            dt = batch.kv_load_wait_s
+        if load_wait > dt:  # pipelined tier loads: the forward pass waits for the KV
+            dt = load_wait
         # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
-        states = kv.token_states(sched.context_sums())
+        states = self._token_states(self._context_sums())
         unshared = sched.dec_blocks + sched.handoff.blocks
         if sched.prefilling:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
         if waiting:
             head = waiting[0]
-            reservation, internal, external, free, unshared = kv.breakdown(states, unshared, head.req,
-                                                                           head.output)
+            reservation, internal, external, free, unshared = self._breakdown(states, unshared, head.req,
+                                                                              head.output)
         else:
-            reservation, internal, external, free, unshared = kv.breakdown(states, unshared)
+            reservation, internal, external, free, unshared = self._breakdown(states, unshared)
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
-        values = (self.index, sched.iterations, now, dt, len(sched.running), batch.num_seqs,
-                  batch.prefill_seqs, batch.prefill_tokens, batch.decode_seqs, len(waiting) if waiting else 0,
-                  len(sched.swapped) if sched.swapped else 0, kv.used_blocks, states, kv.cached_blocks,
-                  preempted, batch.copy_blocks, reservation, internal, external, free, unshared)
+        swapped = sched.swapped
+        values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
+                  prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
+                  kv.used_blocks, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
+                  external, free, unshared)
         if self.extra_columns is None:
-            self.rec.iteration_values(values)
+            self._append(values)
         else:
-            self.rec.iteration_values(values, *self.extra_columns())
+            self._append(values, *self.extra_columns())
         if self.check:
             self.check_invariants()
         return dt

@@ -1,8 +1,9 @@
 """Append-only columns the engine writes during a run; the tables are handed over once at the end.
 
 A row is a slotted dataclass whose field names are the column names (`IterationRow` per engine
-iteration, `RequestRow` per request); the recorder appends its fields to typed arrays: floats to
-float64 arrays, ints to `IntColumn`s (no storage while a column is all zeros, then int8 / int16 / int32 /
+iteration, `RequestRow` per request); the recorder packs its values into a buffer (int64 and float64, in
+field order: one C call per row), then moves them a few thousand rows at a time into typed columns: floats
+to float64 arrays, ints to `IntColumn`s (no storage while a column is all zeros, then int8 / int16 / int32 /
 int64, as narrow as its values allow). Every CHUNK_ROWS rows the columns are sealed into a chunk of a
 ColumnStore (kvsim/metrics/column_store.py: the chunks after the first wait on disk), so what a run holds
 in memory is one chunk per table, whatever its length. `Recorder.take_tables` hands both tables over as
@@ -16,6 +17,7 @@ and derived ones in the frames. Imports nothing from the rest of kvsim but its o
 from __future__ import annotations
 
 import math
+import struct
 from array import array
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -30,9 +32,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _TYPECODES = {"int": "q", "float": "d"}  # field annotation -> array typecode ('q' int64, 'd' float64)
-_CHUNK = 64
-"""Rows held as objects before they move into the arrays: few enough that they die before the garbage
-collector sees them (with 1024 a run spent 3x more collections)."""
+_CHUNK = 4096
+"""Rows held packed (bytes, no objects) before they move into the columns, a column at a time."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -138,6 +139,22 @@ class IntColumn:
         """The storage's array typecode (None while the column is all zeros)."""
         return None if self.data is None else self.data.typecode
 
+    def extend_array(self, values: np.ndarray) -> None:
+        """`extend` of an int64 array: the same storage (the narrowest width that holds every value)."""
+        n = len(values)
+        data = self.data
+        if data is None:
+            if not values.any():
+                self.size += n
+                return
+            data = self.data = array("b", bytes(self.size))
+        lo, hi = int(values.min()), int(values.max())
+        low, high = _LIMITS[data.typecode]
+        if lo < low or hi > high:
+            data = self.data = _widen(data, lo, hi)
+        data.frombytes(values.astype(_NUMPY[data.typecode]).tobytes())
+        self.size += n
+
     def extend(self, values: list[int]) -> None:
         """Append values (ints, or bools)."""
         data = self.data
@@ -211,34 +228,39 @@ class _Group:
 class _Columns:
     """One table's columns: the row type's fields, then the registered groups'.
 
-    Rows are kept as tuples of their values in field order in `pending` (a row object's read by
-    `values_of`, or the values themselves: `Recorder.iteration_values`) and moved into the columns _CHUNK
-    at a time, a column at a time (one transpose and array extends in C): cheaper than appending each
-    value of each row. Every CHUNK_ROWS rows the columns are sealed into `sealed` (a ColumnStore) and
-    start again empty."""
+    Rows' values in field order (a row object's read by `values_of`, or the values themselves:
+    `Recorder.iteration_values`) are packed into `pending` (int64 / float64, struct `pack`: exact, and an
+    int out of int64's range or a float in an int column raises) and moved into the columns up to _CHUNK
+    rows at a time, a column at a time (numpy views of the packed rows): cheaper than appending each value
+    of each row. Every CHUNK_ROWS rows the columns are sealed into `sealed` (a ColumnStore) and start
+    again empty (a flush never crosses that boundary: `limit`)."""
 
-    __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "rows", "groups", "sealed",
-                 "values_of")
+    __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "npending", "limit", "pack",
+                 "row_dtype", "rows", "groups", "sealed", "values_of")
 
     def __init__(self, row_type: type) -> None:
         self.row_kinds = columns_of(row_type)
         self.names = tuple(self.row_kinds)
         self.values_of = attrgetter(*self.names)
         """A row object's values, in field order (a tuple)."""
+        self.pack = struct.Struct("<" + "".join(self.row_kinds.values())).pack
+        self.row_dtype = np.dtype([(k, "<f8" if t == "d" else "<i8") for k, t in self.row_kinds.items()])
         self._reset()
-        self.pending: list = []
+        self.pending = bytearray()
+        self.npending = 0
         self.rows = 0  # rows in the columns since the last seal (pending ones not counted)
+        self.limit = min(_CHUNK, CHUNK_ROWS)
         self.groups: list[_Group] = []
         self.sealed: ColumnStore | None = None
 
     def _reset(self) -> None:
         self.store: dict[str, array | IntColumn] = {
             k: array("d") if t == "d" else IntColumn() for k, t in self.row_kinds.items()}
-        self.floats = tuple((c, i) for i, c in enumerate(self.store.values()) if isinstance(c, array))
-        self.ints = tuple((c, i) for i, c in enumerate(self.store.values()) if isinstance(c, IntColumn))
+        self.floats = tuple((c, k) for k, c in self.store.items() if isinstance(c, array))
+        self.ints = tuple((c, k) for k, c in self.store.items() if isinstance(c, IntColumn))
 
     def register(self, spec: ColumnGroup) -> None:
-        if self.rows or self.pending or self.sealed is not None:
+        if self.rows or self.npending or self.sealed is not None:
             raise RuntimeError("column groups are registered before the first row")
         taken = set(self.names).union(*(g.arrays for g in self.groups))
         clash = taken.intersection(spec.columns)
@@ -248,18 +270,21 @@ class _Columns:
 
     def flush(self) -> None:
         """Move the pending rows into the columns (and seal them every CHUNK_ROWS rows)."""
-        pending = self.pending
-        if not pending:
+        n = self.npending
+        if not n:
             return
-        columns = list(zip(*pending, strict=True))
-        for col, i in self.floats:
-            col.extend(columns[i])
-        for icol, i in self.ints:
-            icol.extend(columns[i])
-        self.rows += len(pending)
-        pending.clear()
+        rows = np.frombuffer(self.pending, dtype=self.row_dtype)
+        self.pending = bytearray()  # (a new one: `rows` holds the old one's buffer)
+        self.npending = 0
+        for col, name in self.floats:
+            col.frombytes(rows[name].tobytes())
+        for icol, name in self.ints:
+            icol.extend_array(rows[name])
+        self.rows += n
         if self.rows >= CHUNK_ROWS:
             self.seal()
+        else:
+            self.limit = min(_CHUNK, CHUNK_ROWS - self.rows)
 
     def append_extra(self, extra: tuple) -> None:
         """Append one row's values of the registered groups (None or left out: the group's default)."""
@@ -300,6 +325,7 @@ class _Columns:
             self.sealed = ColumnStore(self.kinds())
         self.sealed.add(self.rows, self._chunk())
         self.rows = 0
+        self.limit = min(_CHUNK, CHUNK_ROWS)
         self._reset()
         for g in self.groups:
             g.reset()
@@ -402,9 +428,10 @@ def _append(cols: _Columns, row, extra: tuple) -> None:
 def _append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
     if len(values) != len(cols.names):
         raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
+    row = cols.pack(*values)  # (first: a value that does not fit appends nothing)
     if extra or cols.groups:
         cols.append_extra(extra)
-    pending = cols.pending
-    pending.append(values)
-    if len(pending) >= _CHUNK:
+    cols.pending += row
+    cols.npending += 1
+    if cols.npending >= cols.limit:
         cols.flush()

@@ -45,7 +45,7 @@ def test_isotonic_pools_violators_and_keeps_holes():
 
 
 def test_at2_reads_the_same_bits_with_its_cells_kept_or_worked_out_anew():
-    """at2 keeps each cell's coefficients once worked out (KernelGrid.cells): a grid that works them out
+    """at2 keeps each cell's coefficients once worked out (Plane.cells): a grid that works them out
     at every miss (its memo emptied before each read) reads the same bits along the same path."""
     rows = _rows([(b, c, 1e-6 * b ** 0.9 * (1 + c / 700) ** 1.1) for b in (1, 3, 8, 32)
                   for c in (16, 100, 900)])
@@ -55,10 +55,10 @@ def test_at2_reads_the_same_bits_with_its_cells_kept_or_worked_out_anew():
     kept = KernelGrid.from_rows(rows, ("b", "c"))
     anew = KernelGrid.from_rows(rows, ("b", "c"))
     for p in points:
-        anew.cells.clear()
+        anew.plane.cells.clear()
         assert kept.at2(*p) == anew.at2(*p)
-        assert kept.cell == anew.cell
-    assert len(kept.cells) == 6  # every cell of the 4 x 3 grid visited, its coefficients kept
+        assert kept.plane.cell == anew.plane.cell
+    assert len(kept.plane.cells) == 6  # every cell of the 4 x 3 grid visited, its coefficients kept
 
 
 def test_one_axis_reads_unrolled_are_the_general_reads_bit_for_bit():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvsim.engine.clock import Clock
+from kvsim.engine.clock import Clock, Tick
 
 
 def test_timeout_at_fires_at_exactly_the_time_given():
@@ -42,6 +42,28 @@ def test_timeout_at_refuses_the_past():
     env.run(until=1.0)
     with pytest.raises(ValueError, match="before now"):
         env.timeout_at(0.5)
+
+
+def test_a_tick_is_a_timeout_created_when_scheduled_again():
+    """Tick.at(t): the same event, each time ordered as a timeout created then (ties by creation)."""
+    env = Clock()
+    tick = Tick(env)
+    seen = []
+
+    def ticker():
+        for t in (1.0, 2.0, 2.0, 3.5):
+            env.timeout(t - env.now).callbacks.append(lambda _e, t=t: seen.append(("timeout", t)))
+            yield tick.at(t)
+            seen.append(("tick", env.now))
+            env.timeout(0).callbacks.append(lambda _e: seen.append(("after", env.now)))
+
+    env.process(ticker())
+    env.run()
+    assert seen == [("timeout", 1.0), ("tick", 1.0), ("after", 1.0), ("timeout", 2.0), ("tick", 2.0),
+                    ("after", 2.0), ("timeout", 2.0), ("tick", 2.0), ("after", 2.0), ("timeout", 3.5),
+                    ("tick", 3.5), ("after", 3.5)]
+    with pytest.raises(ValueError, match="before now"):
+        tick.at(1.0)
 
 
 def test_event_classes_stay_bound_to_the_instance():

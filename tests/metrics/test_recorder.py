@@ -183,16 +183,16 @@ def test_take_frames_equals_the_frames_and_empties_the_recorder():
 def test_sealed_chunks_keep_their_narrow_storage_and_spill_after_the_first(monkeypatch):
     import kvsim.metrics.recorder as recorder
 
-    monkeypatch.setattr(recorder, "CHUNK_ROWS", 2 * _CHUNK)
+    monkeypatch.setattr(recorder, "CHUNK_ROWS", 100)  # (not a multiple of _CHUNK: no flush crosses a seal)
     rec = Recorder()
-    n = 5 * _CHUNK + 3
+    n = 2 * 100 + 3
     for i in range(n):
         rec.iteration(busy(0, i, float(i)))
     tables = rec.take_tables()
     store = tables.timeline
     assert store.chunk_count == 3 and len(store) == n
     rows, cols = next(store.chunks(["iteration", "swapped", "t_s"]))
-    assert rows == 2 * _CHUNK and cols["iteration"].dtype == np.int8 and cols["t_s"].dtype == np.float64
+    assert rows == 100 and cols["iteration"].dtype == np.int8 and cols["t_s"].dtype == np.float64
     assert isinstance(store._chunks[1][1], str)  # on disk
     tl = tables.timeline_frame()
     assert tl["iteration"].tolist() == list(range(n)) and tl.dtypes["iteration"] == "int64"
@@ -215,3 +215,26 @@ def test_values_rows_are_the_rows_of_their_fields():
     pd.testing.assert_frame_equal(by_row.requests_frame(), by_values.requests_frame())
     with pytest.raises(ValueError, match="values for"):
         Recorder().request_values((1, 2, 3))
+
+
+def test_packed_rows_keep_their_values_and_groups_across_seals_that_are_no_multiple_of_a_flush(monkeypatch):
+    """Rows wait packed (int64 / float64) and move into the columns up to _CHUNK at a time; a flush stops at
+    a seal (CHUNK_ROWS need not be a multiple of _CHUNK), so a registered group's values stay with their
+    rows, and every value comes back exact (ints past 2**53, NaN, negative zero)."""
+    import kvsim.metrics.recorder as recorder
+
+    monkeypatch.setattr(recorder, "CHUNK_ROWS", 37)
+    monkeypatch.setattr(recorder, "_CHUNK", 10)
+    rec = Recorder()
+    rec.add_timeline_columns(ColumnGroup({"x": "q"}))
+    n = 100
+    for i in range(n):
+        rec.iteration(busy(0, i, -0.0 if i == 3 else float(i), kv_used_blocks=2**60 + i), (i * 3,))
+    tl = rec.timeline_frame()
+    assert tl["x"].tolist() == [i * 3 for i in range(n)] and tl["iteration"].tolist() == list(range(n))
+    assert tl["kv_used_blocks"].tolist() == [2**60 + i for i in range(n)]
+    assert math.copysign(1.0, tl["t_s"][3]) == -1.0
+    with pytest.raises(Exception):  # noqa: B017 (struct.error: a float in an int column)
+        rec.iteration(busy(0, 0, 0.0, waiting=1.5))
+    with pytest.raises(Exception):  # noqa: B017 (past int64)
+        rec.iteration(busy(0, 0, 0.0, waiting=2**63))

@@ -1,0 +1,23 @@
+# C types for kernel_grid.py when Cython compiles it (docs/speed.md): a two-axis grid's reads in C doubles,
+# the same IEEE operations in the same order as Python's floats (math.log / math.exp are C's log / exp,
+# which Python's call for a positive finite argument; cell indices are C integers).
+import cython
+from libc cimport math
+
+
+cdef class Plane:
+    cdef public list ax, ay, lx, ly, values
+    cdef public dict cells
+    cdef public tuple cell
+    cdef public double x_lo, x_hi, y_lo, y_hi, a, b, c, d
+
+    @cython.locals(u=cython.double, v=cython.double)
+    cpdef object at2(self, double x, double y)
+
+    @cython.locals(ax=list, ay=list, lx=list, ly=list, r0=list, r1=list, i=Py_ssize_t, j=Py_ssize_t,
+                   tx=cython.double, ty=cython.double, sx=cython.double, sy=cython.double, w=cython.double,
+                   v=cython.double, total=cython.double)
+    cpdef object _at2_cell(self, double x, double y)
+
+    @cython.locals(coeffs=tuple)
+    cpdef _keep_cell(self, Py_ssize_t i, Py_ssize_t j)
