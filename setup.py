@@ -63,7 +63,10 @@ def extensions() -> list:
         return []
     from setuptools import Extension
 
-    exts = [Extension(m, [str(source_of(m).relative_to(ROOT))], extra_compile_args=["-O2", "-g0"],
+    # -ffp-contract=off: no fused multiply-add (aarch64 compilers fuse by default), so C doubles round as
+    # Python's floats do, operation by operation
+    exts = [Extension(m, [str(source_of(m).relative_to(ROOT))],
+                      extra_compile_args=["-O2", "-g0", "-ffp-contract=off"],
                       optional=True) for m in hot_modules()]
     # annotation_typing off: Cython would otherwise check and convert arguments by their annotations (a
     # `float` argument given a str raises TypeError at the call, where Python runs the function's own check)
