@@ -58,19 +58,19 @@ class BlockGrowth(Preemption):
                 for e in entries:
                     g = e[1]
                     if e[0] == g.epoch and g.state == RUNNING:
-                        live.append(g)
+                        live.append(e)
                         seqs.append(e[2])
                         toks.append(e[3] + it)
                 if seqs and -1 not in seqs and grow_each(seqs, toks):
-                    for g in live:
+                    for e in live:
+                        g = e[1]
                         g.seq_blocks += 1
                     grown += len(live)
-                    if later is None:
-                        later = self._due_list(nxt)
-                    if len(live) == len(entries):
-                        later += entries
+                    if later is None:  # (nothing is due at nxt yet: the live entries are its list)
+                        later = due[nxt] = live
+                        heapq.heappush(its, nxt)
                     else:
-                        later += [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
+                        later += live
                     continue
             for entry in entries:
                 epoch, g, seq, base = entry

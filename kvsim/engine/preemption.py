@@ -85,7 +85,8 @@ class Preemption:
         return victim
 
     def _leave_decode(self, g: Group) -> None:
-        self.dec_held_offset += self.sizing.on_leave_decode(g)
+        if not self._by_context:  # (ContextSizing's on_leave_decode is a no-op)
+            self.dec_held_offset += self.sizing.on_leave_decode(g)
         self.dec_seqs -= g.n
         self.dec_base_sum -= g.n * g.base
         self.dec_blocks -= g.seq_blocks

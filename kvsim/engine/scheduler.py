@@ -240,9 +240,13 @@ class Scheduler(Admission):
             blocks = self._blocks_of(seqs)
         g.seq_blocks = blocks
         self.dec_blocks += blocks
-        self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
-        if self._by_context:
+        if self._by_context:  # (ContextSizing: decode_steps is the tokens left, on_join_decode a no-op)
+            self._push(self._finish_heap, it_done + g.output - g.generated, g)
             self._schedule_next_alloc(g, it_done + 1)
+            if self.win is not None:
+                self.win.join(g, it_done + 1)
+            return
+        self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self.win is not None:
             self.win.join(g, it_done + 1)
         delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
