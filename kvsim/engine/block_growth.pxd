@@ -13,5 +13,5 @@ cdef class BlockGrowth(Preemption):
     cpdef _schedule_next_alloc(self, g, next_decode=*)
 
     @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, its=list,
-                   due=dict, entries=list, live=list, seqs=list, toks=list, e=tuple, entry=tuple)
-    cpdef _grow(self, Py_ssize_t it)
+                   due=dict, entries=list, live=list, seqs=list, e=tuple, entry=tuple)
+    cpdef _grow(self, it)

@@ -52,16 +52,9 @@ class BlockGrowth(Preemption):
         while its and its[0] <= it:
             entries = due.pop(heapq.heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
-                live = []
-                seqs = []
-                toks = []
-                for e in entries:
-                    g = e[1]
-                    if e[0] == g.epoch and g.state == RUNNING:
-                        live.append(e)
-                        seqs.append(e[2])
-                        toks.append(e[3] + it)
-                if seqs and -1 not in seqs and grow_each(seqs, toks):
+                live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
+                seqs = [e[2] for e in live]
+                if seqs and -1 not in seqs and grow_each(seqs, [e[3] + it for e in live]):
                     for e in live:
                         g = e[1]
                         g.seq_blocks += 1

@@ -389,7 +389,8 @@ class Scheduler(Admission):
                 finished.append(g)
             else:
                 self._join_decode(g, it_done)
-        self._scheduled_prefills = []
+        if self._scheduled_prefills:
+            self._scheduled_prefills = []
         self.iterations += 1
         if paused:
             self._paused = False
