@@ -7,7 +7,9 @@ augmenting .pxd, if any). `install()`
 loads a hot module from its .py source instead of its extension when
 
 - KVSIM_PURE_PYTHON=1 is set (the pure-Python fallback, asked for), or
-- the source no longer matches the manifest (edited since the build: the extension would be stale code).
+- the source no longer matches the manifest (edited since the build: the extension would be stale code),
+  or that of a kvsim module its .pxd cimports does not (an extension type's base class that runs as
+  Python: the compiled subclass could not load over it).
 
 Otherwise Python's own import finds the extension (it prefers extensions over sources). `state()` says how
 the hot modules run (run.json's `hot_paths`); `notice()` is the command line's one-line note when none is
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.util import spec_from_file_location
@@ -55,6 +58,14 @@ def _digest(path: str) -> str:
     return h.hexdigest()
 
 
+def _cimports(pxd: str) -> list[str]:
+    """The kvsim modules an augmenting .pxd cimports (`from kvsim.x cimport Y`); none without a .pxd."""
+    if not os.path.isfile(pxd):
+        return []
+    with open(pxd, encoding="utf-8") as f:
+        return re.findall(r"^from (kvsim(?:\.\w+)+) cimport", f.read(), re.MULTILINE)
+
+
 class SourceFirst:
     """A meta path finder for kvsim's compiled modules: the .py source when the extension must not run
     (see the module docstring), else nothing (Python's path finder then loads the extension)."""
@@ -63,7 +74,8 @@ class SourceFirst:
         self.manifest = manifest
         self.pure = pure
         self.stale: list[str] = []
-        """Modules whose source changed since they were compiled (run as Python)."""
+        """Modules whose source (or that of a module they cimport) changed since they were compiled (run
+        as Python)."""
         self.compiled: list[str] = []
         """Modules imported as extensions so far."""
 
@@ -78,12 +90,22 @@ class SourceFirst:
             if not any(os.path.exists(os.path.join(entry, leaf + s)) for s in EXTENSION_SUFFIXES):
                 return None  # never compiled: the usual import
             if not self.pure:
-                if self.manifest.get(name) == _digest(source):
+                if self._fresh(name, source):
                     self.compiled.append(name)
                     return None  # the extension, fresh
                 self.stale.append(name)
             return spec_from_file_location(name, source)
         return None
+
+    def _fresh(self, name: str, source: str) -> bool:
+        """name's extension matches its source, and so do those of the kvsim modules it cimports."""
+        if self.manifest.get(name) != _digest(source):
+            return False
+        root = os.path.dirname(source)
+        for _ in range(name.count(".")):
+            root = os.path.dirname(root)
+        return all(self._fresh(dep, os.path.join(root, *dep.split(".")) + ".py")
+                   for dep in _cimports(source[:-3] + ".pxd"))
 
 
 _finder: SourceFirst | None = None

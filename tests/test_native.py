@@ -81,6 +81,21 @@ def test_finder_runs_a_module_as_python_when_its_pxd_changed(tmp_path):
     assert fresh.find_spec("kvsim.hot", [str(tmp_path)]) is None
 
 
+def test_finder_runs_a_module_as_python_when_a_module_it_cimports_is_stale(tmp_path):
+    pkg = tmp_path / "kvsim"
+    pkg.mkdir()
+    for leaf, text in (("base", "X = 1\n"), ("sub", "Y = 1\n")):
+        (pkg / f"{leaf}.py").write_text(text)
+        (pkg / (leaf + EXTENSION_SUFFIXES[0])).write_bytes(b"")
+    (pkg / "sub.pxd").write_text("from kvsim.base cimport Base\n")  # sub's extension type subclasses Base
+    sub = hashlib.sha256(b"Y = 1\n" + b"\0pxd\0" + b"from kvsim.base cimport Base\n").hexdigest()
+    fresh = {"kvsim.base": hashlib.sha256(b"X = 1\n").hexdigest(), "kvsim.sub": sub}
+    assert native.SourceFirst(fresh, pure=False).find_spec("kvsim.sub", [str(pkg)]) is None
+    finder = native.SourceFirst({**fresh, "kvsim.base": "edited"}, pure=False)  # base edited since
+    assert finder.find_spec("kvsim.sub", [str(pkg)]).origin == str(pkg / "sub.py")
+    assert finder.stale == ["kvsim.sub"]
+
+
 def test_finder_leaves_uncompiled_and_foreign_modules_alone(tmp_path):
     (tmp_path / "cold.py").write_text("")
     finder = native.SourceFirst({}, pure=True)

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import heapq
+
 from kvsim.cost.batch import Batch
-from kvsim.engine.group import DECODE, PREFILL, RUNNING
+from kvsim.engine.block_growth import BlockGrowth
+from kvsim.engine.group import DECODE, PREFILL, RUNNING, Group
 
 
-class Admission:
-    """The admission half of `Scheduler` (kvsim/engine/scheduler.py), a base class of it: its methods read
-    and move the scheduler's state, set in `Scheduler.__init__`. A prefix hit's KV below the GPU comes in
+class Admission(BlockGrowth):
+    """The admission part of `Scheduler` (kvsim/engine/scheduler.py), in its chain Preemption <- BlockGrowth
+    <- Admission <- Scheduler: its methods read and move the scheduler's state, set in
+    `Scheduler.__init__`. A prefix hit's KV below the GPU comes in
     through the scheduler's `TierWaits`, a P/D hand-off's through its `HandOff`; a group whose KV has not
     arrived holds its blocks (reserved) and starts its prefill once it is there."""
+
+    def _push(self, heap: list, it: int, g: Group) -> None:
+        self._push_no += 1
+        heapq.heappush(heap, (it, self._push_no, g.epoch, g))
+
+    def _start_chunk(self, g: Group, chunk: int) -> None:
+        g.chunk = chunk
+        self._budget -= chunk
+        self.prefill_tokens_held += chunk
+        self._scheduled_prefills.append(g)
 
     def _prefill_only(self, now: float, copies_before: int) -> Batch | None:
         """vLLM V0 without chunked prefill (`_schedule_default`): while no group is swapped out, whole
@@ -67,7 +81,7 @@ class Admission:
             g.gen_base = g.generated + 1 - it
             self.dec_seqs += g.n
             self.dec_base_sum += g.n * g.base
-            g.seq_blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
+            g.seq_blocks = self._blocks_of(g.seqs)
             self.dec_blocks += g.seq_blocks
             self._budget -= g.n * self._charge
             self._push(self._finish_heap, it - 1 + sizing.decode_steps(g, g.output - g.generated), g)

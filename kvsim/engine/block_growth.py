@@ -6,11 +6,13 @@ from __future__ import annotations
 import heapq
 
 from kvsim.engine.group import RUNNING, Group
+from kvsim.engine.preemption import Preemption
 
 
-class BlockGrowth:
-    """The block-growth half of `Scheduler` (kvsim/engine/scheduler.py), a base class of it: its methods
-    read and move the scheduler's state, set in `Scheduler.__init__`."""
+class BlockGrowth(Preemption):
+    """The block-growth part of `Scheduler` (kvsim/engine/scheduler.py), in its chain Preemption <-
+    BlockGrowth <- Admission <- Scheduler: its methods read and move the scheduler's state, set in
+    `Scheduler.__init__`."""
 
     def _push_alloc(self, it: int, g: Group) -> None:
         # (epoch, group, its one sequence or -1 when it has several, base): while the epoch holds, the
@@ -54,11 +56,14 @@ class BlockGrowth:
                 seqs = [e[2] for e in live]
                 if seqs and -1 not in seqs and grow_each(seqs, [e[3] + it for e in live]):
                     for e in live:
-                        e[1].seq_blocks += 1
+                        g = e[1]
+                        g.seq_blocks += 1
                     grown += len(live)
-                    if later is None:
-                        later = self._due_list(nxt)
-                    later += live
+                    if later is None:  # (nothing is due at nxt yet: the live entries are its list)
+                        later = due[nxt] = live
+                        heapq.heappush(its, nxt)
+                    else:
+                        later += live
                     continue
             for entry in entries:
                 epoch, g, seq, base = entry
@@ -79,7 +84,7 @@ class BlockGrowth:
                     self.beam.step(g.seqs)  # beams pruned and forked before this step's token
                 if not self._alloc_or_preempt(g, g.seqs, g.base + it):
                     continue
-                blocks = sum(kv.num_blocks_of(s) for s in g.seqs)
+                blocks = self._blocks_of(g.seqs)
                 self.dec_blocks += blocks - g.seq_blocks
                 g.seq_blocks = blocks
                 self._schedule_next_alloc(g)

@@ -39,6 +39,8 @@ groups are registered before the run: kvsim/engine/sparse_columns.py for sparsit
 grown one block at a time when it crosses a block boundary (the scheduler's heap, O(changes) per
 iteration) and given room for its next token when swapped in; False, the strategy sizes every decoding
 group itself, each iteration in `before_decode` (token-level sparsity: kvsim/engine/sparse_sizing.py).
+A sizing by context is the default, ContextSizing: the scheduler skips its hooks on the hot path (each is a
+no-op, and decode_steps is the tokens left).
 """
 
 from __future__ import annotations

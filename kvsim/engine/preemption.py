@@ -7,8 +7,10 @@ from kvsim.engine.group import DECODE, PREFILL, SWAPPED, WAITING, Group
 
 
 class Preemption:
-    """The preemption half of `Scheduler` (kvsim/engine/scheduler.py), a base class of it: its methods read
-    and move the scheduler's state, set in `Scheduler.__init__`."""
+    """The preemption part of `Scheduler` (kvsim/engine/scheduler.py), the root of its single-parent chain
+    Preemption <- BlockGrowth <- Admission <- Scheduler: its methods read and move the scheduler's state,
+    set in `Scheduler.__init__` (compiled, preemption.pxd declares that state with C types, for the whole
+    chain)."""
 
     def take_preempted(self) -> int:
         """Sequences preempted since the last recorded iteration, this one's included (the timeline's
@@ -82,6 +84,32 @@ class Preemption:
         self.waiting.appendleft(victim)
         return victim
 
+    def _leave_decode(self, g: Group) -> None:
+        if not self._by_context:  # (ContextSizing's on_leave_decode is a no-op)
+            self.dec_held_offset += self.sizing.on_leave_decode(g)
+        self.dec_seqs -= g.n
+        self.dec_base_sum -= g.n * g.base
+        self.dec_blocks -= g.seq_blocks
+        g.epoch += 1
+        if self.win is not None:
+            self.win.leave(g)
+
+    def _blocks_of(self, seqs: list[int]) -> int:
+        """Blocks in the tables of seqs."""
+        kv = self.kv
+        total = 0
+        for s in seqs:
+            total += kv.num_blocks_of(s)
+        return total
+
+    def _private_of(self, seqs: list[int]) -> int:
+        """Blocks of seqs' tables that no other holder shares (KVManager.private_blocks)."""
+        kv = self.kv
+        total = 0
+        for s in seqs:
+            total += kv.private_blocks(s)
+        return total
+
     def _free_decoded(self, seq: int, tokens: int) -> None:
         """Free seq, which has `tokens` tokens with KV. The KV manager is told first, so that its prefix
         cache registers exactly the blocks full of them (KVManager.set_computed_tokens): the table may hold
@@ -113,7 +141,7 @@ class Preemption:
             if not self._alloc_or_preempt(g, g.seqs, blocks * self.bs):
                 return False
         else:
-            while kv.num_free_blocks + sum(kv.private_blocks(s) for s in g.seqs) < blocks * n:
+            while kv.num_free_blocks + self._private_of(g.seqs) < blocks * n:
                 if not may_preempt or self._preempt_last() is g:
                     return False
             for s in g.seqs:

@@ -21,12 +21,10 @@ import numpy as np
 from kvsim.cost.batch import Batch
 from kvsim.engine.admission import Admission
 from kvsim.engine.beam import BeamSearch
-from kvsim.engine.block_growth import BlockGrowth
 from kvsim.engine.decode_fast_path import DecodeFastPath
 from kvsim.engine.decode_sizing import NO_EXTRAS, ContextSizing, DecodeSizing
 from kvsim.engine.fleet.handoff import HandOff
 from kvsim.engine.group import DECODE, FINISHED, RUNNING, WAITING, Group
-from kvsim.engine.preemption import Preemption
 from kvsim.engine.scheduler_policy import VLLM_V1, SchedulerRules
 from kvsim.engine.tier_waits import TierWaits, next_load_s
 from kvsim.engine.window_sums import WindowSums
@@ -60,7 +58,7 @@ class SchedulerLimits:
     already the one they force."""
 
 
-class Scheduler(Admission, Preemption, BlockGrowth):
+class Scheduler(Admission):
     """Decides each iteration's batch.
 
     Order inside an iteration: (1) every running decode group takes one token per sequence; groups that
@@ -221,11 +219,6 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         self.handoff.release(seq)
         self.kv.free(seq)
 
-    # ----------------------------------------------------------------- heaps
-    def _push(self, heap: list, it: int, g: Group) -> None:
-        self._push_no += 1
-        heapq.heappush(heap, (it, self._push_no, g.epoch, g))
-
     # ----------------------------------------------------------------- decode bookkeeping
     def _join_decode(self, g: Group, it_done: int) -> None:
         """g's prefill finished in iteration it_done; it decodes from it_done + 1."""
@@ -244,25 +237,20 @@ class Scheduler(Admission, Preemption, BlockGrowth):
         if len(seqs) == 1:
             blocks = self.kv.num_blocks_of(seqs[0])
         else:
-            blocks = sum(self.kv.num_blocks_of(s) for s in seqs)
+            blocks = self._blocks_of(seqs)
         g.seq_blocks = blocks
         self.dec_blocks += blocks
-        self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
-        if self._by_context:
+        if self._by_context:  # (ContextSizing: decode_steps is the tokens left, on_join_decode a no-op)
+            self._push(self._finish_heap, it_done + g.output - g.generated, g)
             self._schedule_next_alloc(g, it_done + 1)
+            if self.win is not None:
+                self.win.join(g, it_done + 1)
+            return
+        self._push(self._finish_heap, it_done + self.sizing.decode_steps(g, g.output - g.generated), g)
         if self.win is not None:
             self.win.join(g, it_done + 1)
         delta = self.sizing.on_join_decode(g, self._resize_fn)  # (resizes first: preemptions move the sum)
         self.dec_held_offset += delta
-
-    def _leave_decode(self, g: Group) -> None:
-        self.dec_held_offset += self.sizing.on_leave_decode(g)
-        self.dec_seqs -= g.n
-        self.dec_base_sum -= g.n * g.base
-        self.dec_blocks -= g.seq_blocks
-        g.epoch += 1
-        if self.win is not None:
-            self.win.leave(g)
 
     # ----------------------------------------------------------------- one iteration
     def _begin(self, now: float) -> int:
@@ -376,12 +364,6 @@ class Scheduler(Admission, Preemption, BlockGrowth):
                             kv.cow_copies - copies_before, recall, offload, kv_copy, windows[0], windows[1],
                             self._load_wait, prefetch, 0, 0, 0, 0.0))
 
-    def _start_chunk(self, g: Group, chunk: int) -> None:
-        g.chunk = chunk
-        self._budget -= chunk
-        self.prefill_tokens_held += chunk
-        self._scheduled_prefills.append(g)
-
     def complete(self, t_end: float) -> list[Group]:
         """Apply the iteration that just ran (ending at t_end); return the groups that finished."""
         it = self.it
@@ -407,7 +389,8 @@ class Scheduler(Admission, Preemption, BlockGrowth):
                 finished.append(g)
             else:
                 self._join_decode(g, it_done)
-        self._scheduled_prefills = []
+        if self._scheduled_prefills:
+            self._scheduled_prefills = []
         self.iterations += 1
         if paused:
             self._paused = False

@@ -1,0 +1,19 @@
+# Cython types for admission.py (docs/speed.md, "C types where they pay"): C integers for token and block
+# counts; the scheduler's state is declared on the chain's root (preemption.pxd).
+cimport cython
+
+from kvsim.engine.block_growth cimport BlockGrowth
+
+
+cdef class Admission(BlockGrowth):
+    cpdef _push(self, list heap, Py_ssize_t it, g)
+
+    cpdef _start_chunk(self, g, Py_ssize_t chunk)
+
+    cpdef _prefill_only(self, now, copies_before)
+
+    cpdef _swap_in(self, now)
+
+    @cython.locals(cached=Py_ssize_t, remote=Py_ssize_t, remaining=Py_ssize_t, chunk=Py_ssize_t,
+                   need=Py_ssize_t, free=Py_ssize_t, handed=bint, blocked=bint)
+    cpdef _admit(self, now)

@@ -1,0 +1,34 @@
+# Cython types for scheduler.py (docs/speed.md, "C types where they pay"): the scheduler is an extension
+# type, the end of the chain Preemption <- BlockGrowth <- Admission <- Scheduler; its state is declared on
+# the root (preemption.pxd). C integers for iterations, token and block counts.
+cimport cython
+
+from kvsim.engine.admission cimport Admission
+
+
+cdef class Scheduler(Admission):
+    cpdef has_work(self)
+
+    cpdef token_slots(self)
+
+    cpdef context_sums(self)
+
+    @cython.locals(blocks=Py_ssize_t)
+    cpdef _join_decode(self, g, Py_ssize_t it_done)
+
+    cpdef _begin(self, now)
+
+    cpdef completes_quietly(self)
+
+    cpdef _schedule(self, now)
+
+    cpdef _schedule_rest(self, now, copies_before)
+
+    cpdef _batch(self, list prefills, swap_in_blocks, copies_before, bint decodes)
+
+    @cython.locals(it=Py_ssize_t, it_done=Py_ssize_t, paused=bint, finished=list, heap=list)
+    cpdef complete(self, t_end)
+
+    cpdef _hand_off(self, g, t_end)
+
+    cpdef _finish(self, g, t_end)
