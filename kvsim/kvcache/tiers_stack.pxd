@@ -15,7 +15,9 @@ cdef class StackedTiers:
     @cython.locals(out=list, pos=dict, j=Py_ssize_t, p=object)
     cpdef list match(self, list keys, Py_ssize_t start, Py_ssize_t end)
 
-    @cython.locals(pos=dict, line=list, nxt=Py_ssize_t, stored=Py_ssize_t, box=object, k=object)
+    @cython.locals(pos=dict, line=list, base=Py_ssize_t, nxt=Py_ssize_t, cap0=Py_ssize_t, c0=Py_ssize_t,
+                   s0=Py_ssize_t, peak0=Py_ssize_t, stores0=Py_ssize_t, evictions0=Py_ssize_t, stored=Py_ssize_t,
+                   s=Py_ssize_t, box=object, k=object)
     cpdef Py_ssize_t offer(self, list keys) except -1
 
     @cython.locals(n=Py_ssize_t, cap=Py_ssize_t, c=Py_ssize_t, s=Py_ssize_t, base=Py_ssize_t, line=list)

@@ -81,10 +81,17 @@ class StackedTiers:
         return out
 
     def offer(self, keys: list) -> int:
-        """Store each key not held (in order) into tier 0, victims going down; returns the keys stored."""
+        """Store each key not held (in order) into tier 0, victims going down; returns the keys stored.
+        (Tier 0 inline, its counters in locals: _enter's loop for i = 0.)"""
         pos = self.pos
         line = self.line
+        base = self.base
         nxt = self.end
+        cap0 = self.caps[0]
+        c0 = self.counts[0]
+        s0 = self.starts[0]
+        peak0 = self.peaks[0]
+        stores0 = evictions0 = 0
         stored = 0
         for k in keys:
             box = nxt  # (one int object: setdefault hands it back only if it stored it)
@@ -93,9 +100,31 @@ class StackedTiers:
             line.append(k)
             nxt += 1
             stored += 1
-            self._enter(0, nxt - 1)
+            if cap0 <= 0:  # holds nothing: the key goes on down
+                s0 = nxt
+                self._enter(1, nxt - 1)
+                continue
+            stores0 += 1
+            if c0 < cap0:
+                c0 += 1
+                if c0 > peak0:
+                    peak0 = c0
+                continue
+            evictions0 += 1
+            if cap0 > peak0:
+                peak0 = cap0
+            s = s0
+            while line[s - base] is None:
+                s += 1
+            s0 = s + 1
+            self._enter(1, s)
         self.end = nxt
-        if self.starts[self.n - 1] - self.base > self.slack + (len(line) >> 1):
+        self.counts[0] = c0
+        self.starts[0] = s0
+        self.peaks[0] = peak0
+        self.stores[0] += stores0
+        self.evictions[0] += evictions0
+        if self.starts[self.n - 1] - base > self.slack + (len(line) >> 1):
             self._trim()
         return stored
 
