@@ -53,6 +53,13 @@ class StackedTiers:
         self.slack = slack
         """Positions beyond the keys held the line may keep (its trim and squeeze thresholds)."""
 
+    def __reduce__(self):
+        """Copies and pickles (an extension type when compiled): the same fields, the arrays copied."""
+        arrays = [array("q", self.starts), array("q", self.caps), array("q", self.counts),
+                  array("q", self.stores), array("q", self.loads), array("q", self.evictions),
+                  array("q", self.peaks)]
+        return _restore, (self.n, self.pos, self.line, self.base, self.end, self.dropped, self.slack, arrays)
+
     def tier_of(self, p: int) -> int:
         """The tier whose range holds position p (a key's, held)."""
         i = 0
@@ -251,6 +258,14 @@ class StackedTiers:
             assert len(ks) == self.counts[i] <= max(self.caps[i], 0), f"tier {i} count"
             assert all(self.tier_of(self.pos[k]) == i for k in ks), f"tier {i} positions"
         assert len(self.pos) == sum(self.counts), "keys held"
+
+
+def _restore(n: int, pos: dict, line: list, base: int, end: int, dropped: int, slack: int,
+             arrays: list[array]) -> StackedTiers:
+    s = StackedTiers([0] * n, slack)
+    s.pos, s.line, s.base, s.end, s.dropped = pos, line, base, end, dropped
+    s.starts, s.caps, s.counts, s.stores, s.loads, s.evictions, s.peaks = arrays
+    return s
 
 
 class StackedKeys:

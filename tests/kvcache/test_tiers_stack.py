@@ -3,6 +3,9 @@ the stores, victims, hits and counters of the per-tier policies."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,3 +75,16 @@ def test_holes_are_squeezed_and_the_dropped_prefix_cut():
     assert s.match([16, 17, 19, 9], 0, 4) == [1, 0, 0] and s.occupancy() == (2, 1)
     assert (list(s.stores), list(s.evictions), list(s.loads), list(s.peaks)) == \
         ([20, 17], [17, 13], [1, 3], [3, 4])
+
+
+def test_a_stacked_chain_copies_and_pickles():
+    chain = TierChain([Tier("cpu", 2), Tier("ssd", 3)])
+    chain.offer(list(range(6)))
+    chain.load([4], [0])
+    for how in (copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c))):
+        other = how(chain)
+        assert _state(other) == _state(chain)
+        for c in (chain, other):
+            c.offer([7, 8, 9])
+        assert _state(other) == _state(chain) and other.tiers[0].keys() == [8, 9]
+        other.check()
