@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from kvsim.kvcache.tier_policies import TIER_POLICIES, FifoPolicy, LruPolicy, TierPolicy, pop_oldest
+from kvsim.kvcache.tiers_stack import StackedKeys, StackedTiers
 
 TIER_MEDIA: dict[str, str] = {
     "cpu": "host DRAM behind the GPU, over the host link (PCIe)",
@@ -121,26 +122,52 @@ class Tier:
         return self.strategy.keys()
 
 
+class StackedPolicy(TierPolicy):
+    """The policy of tier i of a chain held as one StackedTiers (kvsim/kvcache/tiers_stack.py): its keys
+    read from there; only its TierChain changes them."""
+
+    __slots__ = ("stack", "i")
+    name = "stacked"
+    description = "a tier of an exclusive lru / fifo chain (TierChain's state)"
+    resizable = True
+
+    def __init__(self, stack: StackedTiers, i: int, capacity: int) -> None:
+        super().__init__(capacity)
+        self.stack = stack
+        self.i = i
+        self.held = StackedKeys(stack, i)
+
+    def keys(self) -> list[Hashable]:
+        return self.stack.keys(self.i)
+
+
 class TierChain:
     """The tiers below one GPU cache, in order (see the module docstring).
 
-    A chain of lru / fifo tiers (`Tier.queue`) stores, matches and loads blocks inline, on the tiers'
-    dicts and queues (FifoPolicy), with the results of the general per-tier calls (the others go through
-    them)."""
+    An exclusive chain of lru / fifo tiers, none shared, is held as one StackedTiers (`stacked`; its Tier
+    objects read their keys and counters from it). Another chain of lru / fifo tiers (`Tier.queue`) stores,
+    matches and loads blocks inline, on the tiers' dicts and queues (FifoPolicy), with the results of the
+    general per-tier calls (the others go through them)."""
 
     __slots__ = ("tiers", "exclusive", "chunk_blocks", "min_uses", "_seen", "dropped", "_helds", "_queues",
-                 "_orders", "_stales")
+                 "_orders", "_stales", "_stack")
 
     def __init__(self, tiers: list[Tier], exclusive: bool = True, chunk_blocks: int = 1,
-                 min_uses: int = 1) -> None:
+                 min_uses: int = 1, stacked: bool = True) -> None:
         self.tiers = tiers
         self.exclusive = exclusive
         self.chunk_blocks = max(1, chunk_blocks)
         self.min_uses = min_uses
         self._seen: dict[Hashable, int] = {}  # store filter: offers per key (only when min_uses > 1)
         self.dropped = 0  # blocks that left the chain from its last tier
+        self._stack: StackedTiers | None = None
+        if stacked and exclusive and tiers and all(t.queue and not t.shared and not len(t) for t in tiers):
+            stack = self._stack = StackedTiers([t.capacity_blocks for t in tiers])
+            for i, t in enumerate(tiers):
+                t.strategy = StackedPolicy(stack, i, t.capacity_blocks)
+                t._held = t.strategy.held
         self._helds = [t._held for t in tiers]  # (a policy keeps its `held` dict for life)
-        self._queues = all(t.queue for t in tiers)
+        self._queues = self._stack is None and all(t.queue for t in tiers)
         # (lru / fifo chains: each FifoPolicy's order and stale counts, kept for life as `held` is)
         self._orders = [t.strategy.order for t in tiers] if self._queues else []
         self._stales = [t.strategy.stale for t in tiers] if self._queues else []
@@ -157,6 +184,12 @@ class TierChain:
                 if n >= self.min_uses:
                     kept.append(k)
             keys = kept
+        stack = self._stack
+        if stack is not None:
+            stored = stack.offer(keys)
+            stack.sync(self.tiers)
+            self.dropped = stack.dropped
+            return stored
         if not self.exclusive:
             for k in keys:
                 for t in self.tiers:
@@ -284,6 +317,13 @@ class TierChain:
         gives it back); victims over the new capacity go down the chain as any tier victim does. For the
         lru / lfu / fifo policies: PrefixHashKVManager (kvsim/kvcache/prefix_hash.py) lends only a
         resizable cpu tier; with an arc or s3fifo one, swap keeps its own pool and this is never called."""
+        stack = self._stack
+        if stack is not None:
+            self.tiers[i].capacity_blocks = capacity
+            stack.resize(i, capacity)
+            stack.sync(self.tiers)
+            self.dropped = stack.dropped
+            return
         victims = self.tiers[i].resize(capacity)
         if not self.exclusive:
             return
@@ -295,10 +335,14 @@ class TierChain:
 
     def occupancy(self) -> tuple[int, ...]:
         """Blocks each tier holds, in tier order."""
+        if self._stack is not None:
+            return self._stack.occupancy()
         return tuple(map(len, self._helds))
 
     def find(self, key: Hashable) -> int:
         """Index of the first tier holding key, -1 if none."""
+        if self._stack is not None:
+            return self._stack.find(key)
         i = 0
         for h in self._helds:
             if key in h:
@@ -313,6 +357,9 @@ class TierChain:
         helds = self._helds
         end = min(limit, len(keys))
         j = start
+        if self._stack is not None:
+            out = self._stack.match(keys, start, end)
+            j = end
         while j < end:
             k = keys[j]
             i = 0
@@ -334,6 +381,11 @@ class TierChain:
         """Account a hit on these keys from these tiers (exclusive: they leave the chain, except a shared
         tier's: other replicas read them too)."""
         chain = self.tiers
+        stack = self._stack
+        if stack is not None:
+            stack.load(keys, tiers)
+            stack.sync(chain)
+            return
         if not self._queues:
             for k, i in zip(keys, tiers, strict=True):
                 t = chain[i]
@@ -362,6 +414,8 @@ class TierChain:
         """Raise AssertionError unless every tier is within capacity and (exclusive) no block is in two of
         the replica's own tiers (a shared tier may hold what another replica put there); return the keys
         read."""
+        if self._stack is not None:
+            self._stack.check()
         seen: set = set()
         read = 0
         for t in self.tiers:

@@ -56,12 +56,12 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
     if not path.is_absolute() and base_dir is not None and _is_file(Path(base_dir) / path):
         path = Path(base_dir) / path  # else already resolved (load_scenario) or relative to the cwd
     adapters = None
+    hash_ids = None
     if tcfg.format == "mooncake":
-        arrival, prompt, output, segments = _read_mooncake(path, tcfg)
+        arrival, prompt, output, hash_ids = _read_mooncake(path, tcfg)
     else:
         names = AZURE_COLUMNS if tcfg.format == "azure" else _column_names(tcfg)
         arrival, prompt, output, adapters = _read_csv(path, names, tcfg.limit)
-        segments = None
     if not len(arrival):
         raise KvsimError(f"{path}: trace holds no requests")
     times = _scaled(np.asarray(arrival, dtype=np.float64), tcfg.time_scale, path)
@@ -70,15 +70,20 @@ def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: 
         order = order[times[order] <= duration_s]
     if max_requests is not None:
         order = order[:max_requests]
+    kept = order.tolist()
+    if hash_ids is not None:  # (segments for the rows kept only)
+        block = tcfg.hash_block_tokens
+        segs = [_segments(hash_ids[i], prompt[i], block) for i in kept]
+    else:
+        segs = [()] * len(kept)
     prompt = np.maximum(np.asarray(prompt, dtype=np.int64), 1)[order].tolist()
     output = np.maximum(np.asarray(output, dtype=np.int64), 1)[order].tolist()
-    segs = [segments[i] for i in order.tolist()] if segments is not None else [()] * len(order)
     rows = zip(times[order].tolist(), prompt, output, segs, strict=True)
     n = cfg.n  # (Request's fields rid, arrival_s, prompt_len, output_len, n, segments, session, after,
     # think_s, source, positionally)
     out = [Request(rid, t, p, o, n, sg, -1, -1, 0.0, "trace") for rid, (t, p, o, sg) in enumerate(rows)]
     if tcfg.format == "columns" and adapters is not None:
-        for r, i in zip(out, order.tolist(), strict=True):
+        for r, i in zip(out, kept, strict=True):
             r.adapter_name = adapters[i]
     return out
 
@@ -226,12 +231,14 @@ def _count(text: str, path: Path, line: int, column: str) -> int:
     return int(value)
 
 
-def _read_mooncake(path: Path, tcfg: TraceConfig) -> tuple[list[float], list[int], list[int],
-                                                           list[tuple[tuple[int, int], ...]]]:
+def _read_mooncake(path: Path,
+                   tcfg: TraceConfig) -> tuple[list[float], list[int], list[int], list[list[int]]]:
+    """(arrival, prompt, output, hash_ids) of every row read, each checked (_segments makes a row's
+    segments)."""
     arrival: list[float] = []
     prompt: list[int] = []
     output: list[int] = []
-    segments: list[tuple[tuple[int, int], ...]] = []
+    hash_ids: list[list[int]] = []
     block = tcfg.hash_block_tokens
     total_ids = 0
     for line, text in text_lines(path, "trace file"):
@@ -252,13 +259,19 @@ def _read_mooncake(path: Path, tcfg: TraceConfig) -> tuple[list[float], list[int
         arrival.append(ts / 1000.0)
         prompt.append(n_in)
         output.append(n_out)
-        segs = [(MOONCAKE_ID_BASE + h, block) for h in hashes]
-        if segs:
-            segs[-1] = (segs[-1][0], n_in - block * (len(segs) - 1))
-        segments.append(tuple(segs))
+        hash_ids.append(hashes)
         if tcfg.limit is not None and len(arrival) >= tcfg.limit:
             break
-    return arrival, prompt, output, segments
+    return arrival, prompt, output, hash_ids
+
+
+def _segments(hashes: list[int], n_in: int, block: int) -> tuple[tuple[int, int], ...]:
+    """A Mooncake row's prompt segments: one (MOONCAKE_ID_BASE + id, block) per hash id, the last one
+    shortened so that the lengths sum to n_in."""
+    segs = [(MOONCAKE_ID_BASE + h, block) for h in hashes]
+    if segs:
+        segs[-1] = (segs[-1][0], n_in - block * (len(segs) - 1))
+    return tuple(segs)
 
 
 def _json_record(text: str, path: Path, line: int) -> dict:

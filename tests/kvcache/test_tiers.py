@@ -266,7 +266,8 @@ def test_inline_queue_paths_agree_with_the_per_tier_calls(ops, cap0, cap1, polic
     same operations through Tier.put / hit (the general path) leave every tier and counter the same."""
     chains = []
     for inline in (True, False):
-        chain = TierChain([Tier("cpu", cap0, policy), Tier("ssd", cap1, policy, shared=shared)])
+        chain = TierChain([Tier("cpu", cap0, policy), Tier("ssd", cap1, policy, shared=shared)],
+                          stacked=False)  # (a stacked chain: tests/kvcache/test_tiers_stack.py)
         chain._queues = inline
         chains.append(chain)
     for op, keys in ops:
