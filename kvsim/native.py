@@ -63,7 +63,11 @@ def _cimports(pxd: str) -> list[str]:
     if not os.path.isfile(pxd):
         return []
     with open(pxd, encoding="utf-8") as f:
-        return re.findall(r"^from (kvsim(?:\.\w+)+) cimport", f.read(), re.MULTILINE)
+        return _cimports_in(f.read())
+
+
+def _cimports_in(text: str) -> list[str]:
+    return re.findall(r"^from (kvsim(?:\.\w+)+) cimport", text, re.MULTILINE)
 
 
 class SourceFirst:
@@ -78,6 +82,7 @@ class SourceFirst:
         as Python)."""
         self.compiled: list[str] = []
         """Modules imported as extensions so far."""
+        self._known: dict[str, bool] = {}
 
     def find_spec(self, name: str, path=None, target=None):
         if path is None or not name.startswith("kvsim."):
@@ -98,14 +103,22 @@ class SourceFirst:
         return None
 
     def _fresh(self, name: str, source: str) -> bool:
-        """name's extension matches its source, and so do those of the kvsim modules it cimports."""
-        if self.manifest.get(name) != _digest(source):
-            return False
-        root = os.path.dirname(source)
-        for _ in range(name.count(".")):
-            root = os.path.dirname(root)
-        return all(self._fresh(dep, os.path.join(root, *dep.split(".")) + ".py")
-                   for dep in _cimports(source[:-3] + ".pxd"))
+        """name's extension is there and matches its source, and so do those of the kvsim modules it
+        cimports (each module decided once; a cimport cycle decides nothing on its way round)."""
+        known = self._known.get(name)
+        if known is not None:
+            return known
+        self._known[name] = True
+        fresh = (self.manifest.get(name) == _digest(source)
+                 and any(os.path.exists(source[:-3] + s) for s in EXTENSION_SUFFIXES))
+        if fresh:
+            root = os.path.dirname(source)
+            for _ in range(name.count(".")):
+                root = os.path.dirname(root)
+            fresh = all(self._fresh(dep, os.path.join(root, *dep.split(".")) + ".py")
+                        for dep in _cimports(source[:-3] + ".pxd"))
+        self._known[name] = fresh
+        return fresh
 
 
 _finder: SourceFirst | None = None

@@ -96,6 +96,40 @@ def test_finder_runs_a_module_as_python_when_a_module_it_cimports_is_stale(tmp_p
     assert finder.stale == ["kvsim.sub"]
 
 
+def test_finder_runs_a_module_as_python_when_a_module_it_cimports_has_no_extension(tmp_path):
+    pkg = tmp_path / "kvsim"
+    pkg.mkdir()
+    (pkg / "base.py").write_text("X = 1\n")  # listed in the manifest, its extension gone
+    (pkg / "sub.py").write_text("Y = 1\n")
+    (pkg / ("sub" + EXTENSION_SUFFIXES[0])).write_bytes(b"")
+    (pkg / "sub.pxd").write_text("from kvsim.base cimport Base\n")
+    sub = hashlib.sha256(b"Y = 1\n" + b"\0pxd\0" + b"from kvsim.base cimport Base\n").hexdigest()
+    manifest = {"kvsim.base": hashlib.sha256(b"X = 1\n").hexdigest(), "kvsim.sub": sub}
+    finder = native.SourceFirst(manifest, pure=False)
+    assert finder.find_spec("kvsim.sub", [str(pkg)]).origin == str(pkg / "sub.py")
+
+
+def test_finder_decides_a_cimport_cycle_without_recursing_forever(tmp_path):
+    pkg = tmp_path / "kvsim"
+    pkg.mkdir()
+    manifest = {}
+    for leaf, other in (("a", "b"), ("b", "a")):
+        text, pxd = f"{leaf} = 1\n", f"from kvsim.{other} cimport T\n"
+        (pkg / f"{leaf}.py").write_text(text)
+        (pkg / f"{leaf}.pxd").write_text(pxd)
+        (pkg / (leaf + EXTENSION_SUFFIXES[0])).write_bytes(b"")
+        manifest[f"kvsim.{leaf}"] = hashlib.sha256(text.encode() + b"\0pxd\0" + pxd.encode()).hexdigest()
+    assert native.SourceFirst(manifest, pure=False).find_spec("kvsim.a", [str(pkg)]) is None
+
+
+def test_every_kvsim_cimport_in_the_package_is_one_the_finder_reads():
+    """The finder's staleness rule reads `from kvsim.x cimport Y` lines only: no other spelling in kvsim."""
+    for pxd in (ROOT / "kvsim").rglob("*.pxd"):
+        for line in pxd.read_text(encoding="utf-8").splitlines():
+            if "cimport" in line and "kvsim" in line:
+                assert native._cimports_in(line) != [], f"{pxd}: {line}"
+
+
 def test_finder_leaves_uncompiled_and_foreign_modules_alone(tmp_path):
     (tmp_path / "cold.py").write_text("")
     finder = native.SourceFirst({}, pure=True)

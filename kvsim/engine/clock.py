@@ -139,6 +139,8 @@ class Tick(Event):
         env = self.env
         if t < env._now:
             raise ValueError(f"Tick.at({t}) is before now ({env._now})")
+        if self.callbacks is not None:
+            raise RuntimeError("Tick.at: the tick is already scheduled (it is in the queue at most once)")
         self.callbacks = []
         heappush(env._queue, (t, NORMAL, next(env._eid), self))
         return self

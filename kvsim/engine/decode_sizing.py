@@ -73,7 +73,9 @@ def resize_each(states: dict, size: Callable[..., int], it: int, resize: Resize)
 
 
 class DecodeSizing(Protocol):
-    """What the scheduler asks about its decoding groups' KV (see the module docstring)."""
+    """What the scheduler asks about its decoding groups' KV (see the module docstring). A sizing with
+    `by_context` True has its join / leave hooks and decode_steps skipped (the scheduler assumes
+    ContextSizing's: no-ops, and the tokens left); a strategy that needs them sets `by_context` False."""
 
     by_context: bool
     decode_tokens: int

@@ -243,8 +243,8 @@ class _Columns:
         self.names = tuple(self.row_kinds)
         self.values_of = attrgetter(*self.names)
         """A row object's values, in field order (a tuple)."""
-        self.pack = struct.Struct("<" + "".join(self.row_kinds.values())).pack
-        self.row_dtype = np.dtype([(k, "<f8" if t == "d" else "<i8") for k, t in self.row_kinds.items()])
+        self.pack = struct.Struct("=" + "".join(self.row_kinds.values())).pack
+        self.row_dtype = np.dtype([(k, "=f8" if t == "d" else "=i8") for k, t in self.row_kinds.items()])
         self._reset()
         self.pending = bytearray()
         self.npending = 0
@@ -428,10 +428,26 @@ def _append(cols: _Columns, row, extra: tuple) -> None:
 def _append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
     if len(values) != len(cols.names):
         raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
-    row = cols.pack(*values)  # (first: a value that does not fit appends nothing)
+    try:
+        row = cols.pack(*values)  # (first: a value that does not fit appends nothing)
+    except struct.error:
+        raise _unpackable(cols, values) from None
     if extra or cols.groups:
         cols.append_extra(extra)
     cols.pending += row
     cols.npending += 1
     if cols.npending >= cols.limit:
         cols.flush()
+
+
+def _unpackable(cols: _Columns, values: tuple) -> Exception:
+    """The error naming the first column whose value does not pack (an int column takes an int in int64's
+    range, a float column a number)."""
+    for name, kind, v in zip(cols.names, cols.row_kinds.values(), values, strict=True):
+        try:
+            struct.pack("=" + kind, v)
+        except struct.error as e:
+            if kind == "q" and isinstance(v, int):
+                return OverflowError(f"int column {name!r} value {v} out of int64 range")
+            return TypeError(f"column {name!r} ({'int' if kind == 'q' else 'float'}) got {v!r}: {e}")
+    return ValueError("row does not pack")
