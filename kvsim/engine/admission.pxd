@@ -2,18 +2,20 @@
 # counts; the scheduler's state is declared on the chain's root (preemption.pxd).
 cimport cython
 
+from kvsim.engine.group cimport Group
+
 from kvsim.engine.block_growth cimport BlockGrowth
 
 
 cdef class Admission(BlockGrowth):
     cpdef _push(self, list heap, Py_ssize_t it, g)
 
-    cpdef _start_chunk(self, g, Py_ssize_t chunk)
+    cpdef _start_chunk(self, Group g, Py_ssize_t chunk)
 
     cpdef _prefill_only(self, now, copies_before)
 
     cpdef _swap_in(self, now)
 
     @cython.locals(cached=Py_ssize_t, remote=Py_ssize_t, remaining=Py_ssize_t, chunk=Py_ssize_t,
-                   need=Py_ssize_t, free=Py_ssize_t, handed=bint, blocked=bint)
+                   need=Py_ssize_t, free=Py_ssize_t, handed=bint, blocked=bint, g=Group)
     cpdef _admit(self, now)

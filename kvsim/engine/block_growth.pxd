@@ -2,16 +2,18 @@
 # block counts; the scheduler's state is declared on the chain's root (preemption.pxd).
 cimport cython
 
+from kvsim.engine.group cimport Group
+
 from kvsim.engine.preemption cimport Preemption
 
 
 cdef class BlockGrowth(Preemption):
-    cpdef _push_alloc(self, Py_ssize_t it, g)
+    cpdef _push_alloc(self, Py_ssize_t it, Group g)
 
     cpdef list _due_list(self, Py_ssize_t it)
 
-    cpdef _schedule_next_alloc(self, g, next_decode=*)
+    cpdef _schedule_next_alloc(self, Group g, next_decode=*)
 
     @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, its=list,
-                   due=dict, entries=list, live=list, seqs=list, e=tuple, entry=tuple)
+                   due=dict, entries=list, live=list, seqs=list, e=tuple, entry=tuple, g=Group)
     cpdef _grow(self, it)

@@ -5,6 +5,8 @@
 # writable from Python (`public`). The held offset stays a Python object (a sizing's deltas).
 cimport cython
 
+from kvsim.engine.group cimport Group
+
 
 cdef class Preemption:
     cdef public object lim, kv, tier_waits, handoff, lora, sizing, _resize_fn, _figures_fn
@@ -24,7 +26,7 @@ cdef class Preemption:
     @cython.locals(done=Py_ssize_t)
     cpdef _preempt_last(self)
 
-    cpdef _leave_decode(self, g)
+    cpdef _leave_decode(self, Group g)
 
     @cython.locals(total=Py_ssize_t)
     cpdef Py_ssize_t _blocks_of(self, list seqs) except? -1

@@ -157,11 +157,10 @@ class Replica:
         simulation, which reads the event loop's clock). Returns when the last iteration scheduled ends:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
-        quiet, complete, schedule, step = sched.completes_quietly, sched.complete, sched.schedule_decodes, \
-            self._step
+        schedule, step = sched.schedule_decodes, self._step
         n = 0
-        while end < horizon and quiet():
-            complete(end)
+        while end < horizon and sched.completes_quietly():  # (C calls when compiled: sched is typed)
+            sched.complete(end)
             batch = schedule(end)
             if batch is None:
                 self.fast_iterations += n

@@ -3,6 +3,8 @@
 # the root (preemption.pxd). C integers for iterations, token and block counts.
 cimport cython
 
+from kvsim.engine.group cimport Group
+
 from kvsim.engine.admission cimport Admission
 
 
@@ -14,7 +16,7 @@ cdef class Scheduler(Admission):
     cpdef context_sums(self)
 
     @cython.locals(blocks=Py_ssize_t)
-    cpdef _join_decode(self, g, Py_ssize_t it_done)
+    cpdef _join_decode(self, Group g, Py_ssize_t it_done)
 
     cpdef _begin(self, now)
 
@@ -26,9 +28,9 @@ cdef class Scheduler(Admission):
 
     cpdef _batch(self, list prefills, swap_in_blocks, copies_before, bint decodes)
 
-    @cython.locals(it=Py_ssize_t, it_done=Py_ssize_t, paused=bint, finished=list, heap=list)
+    @cython.locals(it=Py_ssize_t, it_done=Py_ssize_t, paused=bint, finished=list, heap=list, g=Group)
     cpdef complete(self, t_end)
 
     cpdef _hand_off(self, g, t_end)
 
-    cpdef _finish(self, g, t_end)
+    cpdef _finish(self, Group g, t_end)
