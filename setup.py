@@ -23,6 +23,10 @@ MANIFEST = "native_manifest.json"
 (kvsim/native.py runs a module as Python when its source no longer matches)."""
 
 
+CYTHON_MIN = (3, 3, 1)
+"""The oldest Cython that compiles the hot paths correctly (pyproject.toml's build requirement agrees)."""
+
+
 def notice(text: str) -> None:
     print(f"kvsim: {text}", file=sys.stderr)
 
@@ -57,9 +61,18 @@ def extensions() -> list:
         notice("KVSIM_PURE_PYTHON=1: the hot paths are not compiled (pure Python, same results)")
         return []
     try:
+        import Cython
         from Cython.Build import cythonize
     except ImportError:
         notice("Cython is not installed: the hot paths are not compiled (pure Python, same results)")
+        return []
+    version = tuple(int(p) if p.isdigit() else 0 for p in Cython.__version__.split(".")[:3])
+    if version < CYTHON_MIN:
+        # 3.3.0 miscompiles the scheduler chain (a segfault in Preemption._resize, called by a sparsity
+        # sizing); pyproject.toml's build requirement asks for CYTHON_MIN, this guards a build without
+        # isolation
+        notice(f"Cython {Cython.__version__} is older than {'.'.join(map(str, CYTHON_MIN))}: the hot paths "
+               "are not compiled (pure Python, same results)")
         return []
     from setuptools import Extension
 

@@ -16,6 +16,8 @@ class Admission(BlockGrowth):
     through the scheduler's `TierWaits`, a P/D hand-off's through its `HandOff`; a group whose KV has not
     arrived holds its blocks (reserved) and starts its prefill once it is there."""
 
+    __slots__ = ()
+
     def _push(self, heap: list, it: int, g: Group) -> None:
         self._push_no += 1
         heapq.heappush(heap, (it, self._push_no, g.epoch, g))

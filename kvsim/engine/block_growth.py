@@ -14,6 +14,8 @@ class BlockGrowth(Preemption):
     BlockGrowth <- Admission <- Scheduler: its methods read and move the scheduler's state, set in
     `Scheduler.__init__`."""
 
+    __slots__ = ()
+
     def _push_alloc(self, it: int, g: Group) -> None:
         # (epoch, group, its one sequence or -1 when it has several, base): while the epoch holds, the
         # group decodes and its sequence and base stay as they are

@@ -12,6 +12,15 @@ class Preemption:
     set in `Scheduler.__init__` (compiled, preemption.pxd declares that state with C types, for the whole
     chain)."""
 
+    __slots__ = ("lim", "kv", "tier_waits", "handoff", "lora", "sizing", "_resize_fn", "_figures_fn",
+                 "waiting", "swapped", "beam", "win", "windows", "schedule_decodes", "dec_held_offset",
+                 "running", "prefilling", "_alloc_due", "_alloc_its", "_finish_heap",
+                 "_scheduled_prefills", "_sends", "_by_context", "_prefill_first",
+                 "_admit_after_preemption", "_admit_while_swapped", "_paused", "_now", "_load_wait", "bs",
+                 "_budget", "_swap_out_blocks", "it", "iterations", "_charge", "_push_no", "running_seqs",
+                 "dec_seqs", "dec_base_sum", "dec_blocks", "prefill_tokens_held", "preempted_now",
+                 "preempted_unrecorded", "total_preemptions")
+
     def take_preempted(self) -> int:
         """Sequences preempted since the last recorded iteration, this one's included (the timeline's
         `preempted`)."""

@@ -25,6 +25,10 @@ class Replica:
     Unless `exact`, iterations that nothing else observes run back to back without the event loop
     (`_fast_forward`); the results are those of stepping one by one."""
 
+    __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
+                 "exact", "sched", "fast", "fast_iterations", "_wakeup", "process", "_step_time",
+                 "_append", "_context_sums", "_token_states", "_breakdown")
+
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
                  extra_columns: Callable[[], tuple] | None = None, role: str = "mixed",

@@ -82,6 +82,8 @@ class Scheduler(Admission):
     iteration; the two are equal under every other policy.
     """
 
+    __slots__ = ()
+
     def __init__(self, limits: SchedulerLimits, kv: KVManager, sizing: DecodeSizing | None = None,
                  loader: Callable[[float, tuple], float] | None = None,
                  handoff: HandOff | None = None, lora=None) -> None:
