@@ -68,9 +68,9 @@ def extensions() -> list:
         return []
     version = tuple(int(p) if p.isdigit() else 0 for p in Cython.__version__.split(".")[:3])
     if version < CYTHON_MIN:
-        # 3.3.0 miscompiles the scheduler chain (a segfault in Preemption._resize, called by a sparsity
-        # sizing); pyproject.toml's build requirement asks for CYTHON_MIN, this guards a build without
-        # isolation
+        # built by 3.3.0 the scheduler chain crashes (a segfault in Preemption._resize, called by a
+        # sparsity sizing; not with 3.3.1, cause not isolated); pyproject.toml's build requirement asks
+        # for CYTHON_MIN, this guards a build without isolation
         notice(f"Cython {Cython.__version__} is older than {'.'.join(map(str, CYTHON_MIN))}: the hot paths "
                "are not compiled (pure Python, same results)")
         return []
