@@ -12,8 +12,6 @@ free block evicts whole unlocked leaves, smallest eviction key first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.hashing import ContentMemo, cached_upto, request_content
@@ -118,14 +116,20 @@ def _first_shared(rc: list[int], table: list[int], i: int, end: int) -> int:
     return end
 
 
-@dataclass(slots=True)
 class _SeqPath:
-    content: PageRuns | None  # None: a forked sample, which inserts nothing
-    prompt: int
-    node: RadixNode   # deepest node of the locked path
-    pages: int        # pages on the path root..node (= leading table blocks that are tree blocks)
-    pending: bool     # admitted, not yet allocated: the scheduler may still undo it
-    computed: int = -1  # tokens with KV, when the scheduler said (set_computed_tokens); -1: not said
+    """A sequence's place in the tree. (A plain class, not a dataclass: a dataclass's generated __init__
+    runs interpreted even when this module is compiled, once per admission.)"""
+
+    __slots__ = ("content", "prompt", "node", "pages", "pending", "computed")
+
+    def __init__(self, content: PageRuns | None, prompt: int, node: RadixNode, pages: int, pending: bool,
+                 computed: int = -1) -> None:
+        self.content = content  # None: a forked sample, which inserts nothing
+        self.prompt = prompt
+        self.node = node        # deepest node of the locked path
+        self.pages = pages      # pages on the path root..node (= leading table blocks that are tree blocks)
+        self.pending = pending  # admitted, not yet allocated: the scheduler may still undo it
+        self.computed = computed  # tokens with KV, when the scheduler said (set_computed_tokens); -1 if not
 
 
 class RadixKVManager(PagedKVManager):

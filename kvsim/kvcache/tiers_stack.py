@@ -83,7 +83,11 @@ class StackedTiers:
             p = pos.get(keys[j])
             if p is None:
                 break
-            out.append(self.tier_of(p))
+            q = p
+            i = 0  # (tier_of inline)
+            while q < self.starts[i]:
+                i += 1
+            out.append(i)
             j += 1
         return out
 
