@@ -12,7 +12,8 @@ cdef class StackedTiers:
     @cython.locals(i=Py_ssize_t)
     cpdef Py_ssize_t tier_of(self, Py_ssize_t p) except -1
 
-    @cython.locals(out=list, pos=dict, j=Py_ssize_t, p=object, q=Py_ssize_t, i=Py_ssize_t)
+    @cython.locals(out=list, pos=dict, line=list, base=Py_ssize_t, low=Py_ssize_t, j=Py_ssize_t, k=object,
+                   x=object, p=object, q=Py_ssize_t, i=Py_ssize_t)
     cpdef list match(self, list keys, Py_ssize_t start, Py_ssize_t end)
 
     @cython.locals(pos=dict, line=list, base=Py_ssize_t, nxt=Py_ssize_t, cap0=Py_ssize_t, c0=Py_ssize_t,

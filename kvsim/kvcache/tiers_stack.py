@@ -75,15 +75,26 @@ class StackedTiers:
         return self.tier_of(p)
 
     def match(self, keys: list, start: int, end: int) -> list[int]:
-        """Tier index of each of keys[start:end] while the chain holds them."""
+        """Tier index of each of keys[start:end] while the chain holds them. A prompt's blocks are evicted
+        from the GPU tail first, so its keys lie in the line one below the other: a key found in the line
+        just below the key before it (a held key's one position) needs no dict lookup."""
         out: list[int] = []
         pos = self.pos
+        line = self.line
+        base = self.base
+        low = self.starts[self.n - 1]  # (the live positions: [low, end))
+        q = low  # position of the key before (low: none below it to look at)
         j = start
         while j < end:
-            p = pos.get(keys[j])
-            if p is None:
-                break
-            q = p
+            k = keys[j]
+            x = line[q - 1 - base] if q > low else None
+            if x is not None and x == k:
+                q -= 1
+            else:
+                p = pos.get(k)
+                if p is None:
+                    break
+                q = p
             i = 0  # (tier_of inline)
             while q < self.starts[i]:
                 i += 1

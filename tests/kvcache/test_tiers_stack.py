@@ -60,6 +60,37 @@ def test_the_stacked_chain_agrees_with_the_tier_policies(ops, caps, policy):
         assert all(s == states[0] for s in states)
 
 
+RUNS = st.lists(st.tuples(st.sampled_from(["offer", "offer", "load", "resize", "match"]), st.integers(0, 24),
+                          st.integers(1, 8)), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(RUNS, st.lists(st.integers(0, 6), min_size=1, max_size=3), st.sampled_from(["lru", "fifo"]))
+def test_runs_stored_tail_first_match_as_the_tier_policies_do(ops, caps, policy):
+    """A prompt's blocks go down tail first and are matched head first (StackedTiers.match follows the
+    line instead of looking each key up): the same hits with holes, drops and resizes between."""
+    chains = _chains(caps, policy)
+    for op, a, n in ops:
+        keys = list(range(a, a + n))
+        results = []
+        for chain in chains:
+            if op == "offer":
+                results.append(chain.offer(keys[::-1]))
+            elif op == "load":
+                idx = chain.match(keys, 0, len(keys))
+                chain.load(keys[:len(idx)], idx)
+                results.append(idx)
+            elif op == "match":
+                results.append((chain.match(keys, 0, len(keys)), chain.match(keys, 1, len(keys) - 1)))
+            else:
+                chain.resize(0, max(caps[0] - n, 0) if n % 2 else caps[0] + n)
+                results.append(None)
+            chain.check()
+        assert all(r == results[0] for r in results)
+        states = [_state(c) for c in chains]
+        assert all(s == states[0] for s in states)
+
+
 def test_holes_are_squeezed_and_the_dropped_prefix_cut():
     s = StackedTiers([3, 4], slack=0)
     s.offer(list(range(7)))
