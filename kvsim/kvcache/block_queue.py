@@ -97,6 +97,10 @@ class BlockQueue:
                 return
         self.add_many(rows, ticket)
 
+    def add_ascending(self, rows: list[int], ticket: int) -> None:
+        """add_run of rows whose depths the caller checked ascend, with lru or length (hash_pool.settle_run)."""
+        self._file(rows, ticket, self.prio(rows[-1]), self.prio(rows[0]))
+
     def add_many(self, rows: list[int], ticket: int) -> None:
         """File blocks released together (sorted here by priority, ties by block id)."""
         by = sorted(zip(map(self.prio, rows), rows, strict=True), reverse=True)
