@@ -98,7 +98,8 @@ class BlockQueue:
         self.add_many(rows, ticket)
 
     def add_ascending(self, rows: list[int], ticket: int) -> None:
-        """add_run of rows whose depths the caller checked ascend, with lru or length (hash_pool.settle_run)."""
+        """add_run of rows whose depths the caller checked ascend, with lru or length
+        (hash_pool.settle_run)."""
         self._file(rows, ticket, self.prio(rows[-1]), self.prio(rows[0]))
 
     def add_many(self, rows: list[int], ticket: int) -> None:

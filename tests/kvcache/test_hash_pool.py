@@ -48,7 +48,7 @@ def test_settle_run_is_settle_and_add_runs_depth_check(keyed, depths, order, n, 
     rc1, filed1, last1 = (list(x) for x in state)
     free1, cached1 = settle(key_of, rc1, filed1, last1, zeroed, now)
     ds = [depths[b] for b in cached1]
-    want = all(a < b for a, b in zip(ds, ds[1:]))
+    want = all(a < b for a, b in zip(ds, ds[1:], strict=False))
     rc2, filed2, last2 = (list(x) for x in state)
     free2, cached2, ascending = settle_run(key_of, rc2, filed2, last2, depths, zeroed, now)
     assert (free2, cached2, ascending) == (free1, cached1, want)
