@@ -1,6 +1,6 @@
 # C types for block_queue.py when Cython compiles it (docs/speed.md): BlockQueue is an extension type with
 # C-integer counts; priorities and tickets stay Python ints (unbounded), block ids Python ints (the loops store
-# them: a C int would make a new Python int per store).
+# them: a C int would make a new Python int per store; pop_many indexes with a C copy).
 import cython
 
 cdef class BlockQueue:
@@ -28,5 +28,5 @@ cdef class BlockQueue:
     cpdef revive(self, list rows, object ticket)
 
     @cython.locals(heap=list, rc=list, filed=list, out=list, need=Py_ssize_t, n=Py_ssize_t, was=Py_ssize_t,
-                   late=bint, rows=list)
+                   late=bint, rows=list, i=Py_ssize_t)
     cpdef list pop_many(self, Py_ssize_t k)

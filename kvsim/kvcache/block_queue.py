@@ -178,9 +178,10 @@ class BlockQueue:
             if top <= bound:  # every live row of the root batch sorts before every other batch's
                 while rows and need:
                     b = rows.pop()
-                    if filed[b] == ticket:  # b's row (live, or its block held): gone now
-                        filed[b] = 0
-                        if rc[b] == 0:
+                    i = b  # (compiled: a C index, b stays the Python int that is stored)
+                    if filed[i] == ticket:  # b's row (live, or its block held): gone now
+                        filed[i] = 0
+                        if rc[i] == 0:
                             out.append(b)
                             need -= 1
                 self._rows -= was - len(rows)

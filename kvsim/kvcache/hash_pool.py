@@ -215,16 +215,19 @@ def settle(key_of: list, rc: list[int], filed: list[int] | None, last: list[int]
 def settle_run(key_of: list, rc: list[int], filed: list[int], last: list[int], depth: list[int],
                zeroed: list[int], now: int) -> tuple[list[int], list[int], bool]:
     """settle(key_of, rc, filed, last, zeroed, now), and whether the cached blocks' depths ascend (as
-    BlockQueue.add_run checks), in the same pass."""
-    free: list[int] = []
-    cached: list[int] = []
+    BlockQueue.add_run checks), in the same pass. The usual release, keyed blocks then unkeyed ones (a
+    table's computed blocks, then those no key was given), is split by slicing."""
     prev = -1
     ascending = True
-    for b in zeroed:
+    cut = -1  # the position of the first unkeyed block
+    mixed = False  # a keyed block after an unkeyed one
+    for j, b in enumerate(zeroed):
         if key_of[b] is None:
-            free.append(b)
+            if cut < 0:
+                cut = j
         else:
-            cached.append(b)
+            if cut >= 0:
+                mixed = True
             rc[b] = 0
             filed[b] = now
             last[b] = now
@@ -232,7 +235,11 @@ def settle_run(key_of: list, rc: list[int], filed: list[int], last: list[int], d
             if d <= prev:
                 ascending = False
             prev = d
-    return free, cached, ascending
+    if cut < 0:
+        return [], zeroed[:], ascending
+    if not mixed:
+        return zeroed[cut:], zeroed[:cut], ascending
+    return [b for b in zeroed if key_of[b] is None], [b for b in zeroed if key_of[b] is not None], ascending
 
 
 def hold(rc: list[int], table: list[int], discard) -> int:
@@ -273,11 +280,12 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
-        if key_of[b] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
-            key_of[b] = k
-            last[b] = now
-            depth[b] = j
+        i = b  # (compiled: a C index, b stays the Python int that is stored)
+        if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
+            key_of[i] = k
+            last[i] = now
+            depth[i] = j
             if birth is not None:
-                birth[b] = now
+                birth[i] = now
             if uses is not None:
-                uses[b] = 1
+                uses[i] = 1
