@@ -97,6 +97,11 @@ class BlockQueue:
                 return
         self.add_many(rows, ticket)
 
+    def add_ascending(self, rows: list[int], ticket: int) -> None:
+        """add_run of rows whose depths the caller checked ascend, with lru or length
+        (hash_pool.settle_run)."""
+        self._file(rows, ticket, self.prio(rows[-1]), self.prio(rows[0]))
+
     def add_many(self, rows: list[int], ticket: int) -> None:
         """File blocks released together (sorted here by priority, ties by block id)."""
         by = sorted(zip(map(self.prio, rows), rows, strict=True), reverse=True)
@@ -173,9 +178,10 @@ class BlockQueue:
             if top <= bound:  # every live row of the root batch sorts before every other batch's
                 while rows and need:
                     b = rows.pop()
-                    if filed[b] == ticket:  # b's row (live, or its block held): gone now
-                        filed[b] = 0
-                        if rc[b] == 0:
+                    i = b  # (compiled: a C index, b stays the Python int that is stored)
+                    if filed[i] == ticket:  # b's row (live, or its block held): gone now
+                        filed[i] = 0
+                        if rc[i] == 0:
                             out.append(b)
                             need -= 1
                 self._rows -= was - len(rows)

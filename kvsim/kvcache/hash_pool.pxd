@@ -1,12 +1,17 @@
 # C types for hash_pool.py when Cython compiles it (docs/speed.md): block ids and positions are C integers
-# where they only index lists; the block ids stored in lists, keys and clock values stay Python ints.
+# where they only index lists; a block id the loop stores is read as a Python int and copied to a C index
+# (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
 import cython
 
 @cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t)
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
 
-@cython.locals(free=list, cached=list, b=Py_ssize_t)
+@cython.locals(free=list, cached=list)
 cpdef tuple settle(list key_of, list rc, list filed, list last, list zeroed, object now)
+
+@cython.locals(prev=Py_ssize_t, d=Py_ssize_t, ascending=bint, cut=Py_ssize_t, mixed=bint, j=Py_ssize_t,
+               b=Py_ssize_t)
+cpdef tuple settle_run(list key_of, list rc, list filed, list last, list depth, list zeroed, object now)
 
 @cython.locals(shared=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t)
 cpdef Py_ssize_t hold(list rc, list table, object discard) except? -1
@@ -15,5 +20,5 @@ cpdef Py_ssize_t hold(list rc, list table, object discard) except? -1
 cpdef forget(dict by_key, list key_of, list rc, list ids, list spill)
 
 @cython.locals(by_key=dict, key_of=list, last=list, depth=list, birth=list, uses=list, j=Py_ssize_t,
-               b=Py_ssize_t)
+               i=Py_ssize_t)
 cpdef register(object pool, list keys, list table, Py_ssize_t lo, Py_ssize_t hi)

@@ -108,6 +108,17 @@ class HashCachePool(BlockPool):
             if cached:
                 self.queue.revive(cached, now)
             return kept
+        if touch and self.revives:  # (lru, length: a run whose depths ascend is filed as it is)
+            free, cached, ascending = settle_run(self.key_of, self.rc, self.filed, self.last, self.depth,
+                                                 zeroed, now)
+            if free:
+                self._put_free(free)
+            if cached:
+                if ascending:
+                    self.queue.add_ascending(cached, now)
+                else:
+                    self.queue.add_many(cached, now)
+            return kept
         free, cached = settle(self.key_of, self.rc, self.filed, self.last if touch else None, zeroed, now)
         if free:
             self._put_free(free)
@@ -201,6 +212,36 @@ def settle(key_of: list, rc: list[int], filed: list[int] | None, last: list[int]
     return free, cached
 
 
+def settle_run(key_of: list, rc: list[int], filed: list[int], last: list[int], depth: list[int],
+               zeroed: list[int], now: int) -> tuple[list[int], list[int], bool]:
+    """settle(key_of, rc, filed, last, zeroed, now), and whether the cached blocks' depths ascend (as
+    BlockQueue.add_run checks), in the same pass. The usual release, keyed blocks then unkeyed ones (a
+    table's computed blocks, then those no key was given), is split by slicing."""
+    prev = -1
+    ascending = True
+    cut = -1  # the position of the first unkeyed block
+    mixed = False  # a keyed block after an unkeyed one
+    for j, b in enumerate(zeroed):
+        if key_of[b] is None:
+            if cut < 0:
+                cut = j
+        else:
+            if cut >= 0:
+                mixed = True
+            rc[b] = 0
+            filed[b] = now
+            last[b] = now
+            d = depth[b]
+            if d <= prev:
+                ascending = False
+            prev = d
+    if cut < 0:
+        return [], zeroed[:], ascending
+    if not mixed:
+        return zeroed[cut:], zeroed[:cut], ascending
+    return [b for b in zeroed if key_of[b] is None], [b for b in zeroed if key_of[b] is not None], ascending
+
+
 def hold(rc: list[int], table: list[int], discard) -> int:
     """Add a reference to each block of table; return how many were referenced already (the others were
     evictable: discard(b) each, unless discard is None)."""
@@ -239,11 +280,12 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
-        if key_of[b] is None and by_key.setdefault(k, b) == b:  # (b is in no entry: its key is None)
-            key_of[b] = k
-            last[b] = now
-            depth[b] = j
+        i = b  # (compiled: a C index, b stays the Python int that is stored)
+        if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
+            key_of[i] = k
+            last[i] = now
+            depth[i] = j
             if birth is not None:
-                birth[b] = now
+                birth[i] = now
             if uses is not None:
-                uses[b] = 1
+                uses[i] = 1

@@ -134,7 +134,6 @@ class BlockContent:
         nseg = len(segs)
         chained = self.chained
         i, off, last = self._i, self._off, self._last
-        append = out.append
         while len(out) < n and i < nseg:
             cid, length = segs[i]
             if length - off >= bs:
@@ -143,7 +142,7 @@ class BlockContent:
                 if chained:
                     for o in range(off, stop, bs):
                         last = hash((last, (cid, o)))
-                        append(last)
+                        out.append(last)
                 else:
                     out.extend(zip(repeat(cid), range(off, stop, bs)))
                 off = stop
@@ -155,9 +154,9 @@ class BlockContent:
                 break  # content ended inside this block: it is not full
             if chained:
                 last = hash((last, page))
-                append(last)
+                out.append(last)
             else:
-                append(page)
+                out.append(page)
         self._i, self._off, self._last = i, off, last
         return out
 

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvsim.kvcache.hash_pool import match
+from kvsim.kvcache.hash_pool import match, settle, settle_run
 
 N = 10
 
@@ -35,3 +35,21 @@ def test_match_is_the_key_map_looked_up_whatever_the_hint(cached, keys, m, hint,
     assert match(by_key, key_of, keys, m, hint) == want
     if hint is not None:
         assert match(by_key, key_of, keys, m, list(hint)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans(), min_size=N, max_size=N), st.lists(st.integers(0, 20), min_size=N, max_size=N),
+       st.permutations(range(N)), st.integers(0, N), st.integers(1, 50))
+def test_settle_run_is_settle_and_add_runs_depth_check(keyed, depths, order, n, now):
+    """settle_run = settle (touching) plus the check BlockQueue.add_run makes: cached depths ascending."""
+    zeroed = list(order[:n])
+    key_of = [b if k else None for b, k in enumerate(keyed)]
+    state = [[1] * N, [7] * N, [5] * N]
+    rc1, filed1, last1 = (list(x) for x in state)
+    free1, cached1 = settle(key_of, rc1, filed1, last1, zeroed, now)
+    ds = [depths[b] for b in cached1]
+    want = all(a < b for a, b in zip(ds, ds[1:], strict=False))
+    rc2, filed2, last2 = (list(x) for x in state)
+    free2, cached2, ascending = settle_run(key_of, rc2, filed2, last2, depths, zeroed, now)
+    assert (free2, cached2, ascending) == (free1, cached1, want)
+    assert (rc2, filed2, last2) == (rc1, filed1, last1)
