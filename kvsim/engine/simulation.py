@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from simpy.core import URGENT
+from simpy.events import Event
 
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
 from kvsim.engine.client_gate import CLIENT_COLUMNS, ClientGate
-from kvsim.engine.clock import Clock
+from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.fleet import pd_columns
 from kvsim.engine.fleet.cluster import Cluster
 from kvsim.engine.fleet.deployment import Deployment
@@ -186,13 +188,6 @@ class Simulation:
         """Why the first pool would refuse r outright (as vLLM refuses over-long prompts), or None."""
         return self.deployments[0].reject_reason(r)
 
-    def _group(self, r: Request, max_model_len: int) -> Group:
-        output = min(r.output_len, max_model_len - r.prompt_len)
-        n = max(r.n, r.beam_width)  # beam search runs beam_width sequences
-        seq = self._seq_no
-        self._seq_no = seq + n
-        return Group(r, r.rid, [seq] if n == 1 else list(range(seq, seq + n)), output, r.prompt_len, n)
-
     def build_requests(self) -> Sequence[Request]:
         """The request stream of this scenario and seed (what run() replays): a list, or a RequestTable
         whose requests are built as they are read (kvsim/workload/factory.py build_request_stream)."""
@@ -216,21 +211,33 @@ class Simulation:
             gc.collect()
             gc.freeze()
         try:
-            return self._run()
+            # the request stream is read with the collector off (it makes an object or more per request and
+            # no garbage; a collection pass would walk them all, again and again as they pile up), then
+            # frozen with the rest: it lives as long as the run
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                requests = self.build_requests()
+            finally:
+                if was:
+                    gc.enable()
+            if frozen:
+                gc.freeze()
+            return self._run(requests)
         finally:
             if frozen:
                 gc.unfreeze()
 
-    def _run(self) -> SimResult:
+    def _run(self, requests: Sequence[Request]) -> SimResult:
         sc = self.sc
         self.refusals = {}
-        requests = self.build_requests()
         self.total_requests = len(requests)
         env = Clock()
         self.env = env
         self.cluster = Cluster(env, self.deployments, sc, self.recorder, self._on_finish,
                                self._timeline_extra)
         self.replicas = self.cluster.replicas
+        self._max_model_len = [d.max_model_len for d in self.cluster.deployment_of]
         if self.client_limit is not None:
             self._gate = ClientGate(self.client_limit, self._send)
             self._due = np.full(len(requests), np.nan)
@@ -246,7 +253,7 @@ class Simulation:
                 if r.after >= 0:
                     self._followups.setdefault(r.after, []).append(r)
             open_loop = [r for r in requests if r.after < 0]
-        env.process(self._arrivals(open_loop))
+        self._start_arrivals(open_loop)
         del requests, open_loop
         env.run()
         for rep in self.replicas:
@@ -254,6 +261,7 @@ class Simulation:
                 rep.full_check()
         self._followups = {}
         self._gate = None
+        self._open = iter(())
         meta = self._meta()
         replicas = self.replicas
         if self.sparse:
@@ -285,26 +293,57 @@ class Simulation:
         built without them."""
         return self.sparse or any(d.sc.kv.prefix_cache != "none" for d in self.deployments)
 
-    def _arrivals(self, open_loop: Iterable[Request]):
+    def _start_arrivals(self, open_loop: Iterable[Request]) -> None:
+        """The open-loop arrivals, each at its arrival_s: a chain of callbacks on one reusable event (no
+        process, no timeout object per arrival), the steps (and the event order) of a simpy process that
+        waits `env.timeout(arrival_s - now)` for each arrival in turn and hands it on."""
         env = self.env
-        front = self.cost.request_overhead  # the front end's latency: a request reaches the engine after it
-        for r in open_loop:
+        self._open = iter(open_loop)
+        self._held: Request | None = None
+        self._tick = Tick(env)
+        start = Event(env)  # (as simpy's process start: urgent, now)
+        start._ok = True
+        start._value = None
+        start.callbacks = [self._arrive]
+        env.schedule(start, URGENT)
+
+    def _arrive(self, _event) -> None:
+        """The time of the held request (if any) has come: hand it on, and the next ones due now; then
+        wait for the first that is not."""
+        env = self.env
+        r = self._held
+        if r is not None:
+            self._held = None
+            self._hand_on(r)
+        for r in self._open:
+            now = env._now
             t = r.arrival_s
-            if t > env._now:
-                yield env.timeout(t - env._now)
-            if self._gate is None:
-                self._to_engine(r, front)
-            else:
-                self._due[r.rid] = env._now
-                self._gate.arrive(r)
+            if t > now:
+                self._held = r
+                self._tick.at(now + (t - now)).callbacks.append(self._arrive)  # (simpy's timeout time)
+                return
+            self._hand_on(r)
+        self._open = iter(())
+
+    def _hand_on(self, r: Request) -> None:
+        """An open-loop arrival: to the engine after the front end's latency, or to the client gate."""
+        if self._gate is None:
+            self._to_engine(r, self.cost.request_overhead)
+        else:
+            self._due[r.rid] = self.env._now
+            self._gate.arrive(r)
 
     def _to_engine(self, r: Request, delay: float) -> None:
         """Dispatch r `delay` seconds from now (the front end's latency, after its arrival), at once if
         none is left."""
         if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _event: self._dispatch(r))
+            self.env.timeout(delay, r).callbacks.append(self._dispatch_event)
         else:
             self._dispatch(r)
+
+    def _dispatch_event(self, event) -> None:
+        """_to_engine's timeout (its value: the request) is processed."""
+        self._dispatch(event._value)
 
     def _send(self, r: Request) -> None:
         """The client gate gave r a slot: it is sent now (its arrival_s), unless after duration_s."""
@@ -317,8 +356,19 @@ class Simulation:
 
     def _dispatch(self, r: Request) -> None:
         """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
-        replica, reason = self.cluster.route(r)
-        if reason is not None:
+        cluster = self.cluster
+        replica, reason = cluster.route(r)
+        if reason is None:
+            output = r.output_len
+            limit = self._max_model_len[replica] - r.prompt_len
+            if output > limit:
+                output = limit
+            n = r.n if r.n >= r.beam_width else r.beam_width  # beam search runs beam_width sequences
+            seq = self._seq_no
+            self._seq_no = seq + n
+            cluster.replicas[replica].submit(Group(r, r.rid, [seq] if n == 1 else list(range(seq, seq + n)),
+                                                   output, r.prompt_len, n))
+        else:
             self.refusals[reason] = self.refusals.get(reason, 0) + 1
             self._record(r, replica, None)
             if self._gate is not None:
@@ -326,8 +376,6 @@ class Simulation:
             # the user goes on: the next turn follows think_s after the refusal
             for child in self._followups.pop(r.rid, ()):
                 self._release(child, self.env.now + child.think_s)
-            return
-        self.cluster.submit(self._group(r, self.cluster.deployment_of[replica].max_model_len), replica)
 
     def _release(self, r: Request, t: float) -> None:
         dur = self.sc.simulation.duration_s
@@ -337,7 +385,14 @@ class Simulation:
         self._to_engine(r, t + self.cost.request_overhead - self.env._now)
 
     def _on_finish(self, g: Group) -> None:
-        self._record(g.req, g.replica, g)
+        r = g.req
+        if self._plain_rows and self.progress is None:  # (_record's row, inline: once per request)
+            self.recorder.request_values((r.rid, g.replica, r.arrival_s, r.prompt_len, g.output, r.n,
+                                          g.first_scheduled_s, g.first_token_s, g.finish_s, g.preemptions,
+                                          g.cached_tokens, 0, r.session))
+            self._completed += 1
+        else:
+            self._record(r, g.replica, g)
         if self._gate is not None:
             self._gate.done()
         for child in self._followups.pop(g.req.rid, ()):

@@ -83,6 +83,16 @@ class PrefixHashKVManager(PagedKVManager):
             return Hit.gpu(n * self.block_size)
         return self._hit(n, self.tiers.match(keys, n, m))
 
+    def peek_local(self, req, prompt_tokens: int) -> int | None:
+        """peek_hit's tokens where this replica has no tiers below the GPU (all are its GPU's), else None."""
+        if self.tiers is not None:
+            return None
+        limit = (prompt_tokens - 1) // self.block_size
+        content = self._memo.get(req)
+        keys = content.upto(limit)
+        return len(match(self.pool.by_key, self.pool.key_of, keys, min(limit, len(keys)),
+                         content.hint)) * self.block_size
+
     def _hit(self, gpu_blocks: int, below: list[int]) -> Hit:
         """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""
         bs = self.block_size

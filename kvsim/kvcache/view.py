@@ -43,10 +43,11 @@ class KVView:
     """Read-only view of one KV manager (see the module docstring). `hit_tokens(request)` asks the
     manager's `peek_hit`, which must not change its state (no eviction order, no refcounts)."""
 
-    __slots__ = ("_kv",)
+    __slots__ = ("_kv", "_local")
 
     def __init__(self, kv) -> None:
         self._kv = kv
+        self._local = getattr(kv, "peek_local", None)
 
     @property
     def num_blocks(self) -> int:
@@ -75,3 +76,9 @@ class KVView:
     def hit_tokens(self, request, prompt_tokens: int | None = None) -> int:
         """Prompt tokens of `request` its caches would serve now."""
         return self.hit(request, prompt_tokens).tokens
+
+    def local_hit_tokens(self, request) -> int | None:
+        """hit_tokens(request) where every hit token would be on the replica's GPU (a prefix-hash cache
+        without tiers below it), else None (ask `hit` for the tiers)."""
+        local = self._local
+        return None if local is None else local(request, request.prompt_len)

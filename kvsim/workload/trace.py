@@ -30,6 +30,7 @@ import json
 import math
 import warnings
 from datetime import date
+from itertools import chain, islice, repeat
 from operator import itemgetter
 from pathlib import Path
 
@@ -39,13 +40,17 @@ from kvsim.errors import KvsimError, excerpt
 from kvsim.schema import MAX_REQUESTS, MAX_SECONDS, MAX_SEGMENTS, MAX_TOKENS
 from kvsim.workload.config import TraceConfig, WorkloadConfig
 from kvsim.workload.request import Request
-from kvsim.workload.textfile import column_text, find_column, text_lines
+from kvsim.workload.textfile import column_text, find_column, text_blocks, text_lines
 
 MOONCAKE_ID_BASE = 3 << 40
 MOONCAKE_MAX_HASH_ID = 1 << 40
 """Hash ids lie in [0, 2^40), so that their content ids stay in the Mooncake band."""
 MAX_MOONCAKE_MS = 1e18
 AZURE_COLUMNS = {"arrival": "TIMESTAMP", "prompt": "ContextTokens", "output": "GeneratedTokens"}
+_ROWS_AT_ONCE = 1 << 16
+"""_read_rows parses this many rows at a time."""
+_DECODE = json.JSONDecoder().raw_decode
+_INT_ONLY = frozenset((int,))
 
 
 def trace_requests(cfg: WorkloadConfig, rng: np.random.Generator, max_requests: int | None,
@@ -122,6 +127,59 @@ def _read_csv(path: Path, names: dict[str, str],
               limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str] | None]:
     """(arrival, prompt, output, the adapter column's stripped texts or None without an adapter key)."""
     keys = ("arrival", "prompt", "output", *(("adapter",) if "adapter" in names else ()))
+    try:
+        fast = _read_rows(path, names, keys, limit)
+    except (KvsimError, csv.Error):
+        fast = None
+    if fast is not None:
+        picked, lines = fast
+    else:
+        picked, lines = _read_rows_checked(path, names, keys, limit)
+    texts = tuple(list(map(itemgetter(k), picked)) for k in range(len(keys)))
+    picked = None  # (free the rows)
+    return (_times(texts[0], lines, path, names["arrival"]),
+            _counts(texts[1], lines, path, names["prompt"]),
+            _counts(texts[2], lines, path, names["output"]),
+            [t.strip() for t in texts[3]] if len(keys) == 4 else None)
+
+
+def _read_rows(path: Path, names: dict[str, str], keys: tuple[str, ...],
+               limit: int | None) -> tuple[list[tuple[str, ...]], list[int]] | None:
+    """_read_rows_checked's rows and lines for a regular file (no blank row, no row over several lines,
+    every row wide enough, at most MAX_REQUESTS rows read), parsed many rows at a time; None for any other
+    (or a bad one: _read_rows_checked then reads it again, and names what is wrong where)."""
+    if limit is not None and limit < 1:
+        return None
+    reader = csv.reader(chain.from_iterable(text_blocks(path, "trace file")))
+    header = next(reader, None)
+    if header is None:
+        return None
+    header = [h.strip() for h in header]
+    if any(names[key] not in header for key in keys):
+        return None
+    idx = [header.index(names[key]) for key in keys]
+    width = max(idx) + 1
+    pick = itemgetter(*idx)
+    first = reader.line_num
+    cap = MAX_REQUESTS if limit is None else min(limit, MAX_REQUESTS)
+    picked: list[tuple[str, ...]] = []
+    while len(picked) < cap:
+        rows = list(islice(reader, min(_ROWS_AT_ONCE, cap - len(picked))))
+        if not rows:
+            break
+        if min(map(len, rows)) < width:  # (a blank row has no field)
+            return None
+        picked.extend(map(pick, rows))
+    n = len(picked)
+    if reader.line_num != first + n or (n == MAX_REQUESTS and (limit is None or limit > n)):
+        return None
+    return picked, list(range(first + 1, first + 1 + n))
+
+
+def _read_rows_checked(path: Path, names: dict[str, str], keys: tuple[str, ...],
+                       limit: int | None) -> tuple[list[tuple[str, ...]], list[int]]:
+    """The picked fields (`keys`' columns) of the first `limit` non-blank rows, and their line numbers;
+    any fault is an error naming the line."""
     lines: list[int] = []
     reader = csv.reader(text for _, text in text_lines(path, "trace file"))
     try:
@@ -148,12 +206,7 @@ def _read_csv(path: Path, names: dict[str, str],
                                  "with workload.trace.limit")
     except csv.Error as exc:
         raise KvsimError(f"{path}:{reader.line_num}: bad CSV ({excerpt(str(exc), 60)})") from None
-    texts = tuple(list(map(itemgetter(k), picked)) for k in range(len(keys)))
-    picked = None  # (free the rows; Cython cannot `del` a name a nested scope reads)
-    return (_times(texts[0], lines, path, names["arrival"]),
-            _counts(texts[1], lines, path, names["prompt"]),
-            _counts(texts[2], lines, path, names["output"]),
-            [t.strip() for t in texts[3]] if len(keys) == 4 else None)
+    return picked, lines
 
 
 def _times(texts: list[str], lines: list[int], path: Path, column: str) -> np.ndarray:
@@ -241,7 +294,9 @@ def _read_mooncake(path: Path,
     hash_ids: list[list[int]] = []
     block = tcfg.hash_block_tokens
     total_ids = 0
-    for line, text in text_lines(path, "trace file"):
+    line = 0
+    for text in chain.from_iterable(text_blocks(path, "trace file")):
+        line += 1
         if not text.strip():
             continue
         rec = _json_record(text, path, line)
@@ -268,7 +323,7 @@ def _read_mooncake(path: Path,
 def _segments(hashes: list[int], n_in: int, block: int) -> tuple[tuple[int, int], ...]:
     """A Mooncake row's prompt segments: one (MOONCAKE_ID_BASE + id, block) per hash id, the last one
     shortened so that the lengths sum to n_in."""
-    segs = [(MOONCAKE_ID_BASE + h, block) for h in hashes]
+    segs = list(zip(map(MOONCAKE_ID_BASE.__add__, hashes), repeat(block)))
     if segs:
         segs[-1] = (segs[-1][0], n_in - block * (len(segs) - 1))
     return tuple(segs)
@@ -276,6 +331,22 @@ def _segments(hashes: list[int], n_in: int, block: int) -> tuple[tuple[int, int]
 
 def _json_record(text: str, path: Path, line: int) -> dict:
     """One JSONL line as a mapping holding the three required keys."""
+    try:  # (a line that is one document then whitespace, without json.loads' steps around the parse)
+        rec, end = _DECODE(text)
+        if text[end:].strip(" \t\n\r"):
+            rec = None
+    except Exception:
+        rec = None
+    if type(rec) is not dict:
+        rec = _json_loads(text, path, line)
+    for key in ("timestamp", "input_length", "output_length"):
+        if key not in rec:
+            raise KvsimError(f"{path}:{line}: missing key '{key}'")
+    return rec
+
+
+def _json_loads(text: str, path: Path, line: int) -> dict:
+    """The line as json.loads reads it, an object; else the error naming what is wrong."""
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -284,9 +355,6 @@ def _json_record(text: str, path: Path, line: int) -> dict:
         raise KvsimError(f"{path}:{line}: bad JSON ({excerpt(str(exc), 60)})") from None
     if not isinstance(rec, dict):
         raise KvsimError(f"{path}:{line}: expected a JSON object, got {type(rec).__name__}")
-    for key in ("timestamp", "input_length", "output_length"):
-        if key not in rec:
-            raise KvsimError(f"{path}:{line}: missing key '{key}'")
     return rec
 
 
@@ -307,7 +375,7 @@ def _json_count(rec: dict, key: str, path: Path, line: int) -> int:
 
 
 def _hash_ids(hashes: object, path: Path, line: int) -> list[int]:
-    if not isinstance(hashes, list) or not all(type(h) is int for h in hashes):
+    if not isinstance(hashes, list) or not _INT_ONLY.issuperset(map(type, hashes)):
         raise KvsimError(f"{path}:{line}: hash_ids: expected a list of integers")
     if hashes and not (0 <= min(hashes) and max(hashes) < MOONCAKE_MAX_HASH_ID):
         raise KvsimError(f"{path}:{line}: hash_ids: ids must lie in [0, 2^40)")

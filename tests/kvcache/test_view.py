@@ -59,3 +59,23 @@ def test_view_of_a_manager_without_cache():
     view = KVView(kv)
     assert (view.num_blocks, view.free_blocks, view.used_blocks, view.usage) == (10, 7, 3, 0.3)
     assert view.hit_tokens(req(1, [(1, 8)])) == 0
+
+
+@pytest.mark.parametrize("make", [lambda: PrefixHashKVManager(64, 4), lambda: RadixKVManager(64, 4), hybrid,
+                                  lambda: PagedKVManager(64, 4)])
+def test_local_hit_tokens_are_the_hit_where_all_is_on_the_gpu(make):
+    kv = make()
+    first = req(0, [(1, 21)])
+    kv.admit(0, first, first.prompt_len, 4)
+    kv.allocate(0, first.prompt_len)
+    kv.free(0)
+    view = KVView(kv)
+    for probe in (req(1, [(1, 17), (2, 6)]), req(2, [(1, 21)]), req(3, [(3, 9)]), req(4, [(1, 1)])):
+        before = state(kv)
+        local = view.local_hit_tokens(probe)
+        assert state(kv) == before
+        if isinstance(kv, PrefixHashKVManager):  # (no tiers below the GPU: its own answer)
+            assert local == view.hit_tokens(probe)
+            assert view.hit(probe).by_tier == ((("gpu", local),) if local else ())
+        else:  # (the router asks `hit`)
+            assert local is None

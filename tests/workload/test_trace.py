@@ -241,3 +241,30 @@ def test_row_count_is_bounded(tmp_path, monkeypatch):
     path.write_text("t,p,o\n" + "".join(f"{i},5,5\n" for i in range(5)))
     assert _error(path, **COLUMNS) == f"{path}:5: more than 3 rows; read fewer with workload.trace.limit"
     assert len(_read(path=str(path), limit=3, **COLUMNS)) == 3
+
+
+@pytest.mark.parametrize("text", [
+    "t,p,o\n0,1,2\n1,3,4\n",  # regular: read many rows at a time
+    "t,p,o\n0,1,2\n\n1,3,4\n",  # a blank row
+    't,p,o\n0,"1\n",2\n1,3,4\n',  # a row over two lines
+    "t,p,o\n0,1,2\n1,3\n",  # a short row
+    "t,p,o\n0,1,2\n1,3,4\n2,5,6\n3,7,8\n",  # more than MAX_REQUESTS
+    "x,y\n0,1\n",  # no such column
+    "",
+])
+@pytest.mark.parametrize("limit", [None, 1, 2, 3])
+def test_rows_read_at_once_are_the_rows_read_one_by_one(tmp_path, monkeypatch, text, limit):
+    monkeypatch.setattr(trace_module, "MAX_REQUESTS", 3)
+    monkeypatch.setattr(trace_module, "_ROWS_AT_ONCE", 2)
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    names = {"arrival": "t", "prompt": "p", "output": "o"}
+    keys = ("arrival", "prompt", "output")
+    try:
+        checked = trace_module._read_rows_checked(path, names, keys, limit)
+    except KvsimError:
+        checked = None
+    fast = trace_module._read_rows(path, names, keys, limit)
+    assert fast is None or fast == checked
+    if text.startswith("t,p,o\n0,1,2\n1,3,4\n") and text.count("\n") <= 4:
+        assert fast is not None  # (the regular files take the fast way)

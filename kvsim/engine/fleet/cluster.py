@@ -53,10 +53,12 @@ class Cluster:
         self.disaggregated = any(d.role.receives_kv for d in deployments)
         self.transfer = (KVTransfer(env, self.replicas, self.deployment_of, scenario.cluster.kv_transfer)
                          if self.disaggregated else None)
+        # (a fleet that hands nothing off: a replica's finished request goes to on_done directly)
+        finished = self._finished if any(d.role.sends_kv for d in deployments) else on_done
         for i, d in enumerate(self.deployment_of):
             receive = self.transfer.receiver(i) if d.role.receives_kv else None
             sched, links = d.new_scheduler(self.shared_tiers, memos, receive)
-            self.replicas.append(Replica(i, env, sched, d.cost, recorder, self._finished,
+            self.replicas.append(Replica(i, env, sched, d.cost, recorder, finished,
                                          check=d.sc.kv.check_invariants, extra_columns=extra_columns(sched),
                                          role=d.role.name, exact=exact))
             self.tier_links.append(links)

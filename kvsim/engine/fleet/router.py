@@ -183,7 +183,11 @@ class PrefixAwareRouter:
     def _overlap(self, r: Request, v: ReplicaView) -> float:
         if r.prompt_len <= 0:
             return 0.0
-        local = remote = 0
+        local = v.kv.local_hit_tokens(r)
+        remote = 0
+        if local is not None:  # (all on the GPU: no Hit to build and read)
+            return (local + self.remote_weight * remote) / r.prompt_len
+        local = 0
         for tier, n in v.kv.hit(r).by_tier:
             if tier == "remote":
                 remote += n
