@@ -50,13 +50,27 @@ class BlockGrowth(Preemption):
         nxt = it + self.bs
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
-        grow_each = kv.grow_each
+        grow_due = self._grow_due
         while its and its[0] <= it:
             entries = due.pop(heapq.heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
-                live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
-                seqs = [e[2] for e in live]
-                if seqs and -1 not in seqs and grow_each(seqs, [e[3] + it for e in live]):
+                live = entries  # (the list itself while every entry is live)
+                single = True
+                k = 0
+                for e in entries:
+                    g = e[1]
+                    if e[0] != g.epoch or g.state != RUNNING:
+                        if live is entries:
+                            live = entries[:k]
+                        continue
+                    if e[2] < 0:
+                        single = False
+                        break
+                    k += 1
+                    if live is not entries:
+                        live.append(e)
+                if single and k and (grow_due(live, it) if grow_due is not None else kv.grow_each(
+                        [e[2] for e in live], [e[3] + it for e in live])):
                     for e in live:
                         g = e[1]
                         g.seq_blocks += 1

@@ -30,6 +30,7 @@ from kvsim.engine.tier_waits import TierWaits, next_load_s
 from kvsim.engine.window_sums import WindowSums
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
+from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.view import ContextSums
 
 _new = tuple.__new__
@@ -111,6 +112,8 @@ class Scheduler(Admission):
             raise ValueError("a decode sizing that is not by context needs a policy that mixes prefills and "
                              "decodes")
         self._resize_fn = self._resize
+        self._grow_due = kv.grow_due if isinstance(kv, PagedKVManager) else None
+        """The paged managers' grow_each over due entries (block_growth.py), or None: grow_each."""
         self._figures_fn = self._iteration_figures
         self._budget = 0
         """Tokens this iteration may still schedule."""

@@ -154,6 +154,15 @@ class PagedKVManager:
             ntok[seq] = n
         return True
 
+    def grow_due(self, entries: list[tuple], offset: int) -> bool:
+        """grow_each over entries, tuples whose [2] is a sequence and [3] + offset the slots it then holds
+        (the scheduler's due list, kvsim/engine/block_growth.py), without building the two lists."""
+        ids = self._take_each(len(entries))
+        if ids is None:
+            return False
+        _append_each(self.tables, self.ntok, entries, ids, offset)
+        return True
+
     def _take_each(self, k: int) -> list[int] | None:
         """Hook of grow_each: k blocks as k grow steps take them (BlockPool.take_each), or None (nothing
         changed). A prefix cache overrides it to act on the evictions (hash: write-back)."""
@@ -310,3 +319,14 @@ class PagedKVManager:
         assert len(host) == self.swap_used_blocks == len(self.host), "host block count drifted"
         assert self.swap_used_blocks <= self.swap_capacity_blocks, "swap space over capacity"
         return pool.known + sum(counts) + len(host)
+
+
+def _append_each(tables: dict[int, list[int]], ntok: dict[int, int], entries: list[tuple], ids: list[int],
+                 offset: int) -> None:
+    """grow_due's table updates: entries[i]'s sequence takes block ids[i], holding its base + offset slots."""
+    i = 0
+    for e in entries:
+        seq = e[2]
+        tables[seq].append(ids[i])
+        ntok[seq] = e[3] + offset
+        i += 1
