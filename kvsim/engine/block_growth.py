@@ -3,7 +3,7 @@ block) sits in a table keyed by iteration, and the groups due get their blocks i
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 
 from kvsim.engine.group import RUNNING, Group
 from kvsim.engine.preemption import Preemption
@@ -27,7 +27,7 @@ class BlockGrowth(Preemption):
         due = self._alloc_due.get(it)
         if due is None:
             due = self._alloc_due[it] = []
-            heapq.heappush(self._alloc_its, it)
+            heappush(self._alloc_its, it)
         return due
 
     def _schedule_next_alloc(self, g: Group, next_decode: int | None = None) -> None:
@@ -46,13 +46,12 @@ class BlockGrowth(Preemption):
         kv = self.kv
         its = self._alloc_its
         due = self._alloc_due
-        grow = kv.grow_one_block
         nxt = it + self.bs
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
         grow_due = self._grow_due
         while its and its[0] <= it:
-            entries = due.pop(heapq.heappop(its))
+            entries = due.pop(heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
                 live = entries  # (the list itself while every entry is live)
                 single = True
@@ -77,7 +76,7 @@ class BlockGrowth(Preemption):
                     grown += len(live)
                     if later is None:  # (nothing is due at nxt yet: the live entries are its list)
                         later = due[nxt] = live
-                        heapq.heappush(its, nxt)
+                        heappush(its, nxt)
                     else:
                         later += live
                     continue
@@ -85,7 +84,7 @@ class BlockGrowth(Preemption):
                 epoch, g, seq, base = entry
                 if epoch != g.epoch or g.state != RUNNING:
                     continue
-                if seq >= 0 and grow(seq, base + it):
+                if seq >= 0 and kv.grow_one_block(seq, base + it):
                     # fast path: a single sequence crossing a block boundary took its block(s)
                     delta = kv.last_grow_delta
                     g.seq_blocks += delta

@@ -11,10 +11,10 @@ keeps (kvsim/engine/sparse_sizing.py, resized every iteration). The scheduler ke
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop
 
 import numpy as np
 
@@ -114,6 +114,10 @@ class Scheduler(Admission):
         self._resize_fn = self._resize
         self._grow_due = kv.grow_due if isinstance(kv, PagedKVManager) else None
         """The paged managers' grow_each over due entries (block_growth.py), or None: grow_each."""
+        self._max_seqs = limits.max_num_seqs
+        self._max_tokens = limits.max_num_batched_tokens
+        self._no_bytes = 0 * limits.bytes_per_block
+        """The swap bytes of an iteration that swaps nothing (the limits' figures read once: hot paths)."""
         self._figures_fn = self._iteration_figures
         self._budget = 0
         """Tokens this iteration may still schedule."""
@@ -263,7 +267,7 @@ class Scheduler(Admission):
         self.preempted_now = 0
         self._swap_out_blocks = 0
         self._scheduled_prefills = []
-        self._budget = self.lim.max_num_batched_tokens
+        self._budget = self._max_tokens
         self._load_wait = 0.0
         self._now = now
         self._paused = False
@@ -402,7 +406,7 @@ class Scheduler(Admission):
             return finished
         heap = self._finish_heap
         while heap and heap[0][0] <= it:
-            _, _, epoch, g = heapq.heappop(heap)
+            _, _, epoch, g = heappop(heap)
             if epoch != g.epoch or g.state != RUNNING:
                 continue
             g.generated = g.gen_base + it if self._by_context else g.output

@@ -94,28 +94,31 @@ class PagedKVManager:
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
-        need = self.blocks_needed(seq, num_tokens)
-        if need > self.pool.num_free:
-            return False
+        pool = self.pool
         table = self.tables.get(seq)
-        if table is None:
+        if table is None:  # (blocks_needed, inline)
+            extra = -(-num_tokens // self.block_size)
+            if extra > pool.num_free:
+                return False
             table = self.tables[seq] = []
-            ntok = self.ntok[seq] = 0
         else:
             ntok = self.ntok[seq]
             if num_tokens <= ntok:
                 return True
-            if self._needs_cow(table, ntok):
+            extra = -(-num_tokens // self.block_size) - len(table)
+            cow = self._needs_cow(table, ntok)
+            if extra + cow > pool.num_free:
+                return False
+            if cow:
                 old = table[-1]
-                table[-1] = self.pool.allocate()
-                self.pool.decref(old)
+                table[-1] = pool.allocate()
+                pool.decref(old)
                 self.shared_dup_tokens -= ntok % self.block_size
                 self.cow_copies += 1
-        extra = -(-num_tokens // self.block_size) - len(table)
         if extra == 1:
-            table.append(self.pool.allocate())
+            table.append(pool.allocate())
         elif extra > 1:
-            table.extend(self.pool.allocate_many(extra))
+            table.extend(pool.allocate_many(extra))
         self.ntok[seq] = num_tokens
         return True
 
