@@ -15,6 +15,6 @@ cdef class BlockGrowth(Preemption):
     cpdef _schedule_next_alloc(self, Group g, next_decode=*)
 
     @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, k=Py_ssize_t,
-                   single=bint, its=list, due=dict, later=list, entries=list, live=list, e=tuple, entry=tuple,
-                   g=Group)
+                   running=Py_ssize_t, single=bint, its=list, due=dict, later=list, entries=list, live=list,
+                   e=tuple, entry=tuple, g=Group)
     cpdef _grow(self, it)

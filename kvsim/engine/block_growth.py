@@ -50,6 +50,7 @@ class BlockGrowth(Preemption):
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
         grow_due = self._grow_due
+        running = RUNNING  # (a C integer when compiled)
         while its and its[0] <= it:
             entries = due.pop(heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
@@ -58,7 +59,7 @@ class BlockGrowth(Preemption):
                 k = 0
                 for e in entries:
                     g = e[1]
-                    if e[0] != g.epoch or g.state != RUNNING:
+                    if e[0] != g.epoch or g.state != running:
                         if live is entries:
                             live = entries[:k]
                         continue
@@ -82,7 +83,7 @@ class BlockGrowth(Preemption):
                     continue
             for entry in entries:
                 epoch, g, seq, base = entry
-                if epoch != g.epoch or g.state != RUNNING:
+                if epoch != g.epoch or g.state != running:
                     continue
                 if seq >= 0 and kv.grow_one_block(seq, base + it):
                     # fast path: a single sequence crossing a block boundary took its block(s)

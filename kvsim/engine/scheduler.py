@@ -315,7 +315,7 @@ class Scheduler(Admission):
             self.dec_held_offset += delta
         self._budget -= self.dec_seqs * self._charge
 
-        for g in (() if self._prefill_first else list(self.prefilling)):
+        for g in (list(self.prefilling) if self.prefilling and not self._prefill_first else ()):
             if self._budget <= 0:
                 break
             if g.state != RUNNING or g.ready_s > now:  # (a blocking load has not arrived)
@@ -405,9 +405,10 @@ class Scheduler(Admission):
             self._paused = False
             return finished
         heap = self._finish_heap
+        running = RUNNING  # (a C integer when compiled)
         while heap and heap[0][0] <= it:
             _, _, epoch, g = heappop(heap)
-            if epoch != g.epoch or g.state != RUNNING:
+            if epoch != g.epoch or g.state != running:
                 continue
             g.generated = g.gen_base + it if self._by_context else g.output
             self._leave_decode(g)
@@ -428,9 +429,11 @@ class Scheduler(Admission):
         g.last_chunk_s = self._now
 
     def _finish(self, g: Group, t_end: float) -> None:
+        kv = self.kv
+        tokens = g.req.prompt_len + g.output - 1  # (all but the last sampled token)
         for s in g.seqs:
-            if self.kv.has(s):
-                self._free_decoded(s, g.req.prompt_len + g.output - 1)  # (all but the last sampled token)
+            if kv.has(s):
+                self._free_decoded(s, tokens)
         del self.running[g]
         self.running_seqs -= g.n
         g.state = FINISHED

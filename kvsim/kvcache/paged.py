@@ -330,6 +330,7 @@ def _append_each(tables: dict[int, list[int]], ntok: dict[int, int], entries: li
     i = 0
     for e in entries:
         seq = e[2]
-        tables[seq].append(ids[i])
+        table = tables[seq]
+        table.append(ids[i])
         ntok[seq] = e[3] + offset
         i += 1
