@@ -13,6 +13,7 @@ cdef class Scheduler(Admission):
 
     cpdef token_slots(self)
 
+    @cython.locals(held=Py_ssize_t)
     cpdef context_sums(self)
 
     @cython.locals(blocks=Py_ssize_t)

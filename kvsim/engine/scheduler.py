@@ -201,10 +201,14 @@ class Scheduler(Admission):
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
+        held_tokens = held = 0  # (only a sending replica holds KV for a hand-off: _hand_off)
+        if self._sends:
+            held_tokens = self.handoff.tokens
+            held = len(self.handoff.held)
         tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it  # (token_slots())
-                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + self.handoff.tokens)
+                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + held_tokens)
         windowed = () if self.win is None else self.win.context(self.it, self.prefilling, self._paused)
-        return _new(ContextSums, (tokens, windowed, self.running_seqs + len(self.handoff.held)))
+        return _new(ContextSums, (tokens, windowed, self.running_seqs + held))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica
