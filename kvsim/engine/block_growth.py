@@ -87,7 +87,7 @@ class BlockGrowth(Preemption):
                     continue
                 if seq >= 0 and kv.grow_one_block(seq, base + it):
                     # fast path: a single sequence crossing a block boundary took its block(s)
-                    delta = kv.last_grow_delta
+                    delta = 1 if grow_due is not None else kv.last_grow_delta  # (paged: one block)
                     g.seq_blocks += delta
                     grown += delta
                     if later is None:
