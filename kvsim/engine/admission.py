@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappush
 
 from kvsim.cost.batch import Batch
 from kvsim.engine.block_growth import BlockGrowth
@@ -20,7 +20,7 @@ class Admission(BlockGrowth):
 
     def _push(self, heap: list, it: int, g: Group) -> None:
         self._push_no += 1
-        heapq.heappush(heap, (it, self._push_no, g.epoch, g))
+        heappush(heap, (it, self._push_no, g.epoch, g))
 
     def _start_chunk(self, g: Group, chunk: int) -> None:
         g.chunk = chunk
@@ -60,7 +60,7 @@ class Admission(BlockGrowth):
         moved = 0
         while self.swapped:
             g = self.swapped[0]
-            if self.running_seqs + g.n > self.lim.max_num_seqs or self._budget < g.n * self._charge:
+            if self.running_seqs + g.n > self._max_seqs or self._budget < g.n * self._charge:
                 break
             if self.lora is not None and not self.lora.admissible(g.req.adapter):
                 break  # (its adapter would be one too many in the batch: vLLM V0's swapped queue waits)
@@ -103,7 +103,7 @@ class Admission(BlockGrowth):
         skipped = None
         while self.waiting and self._budget > 0:
             g = self.waiting[0]
-            if self.running_seqs + g.n > lim.max_num_seqs:
+            if self.running_seqs + g.n > self._max_seqs:
                 break
             if lora is not None and not lora.admissible(g.req.adapter):
                 # vLLM v1: a request whose adapter would exceed max_loras is skipped, later ones may go

@@ -14,6 +14,7 @@ cdef class BlockGrowth(Preemption):
 
     cpdef _schedule_next_alloc(self, Group g, next_decode=*)
 
-    @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, its=list,
-                   due=dict, entries=list, live=list, seqs=list, e=tuple, entry=tuple, g=Group)
+    @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, k=Py_ssize_t,
+                   running=Py_ssize_t, single=bint, its=list, due=dict, later=list, entries=list, live=list,
+                   e=tuple, entry=tuple, g=Group)
     cpdef _grow(self, it)

@@ -3,7 +3,7 @@ block) sits in a table keyed by iteration, and the groups due get their blocks i
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 
 from kvsim.engine.group import RUNNING, Group
 from kvsim.engine.preemption import Preemption
@@ -27,7 +27,7 @@ class BlockGrowth(Preemption):
         due = self._alloc_due.get(it)
         if due is None:
             due = self._alloc_due[it] = []
-            heapq.heappush(self._alloc_its, it)
+            heappush(self._alloc_its, it)
         return due
 
     def _schedule_next_alloc(self, g: Group, next_decode: int | None = None) -> None:
@@ -46,34 +46,48 @@ class BlockGrowth(Preemption):
         kv = self.kv
         its = self._alloc_its
         due = self._alloc_due
-        grow = kv.grow_one_block
         nxt = it + self.bs
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
-        grow_each = kv.grow_each
+        grow_due = self._grow_due
+        running = RUNNING  # (a C integer when compiled)
         while its and its[0] <= it:
-            entries = due.pop(heapq.heappop(its))
+            entries = due.pop(heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
-                live = [e for e in entries if e[0] == e[1].epoch and e[1].state == RUNNING]
-                seqs = [e[2] for e in live]
-                if seqs and -1 not in seqs and grow_each(seqs, [e[3] + it for e in live]):
+                live = entries  # (the list itself while every entry is live)
+                single = True
+                k = 0
+                for e in entries:
+                    g = e[1]
+                    if e[0] != g.epoch or g.state != running:
+                        if live is entries:
+                            live = entries[:k]
+                        continue
+                    if e[2] < 0:
+                        single = False
+                        break
+                    k += 1
+                    if live is not entries:
+                        live.append(e)
+                if single and k and (grow_due(live, it) if grow_due is not None else kv.grow_each(
+                        [e[2] for e in live], [e[3] + it for e in live])):
                     for e in live:
                         g = e[1]
                         g.seq_blocks += 1
                     grown += len(live)
                     if later is None:  # (nothing is due at nxt yet: the live entries are its list)
                         later = due[nxt] = live
-                        heapq.heappush(its, nxt)
+                        heappush(its, nxt)
                     else:
                         later += live
                     continue
             for entry in entries:
                 epoch, g, seq, base = entry
-                if epoch != g.epoch or g.state != RUNNING:
+                if epoch != g.epoch or g.state != running:
                     continue
-                if seq >= 0 and grow(seq, base + it):
+                if seq >= 0 and kv.grow_one_block(seq, base + it):
                     # fast path: a single sequence crossing a block boundary took its block(s)
-                    delta = kv.last_grow_delta
+                    delta = 1 if grow_due is not None else kv.last_grow_delta  # (paged: one block)
                     g.seq_blocks += delta
                     grown += delta
                     if later is None:

@@ -31,16 +31,15 @@ class DecodeFastPath:
         if s.prefilling or s.swapped or not s.dec_seqs:
             return s.schedule(now)
         waiting = s.waiting
-        lim = s.lim
-        if waiting and s.running_seqs + waiting[0].n <= lim.max_num_seqs and (
-                s._prefill_first or lim.max_num_batched_tokens > s.dec_seqs * s._charge):
+        if waiting and s.running_seqs + waiting[0].n <= s._max_seqs and (
+                s._prefill_first or s._max_tokens > s.dec_seqs * s._charge):
             return s.schedule(now)
         # s._begin(now), unrolled (its prefill list is the empty one complete() left)
         s.preempted_now = 0
         s._swap_out_blocks = 0
         if s._scheduled_prefills:
             s._scheduled_prefills = []
-        s._budget = lim.max_num_batched_tokens
+        s._budget = s._max_tokens
         s._load_wait = 0.0
         s._now = now
         s._paused = False
@@ -55,8 +54,8 @@ class DecodeFastPath:
         dec_seqs = s.dec_seqs
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
-        bpb = lim.bytes_per_block
+        no_bytes = s._no_bytes  # (0 x bytes_per_block)
         # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
         return _new(Batch, (dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
-                            s.dec_blocks, 0 * bpb, 0 * bpb, kv.cow_copies - copies_before, 0.0, 0.0, 0.0, (),
-                            (), 0.0, 0.0, 0, 0, 0, 0.0))
+                            s.dec_blocks, no_bytes, no_bytes, kv.cow_copies - copies_before, 0.0, 0.0, 0.0,
+                            (), (), 0.0, 0.0, 0, 0, 0, 0.0))

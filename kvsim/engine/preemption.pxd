@@ -9,7 +9,7 @@ from kvsim.engine.group cimport Group
 
 
 cdef class Preemption:
-    cdef public object lim, kv, tier_waits, handoff, lora, sizing, _resize_fn, _figures_fn
+    cdef public object lim, kv, tier_waits, handoff, lora, sizing, _resize_fn, _figures_fn, _grow_due, _no_bytes
     cdef public object waiting, swapped, beam, win, windows, schedule_decodes, dec_held_offset
     cdef public dict running, prefilling, _alloc_due
     cdef public list _alloc_its, _finish_heap, _scheduled_prefills
@@ -18,7 +18,7 @@ cdef class Preemption:
     cdef public double _now, _load_wait
     cdef public Py_ssize_t bs, _budget, _swap_out_blocks, it, iterations, _charge, _push_no
     cdef public Py_ssize_t running_seqs, dec_seqs, dec_base_sum, dec_blocks, prefill_tokens_held
-    cdef public Py_ssize_t preempted_now, preempted_unrecorded, total_preemptions
+    cdef public Py_ssize_t preempted_now, preempted_unrecorded, total_preemptions, _max_seqs, _max_tokens
 
     @cython.locals(n=Py_ssize_t)
     cpdef take_preempted(self)

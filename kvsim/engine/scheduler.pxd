@@ -13,6 +13,7 @@ cdef class Scheduler(Admission):
 
     cpdef token_slots(self)
 
+    @cython.locals(held=Py_ssize_t)
     cpdef context_sums(self)
 
     @cython.locals(blocks=Py_ssize_t)
@@ -28,7 +29,8 @@ cdef class Scheduler(Admission):
 
     cpdef _batch(self, list prefills, swap_in_blocks, copies_before, bint decodes)
 
-    @cython.locals(it=Py_ssize_t, it_done=Py_ssize_t, paused=bint, finished=list, heap=list, g=Group)
+    @cython.locals(it=Py_ssize_t, it_done=Py_ssize_t, running=Py_ssize_t, paused=bint, finished=list, heap=list,
+                   g=Group)
     cpdef complete(self, t_end)
 
     cpdef _hand_off(self, g, t_end)

@@ -11,10 +11,10 @@ keeps (kvsim/engine/sparse_sizing.py, resized every iteration). The scheduler ke
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from kvsim.engine.tier_waits import TierWaits, next_load_s
 from kvsim.engine.window_sums import WindowSums
 from kvsim.errors import KvsimError
 from kvsim.kvcache.interface import KVManager
+from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.view import ContextSums
 
 _new = tuple.__new__
@@ -111,6 +112,12 @@ class Scheduler(Admission):
             raise ValueError("a decode sizing that is not by context needs a policy that mixes prefills and "
                              "decodes")
         self._resize_fn = self._resize
+        self._grow_due = kv.grow_due if isinstance(kv, PagedKVManager) else None
+        """The paged managers' grow_each over due entries (block_growth.py), or None: grow_each."""
+        self._max_seqs = limits.max_num_seqs
+        self._max_tokens = limits.max_num_batched_tokens
+        self._no_bytes = 0 * limits.bytes_per_block
+        """The swap bytes of an iteration that swaps nothing (the limits' figures read once: hot paths)."""
         self._figures_fn = self._iteration_figures
         self._budget = 0
         """Tokens this iteration may still schedule."""
@@ -194,10 +201,14 @@ class Scheduler(Admission):
 
     def context_sums(self) -> ContextSums:
         """What the KV of the sequences on the GPU adds up to, for the KV manager's token states."""
+        held_tokens = held = 0  # (only a sending replica holds KV for a hand-off: _hand_off)
+        if self._sends:
+            held_tokens = self.handoff.tokens
+            held = len(self.handoff.held)
         tokens = (self.dec_base_sum + self.dec_held_offset + self.dec_seqs * self.it  # (token_slots())
-                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + self.handoff.tokens)
+                  - (self.dec_seqs if self._paused else 0) + self.prefill_tokens_held + held_tokens)
         windowed = () if self.win is None else self.win.context(self.it, self.prefilling, self._paused)
-        return _new(ContextSums, (tokens, windowed, self.running_seqs + len(self.handoff.held)))
+        return _new(ContextSums, (tokens, windowed, self.running_seqs + held))
 
     def next_load_s(self, now: float) -> float | None:
         """When the first blocking load (or P/D transfer) still in flight arrives (None if none): a replica
@@ -260,7 +271,7 @@ class Scheduler(Admission):
         self.preempted_now = 0
         self._swap_out_blocks = 0
         self._scheduled_prefills = []
-        self._budget = self.lim.max_num_batched_tokens
+        self._budget = self._max_tokens
         self._load_wait = 0.0
         self._now = now
         self._paused = False
@@ -308,7 +319,7 @@ class Scheduler(Admission):
             self.dec_held_offset += delta
         self._budget -= self.dec_seqs * self._charge
 
-        for g in (() if self._prefill_first else list(self.prefilling)):
+        for g in (list(self.prefilling) if self.prefilling and not self._prefill_first else ()):
             if self._budget <= 0:
                 break
             if g.state != RUNNING or g.ready_s > now:  # (a blocking load has not arrived)
@@ -398,9 +409,10 @@ class Scheduler(Admission):
             self._paused = False
             return finished
         heap = self._finish_heap
+        running = RUNNING  # (a C integer when compiled)
         while heap and heap[0][0] <= it:
-            _, _, epoch, g = heapq.heappop(heap)
-            if epoch != g.epoch or g.state != RUNNING:
+            _, _, epoch, g = heappop(heap)
+            if epoch != g.epoch or g.state != running:
                 continue
             g.generated = g.gen_base + it if self._by_context else g.output
             self._leave_decode(g)
@@ -421,9 +433,11 @@ class Scheduler(Admission):
         g.last_chunk_s = self._now
 
     def _finish(self, g: Group, t_end: float) -> None:
+        kv = self.kv
+        tokens = g.req.prompt_len + g.output - 1  # (all but the last sampled token)
         for s in g.seqs:
-            if self.kv.has(s):
-                self._free_decoded(s, g.req.prompt_len + g.output - 1)  # (all but the last sampled token)
+            if kv.has(s):
+                self._free_decoded(s, tokens)
         del self.running[g]
         self.running_seqs -= g.n
         g.state = FINISHED

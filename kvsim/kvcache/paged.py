@@ -94,28 +94,31 @@ class PagedKVManager:
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
-        need = self.blocks_needed(seq, num_tokens)
-        if need > self.pool.num_free:
-            return False
+        pool = self.pool
         table = self.tables.get(seq)
-        if table is None:
+        if table is None:  # (blocks_needed, inline)
+            extra = -(-num_tokens // self.block_size)
+            if extra > pool.num_free:
+                return False
             table = self.tables[seq] = []
-            ntok = self.ntok[seq] = 0
         else:
             ntok = self.ntok[seq]
             if num_tokens <= ntok:
                 return True
-            if self._needs_cow(table, ntok):
+            extra = -(-num_tokens // self.block_size) - len(table)
+            cow = self._needs_cow(table, ntok)
+            if extra + cow > pool.num_free:
+                return False
+            if cow:
                 old = table[-1]
-                table[-1] = self.pool.allocate()
-                self.pool.decref(old)
+                table[-1] = pool.allocate()
+                pool.decref(old)
                 self.shared_dup_tokens -= ntok % self.block_size
                 self.cow_copies += 1
-        extra = -(-num_tokens // self.block_size) - len(table)
         if extra == 1:
-            table.append(self.pool.allocate())
+            table.append(pool.allocate())
         elif extra > 1:
-            table.extend(self.pool.allocate_many(extra))
+            table.extend(pool.allocate_many(extra))
         self.ntok[seq] = num_tokens
         return True
 
@@ -152,6 +155,15 @@ class PagedKVManager:
         for seq, bid, n in zip(seqs, ids, num_tokens, strict=True):
             tables[seq].append(bid)
             ntok[seq] = n
+        return True
+
+    def grow_due(self, entries: list[tuple], offset: int) -> bool:
+        """grow_each over entries, tuples whose [2] is a sequence and [3] + offset the slots it then holds
+        (the scheduler's due list, kvsim/engine/block_growth.py), without building the two lists."""
+        ids = self._take_each(len(entries))
+        if ids is None:
+            return False
+        _append_each(self.tables, self.ntok, entries, ids, offset)
         return True
 
     def _take_each(self, k: int) -> list[int] | None:
@@ -310,3 +322,15 @@ class PagedKVManager:
         assert len(host) == self.swap_used_blocks == len(self.host), "host block count drifted"
         assert self.swap_used_blocks <= self.swap_capacity_blocks, "swap space over capacity"
         return pool.known + sum(counts) + len(host)
+
+
+def _append_each(tables: dict[int, list[int]], ntok: dict[int, int], entries: list[tuple], ids: list[int],
+                 offset: int) -> None:
+    """grow_due's table updates: entries[i]'s sequence takes block ids[i], holding its base + offset slots."""
+    i = 0
+    for e in entries:
+        seq = e[2]
+        table = tables[seq]
+        table.append(ids[i])
+        ntok[seq] = e[3] + offset
+        i += 1

@@ -311,6 +311,34 @@ def test_grow_each_takes_the_blocks_one_by_one_growth_would(num_blocks):
         assert runs[0][0] == {0: ([0, 4], 17), 1: ([1, 2, 5], 33), 2: ([3, 6], 17)}
 
 
+@pytest.mark.parametrize("num_blocks", [20, 4096 + 9])
+def test_grow_due_is_grow_each_over_the_due_entries(num_blocks):
+    seqs, tokens = [0, 1, 2], [17, 33, 17]
+    runs = []
+    for due in (False, True):
+        kv = PagedKVManager(num_blocks, 16)
+        kv.allocate(0, 16)
+        kv.allocate(1, 32)
+        kv.allocate(2, 16)
+        if num_blocks > 4096:
+            kv.allocate(9, (4096 - 4 - 3) * 16)
+        if due:  # (epoch, group, sequence, base): base + offset slots
+            assert kv.grow_due([(0, None, s, n - 5) for s, n in zip(seqs, tokens, strict=True)], 5)
+        else:
+            assert kv.grow_each(seqs, tokens)
+        runs.append(_grown(kv, seqs, tokens))
+    assert runs[0] == runs[1]
+
+
+def test_grow_due_short_of_blocks_changes_nothing():
+    kv = PagedKVManager(4, 16)
+    kv.allocate(0, 32)
+    kv.allocate(1, 16)
+    before = _grown(kv, [0, 1], [])
+    assert not kv.grow_due([(0, None, 0, 30), (0, None, 1, 14)], 3)
+    assert _grown(kv, [0, 1], []) == before
+
+
 def test_grow_each_short_of_blocks_changes_nothing():
     kv = PagedKVManager(4, 16)
     kv.allocate(0, 32)

@@ -126,7 +126,10 @@ class PrefixMachine(RuleBasedStateMachine):
         one = copy.deepcopy(m)
         ok = all(one.grow_one_block(s, n) for s, n in zip(seqs, new, strict=True))
         before = state_of(m)
-        assert m.grow_each(seqs, new) == ok
+        if data.draw(st.booleans(), label="due"):  # the scheduler's form: (epoch, group, seq, base), offset
+            assert m.grow_due([(0, None, s, n - 3) for s, n in zip(seqs, new, strict=True)], 3) == ok
+        else:
+            assert m.grow_each(seqs, new) == ok
         assert state_of(m) == (state_of(one) if ok else before)
         if ok:
             for s, n in zip(seqs, new, strict=True):
