@@ -12,7 +12,7 @@ from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
-from kvsim.metrics.recorder import IterationRow, Recorder
+from kvsim.metrics.recorder import IterationRow, Recorder, append_values
 
 
 class Replica:
@@ -27,7 +27,7 @@ class Replica:
 
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "process", "_step_time",
-                 "_append", "_context_sums", "_token_states", "_breakdown")
+                 "_timeline", "_context_sums", "_token_states", "_breakdown")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -55,7 +55,7 @@ class Replica:
         self._wakeup: Event | None = None
         # the methods _step calls every iteration, bound once
         self._step_time = cost.step_time
-        self._append = recorder.iteration_values
+        self._timeline = recorder._timeline  # (recorder.iteration_values' table: rows appended directly)
         self._context_sums = scheduler.context_sums
         self._token_states = scheduler.kv.token_states
         self._breakdown = scheduler.kv.breakdown
@@ -146,10 +146,10 @@ class Replica:
                   prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
                   kv.used_blocks, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
                   external, free, unshared)
-        if self.extra_columns is None:
-            self._append(values)
+        if self.extra_columns is None:  # (Recorder.iteration_values, one call less)
+            append_values(self._timeline, values, ())
         else:
-            self._append(values, *self.extra_columns())
+            append_values(self._timeline, values, tuple(self.extra_columns()))
         if self.check:
             self.check_invariants()
         return dt
@@ -161,7 +161,7 @@ class Replica:
         simulation, which reads the event loop's clock). Returns when the last iteration scheduled ends:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
-        schedule, step = sched.schedule_decodes, self._step
+        schedule = sched.schedule_decodes
         n = 0
         while end < horizon and sched.completes_quietly():  # (C calls when compiled: sched is typed)
             sched.complete(end)
@@ -169,7 +169,7 @@ class Replica:
             if batch is None:
                 self.fast_iterations += n
                 raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
-            end += step(batch, end)
+            end += self._step(batch, end)
             n += 1
         self.fast_iterations += n
         return end
