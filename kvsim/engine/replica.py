@@ -12,6 +12,7 @@ from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
+from kvsim.kvcache.paged import PagedKVManager
 from kvsim.metrics.recorder import IterationRow, Recorder, append_values
 
 
@@ -27,7 +28,8 @@ class Replica:
 
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "process", "_step_time",
-                 "_timeline", "_context_sums", "_token_states", "_breakdown")
+                 "_timeline", "_context_sums", "_token_states", "_breakdown", "_paged", "_block_size",
+                 "_slots")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -59,6 +61,13 @@ class Replica:
         self._context_sums = scheduler.context_sums
         self._token_states = scheduler.kv.token_states
         self._breakdown = scheduler.kv.breakdown
+        kind = type(scheduler.kv)
+        self._paged = (getattr(kind, "token_states", None) is PagedKVManager.token_states
+                       and getattr(kind, "breakdown", None) is PagedKVManager.breakdown)
+        """The KV manager's token states and breakdown are PagedKVManager's (prefix caches included):
+        _step works them out from the scheduler's token slots and the blocks in use, as those do."""
+        self._block_size = scheduler.kv.block_size if self._paged else 0
+        self._slots = scheduler.kv.num_blocks * self._block_size  # (the capacity in slots: fixed)
         self.process = env.process(self.run())
 
     def submit(self, g: Group) -> None:
@@ -127,16 +136,21 @@ class Replica:
         if load_wait > dt:  # pipelined tier loads: the forward pass waits for the KV
             dt = load_wait
         # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
-        states = self._token_states(self._context_sums())
         unshared = sched.dec_blocks + sched.handoff.blocks
         if sched.prefilling:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
-        if waiting:
+        if self._paged:  # (PagedKVManager.token_states and paged_breakdown, unrolled: no tuples)
+            states = sched.token_slots() - kv.shared_dup_tokens
+            allocated = kv.used_blocks * self._block_size
+            reservation, internal, external, free = 0, allocated - states, 0, self._slots - allocated
+        elif waiting:
+            states = self._token_states(self._context_sums())
             head = waiting[0]
             reservation, internal, external, free, unshared = self._breakdown(states, unshared, head.req,
                                                                               head.output)
         else:
+            states = self._token_states(self._context_sums())
             reservation, internal, external, free, unshared = self._breakdown(states, unshared)
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
