@@ -14,7 +14,7 @@ cdef class Replica:
     cdef public object fast, fast_iterations, _wakeup, process
     cdef object _step_time, _context_sums, _token_states, _breakdown
     cdef _Columns _timeline
-    cdef bint _paged
+    cdef public bint _paged
     cdef Py_ssize_t _block_size, _slots
 
     @cython.locals(sched=Scheduler)
