@@ -142,23 +142,25 @@ class Replica:
         waiting = sched.waiting
         if self._paged:  # (PagedKVManager.token_states and paged_breakdown, unrolled: no tuples)
             states = sched.token_slots() - kv.shared_dup_tokens
-            allocated = kv.used_blocks * self._block_size
+            used = kv.used_blocks
+            allocated = used * self._block_size
             reservation, internal, external, free = 0, allocated - states, 0, self._slots - allocated
-        elif waiting:
-            states = self._token_states(self._context_sums())
-            head = waiting[0]
-            reservation, internal, external, free, unshared = self._breakdown(states, unshared, head.req,
-                                                                              head.output)
         else:
             states = self._token_states(self._context_sums())
-            reservation, internal, external, free, unshared = self._breakdown(states, unshared)
+            if waiting:
+                head = waiting[0]
+                reservation, internal, external, free, unshared = self._breakdown(states, unshared,
+                                                                                  head.req, head.output)
+            else:
+                reservation, internal, external, free, unshared = self._breakdown(states, unshared)
+            used = kv.used_blocks
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
         swapped = sched.swapped
         values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
                   prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
-                  kv.used_blocks, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
+                  used, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
                   external, free, unshared)
         if self.extra_columns is None:  # (Recorder.iteration_values, one call less)
             append_values(self._timeline, values, ())
