@@ -1,16 +1,24 @@
 # C types for replica.py when Cython compiles it (docs/speed.md): the replica's state in C fields of an
-# extension type (read every iteration), the per-iteration step a C-level method; the scheduler typed (its
-# counters are read as C fields, its methods called as C methods).
+# extension type (read every iteration), the per-iteration step and the back-to-back loop C-level methods;
+# the scheduler typed (its counters are read as C fields, its methods called as C methods), the timeline
+# rows appended by a C call into the recorder.
 cimport cython
 
 from kvsim.engine.scheduler cimport Scheduler
+from kvsim.metrics.recorder cimport _Columns, append_values
 
 
 cdef class Replica:
     cdef public object index, role, env, cost, rec, on_finish, check, pacing, extra_columns, exact
     cdef public Scheduler sched
     cdef public object fast, fast_iterations, _wakeup, process
-    cdef object _step_time, _append, _context_sums, _token_states, _breakdown
+    cdef object _step_time, _context_sums, _token_states, _breakdown
+    cdef _Columns _timeline
+    cdef public bint _paged
+    cdef Py_ssize_t _block_size, _slots
 
     @cython.locals(sched=Scheduler)
     cpdef _step(self, batch, now)
+
+    @cython.locals(sched=Scheduler, n=Py_ssize_t)
+    cpdef _fast_forward(self, end, horizon)

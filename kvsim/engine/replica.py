@@ -12,7 +12,8 @@ from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
-from kvsim.metrics.recorder import IterationRow, Recorder
+from kvsim.kvcache.paged import PagedKVManager
+from kvsim.metrics.recorder import IterationRow, Recorder, append_values
 
 
 class Replica:
@@ -27,7 +28,8 @@ class Replica:
 
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "process", "_step_time",
-                 "_append", "_context_sums", "_token_states", "_breakdown")
+                 "_timeline", "_context_sums", "_token_states", "_breakdown", "_paged", "_block_size",
+                 "_slots")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -55,10 +57,17 @@ class Replica:
         self._wakeup: Event | None = None
         # the methods _step calls every iteration, bound once
         self._step_time = cost.step_time
-        self._append = recorder.iteration_values
+        self._timeline = recorder._timeline  # (recorder.iteration_values' table: rows appended directly)
         self._context_sums = scheduler.context_sums
         self._token_states = scheduler.kv.token_states
         self._breakdown = scheduler.kv.breakdown
+        kind = type(scheduler.kv)
+        self._paged = (getattr(kind, "token_states", None) is PagedKVManager.token_states
+                       and getattr(kind, "breakdown", None) is PagedKVManager.breakdown)
+        """The KV manager's token states and breakdown are PagedKVManager's (prefix caches included):
+        _step works them out from the scheduler's token slots and the blocks in use, as those do."""
+        self._block_size = scheduler.kv.block_size if self._paged else 0
+        self._slots = scheduler.kv.num_blocks * self._block_size  # (the capacity in slots: fixed)
         self.process = env.process(self.run())
 
     def submit(self, g: Group) -> None:
@@ -127,29 +136,36 @@ class Replica:
         if load_wait > dt:  # pipelined tier loads: the forward pass waits for the KV
             dt = load_wait
         # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
-        states = self._token_states(self._context_sums())
         unshared = sched.dec_blocks + sched.handoff.blocks
         if sched.prefilling:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
-        if waiting:
-            head = waiting[0]
-            reservation, internal, external, free, unshared = self._breakdown(states, unshared, head.req,
-                                                                              head.output)
+        if self._paged:  # (PagedKVManager.token_states and paged_breakdown, unrolled: no tuples)
+            states = sched.token_slots() - kv.shared_dup_tokens
+            used = kv.used_blocks
+            allocated = used * self._block_size
+            reservation, internal, external, free = 0, allocated - states, 0, self._slots - allocated
         else:
-            reservation, internal, external, free, unshared = self._breakdown(states, unshared)
+            states = self._token_states(self._context_sums())
+            if waiting:
+                head = waiting[0]
+                reservation, internal, external, free, unshared = self._breakdown(states, unshared,
+                                                                                  head.req, head.output)
+            else:
+                reservation, internal, external, free, unshared = self._breakdown(states, unshared)
+            used = kv.used_blocks
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
         swapped = sched.swapped
         values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
                   prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
-                  kv.used_blocks, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
+                  used, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
                   external, free, unshared)
-        if self.extra_columns is None:
-            self._append(values)
+        if self.extra_columns is None:  # (Recorder.iteration_values, one call less)
+            append_values(self._timeline, values, ())
         else:
-            self._append(values, *self.extra_columns())
+            append_values(self._timeline, values, tuple(self.extra_columns()))
         if self.check:
             self.check_invariants()
         return dt
@@ -161,7 +177,7 @@ class Replica:
         simulation, which reads the event loop's clock). Returns when the last iteration scheduled ends:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
-        schedule, step = sched.schedule_decodes, self._step
+        schedule = sched.schedule_decodes
         n = 0
         while end < horizon and sched.completes_quietly():  # (C calls when compiled: sched is typed)
             sched.complete(end)
@@ -169,7 +185,7 @@ class Replica:
             if batch is None:
                 self.fast_iterations += n
                 raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
-            end += step(batch, end)
+            end += self._step(batch, end)
             n += 1
         self.fast_iterations += n
         return end

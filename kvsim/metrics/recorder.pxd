@@ -17,4 +17,4 @@ cdef class Recorder:
 
 
 @cython.locals(row=bytes)
-cpdef _append_values(_Columns cols, object values, tuple extra)
+cpdef append_values(_Columns cols, object values, tuple extra)

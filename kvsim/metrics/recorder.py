@@ -386,11 +386,11 @@ class Recorder:
     def iteration_values(self, values: tuple, *extra: tuple | None) -> None:
         """`iteration` of the row whose values, in TIMELINE_COLUMNS order, are `values` (the engine's
         per-iteration path: no row object)."""
-        _append_values(self._timeline, values, extra)
+        append_values(self._timeline, values, extra)
 
     def request_values(self, values: tuple, *extra: tuple | None) -> None:
         """`request` of the row whose values, in REQUEST_COLUMNS order, are `values`."""
-        _append_values(self._requests, values, extra)
+        append_values(self._requests, values, extra)
 
     def tables(self, release: bool = False, slo: dict | None = None) -> RunTables:
         """Both tables as RunTables (slo: the scenario's, adding the requests' meets_slo column).
@@ -422,10 +422,13 @@ class Recorder:
 
 
 def _append(cols: _Columns, row, extra: tuple) -> None:
-    _append_values(cols, cols.values_of(row), extra)
+    append_values(cols, cols.values_of(row), extra)
 
 
-def _append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
+def append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
+    """Append one row of `cols` (a Recorder's `_timeline` or `_requests`): its values in column order and
+    the registered groups' (extra: as `Recorder.iteration`'s). The engine's per-iteration path calls it
+    directly (kvsim/engine/replica.py: a C call when compiled)."""
     if len(values) != len(cols.names):
         raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
     try:
