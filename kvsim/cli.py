@@ -752,6 +752,15 @@ def version() -> None:
     console.print(__version__)
 
 
+def one_blas_thread() -> None:
+    """Before numpy is imported: its OpenBLAS (unless the user set OPENBLAS_NUM_THREADS or OMP_NUM_THREADS)
+    runs one thread. OpenBLAS starts a thread per core when it loads and each spins before it sleeps, a
+    sixth of a short run's CPU on two cores; the command line does no multi-threaded linear algebra (the
+    simulation none at all), and `--jobs` workers inherit the setting."""
+    if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main() -> None:
     """Console entry point. Every failure is one line on stderr: usage errors (bad flags, bad option
     values) and KvsimErrors exit 2, SIGINT 130, SIGTERM 143; anything else is a kvsim bug, reported as
@@ -763,6 +772,7 @@ def main() -> None:
 
     if not os.environ.get("KVSIM_DEBUG"):  # library warnings are not kvsim output; the fuzz suite sees them
         warnings.simplefilter("ignore")
+    one_blas_thread()
     previous = output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary folders are removed
     try:
         code = _main()

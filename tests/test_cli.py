@@ -4,7 +4,10 @@ leave no output folder behind, and the small reference commands (validate, model
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -451,3 +454,30 @@ def test_an_slo_flag_replacing_the_scenarios_objective_says_so(tmp_path):
     failed = invoke("run", scenario, "--slo", "ttft_s.p50=1", "--out", scenario)  # --out is a file
     assert failed.exit_code == 2 and len(failed.stderr.splitlines()) == 1
     assert failed.stderr.startswith("error: ")
+
+
+def test_the_command_line_runs_one_blas_thread_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cli.one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    cli.one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    cli.one_blas_thread()
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_the_command_line_sets_its_blas_threads_before_numpy_loads():
+    code = ("import os, sys\n"
+            "os.environ.pop('OPENBLAS_NUM_THREADS', None); os.environ.pop('OMP_NUM_THREADS', None)\n"
+            "import kvsim.cli\n"
+            "assert 'numpy' not in sys.modules\n"
+            "sys.argv = ['kvsim', '--version']\n"
+            "try:\n    kvsim.cli.main()\nexcept SystemExit:\n    pass\n"
+            "print(os.environ['OPENBLAS_NUM_THREADS'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "1"
