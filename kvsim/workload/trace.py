@@ -47,7 +47,7 @@ MOONCAKE_MAX_HASH_ID = 1 << 40
 """Hash ids lie in [0, 2^40), so that their content ids stay in the Mooncake band."""
 MAX_MOONCAKE_MS = 1e18
 AZURE_COLUMNS = {"arrival": "TIMESTAMP", "prompt": "ContextTokens", "output": "GeneratedTokens"}
-_ROWS_AT_ONCE = 1 << 16
+_ROWS_AT_ONCE = 1 << 12
 """_read_rows parses this many rows at a time."""
 _DECODE = json.JSONDecoder().raw_decode
 _INT_ONLY = frozenset((int,))
@@ -145,8 +145,9 @@ def _read_csv(path: Path, names: dict[str, str],
 
 def _read_rows(path: Path, names: dict[str, str], keys: tuple[str, ...],
                limit: int | None) -> tuple[list[tuple[str, ...]], list[int]] | None:
-    """_read_rows_checked's rows and lines for a regular file (no blank row, no row over several lines,
-    every row wide enough, at most MAX_REQUESTS rows read), parsed many rows at a time; None for any other
+    """_read_rows_checked's rows and lines for a regular file (no row over several lines, every row but
+    the blank ones (skipped) wide enough, at most MAX_REQUESTS rows kept), parsed _ROWS_AT_ONCE rows at a
+    time (a bound on the whole rows held); None for any other
     (or a bad one: _read_rows_checked then reads it again, and names what is wrong where)."""
     if limit is not None and limit < 1:
         return None
@@ -163,17 +164,27 @@ def _read_rows(path: Path, names: dict[str, str], keys: tuple[str, ...],
     first = reader.line_num
     cap = MAX_REQUESTS if limit is None else min(limit, MAX_REQUESTS)
     picked: list[tuple[str, ...]] = []
+    lines: list[int] = []
+    seen = 0  # rows read after the header, blank ones too
     while len(picked) < cap:
         rows = list(islice(reader, min(_ROWS_AT_ONCE, cap - len(picked))))
         if not rows:
             break
-        if min(map(len, rows)) < width:  # (a blank row has no field)
-            return None
-        picked.extend(map(pick, rows))
+        at = first + 1 + seen
+        seen += len(rows)
+        if min(map(len, rows)) < width:
+            if any(row and len(row) < width for row in rows):
+                return None
+            kept = [i for i, row in enumerate(rows) if row]  # (blank rows skipped, as checked skips them)
+            picked.extend([pick(rows[i]) for i in kept])
+            lines.extend([at + i for i in kept])
+        else:
+            picked.extend(map(pick, rows))
+            lines.extend(range(at, at + len(rows)))
     n = len(picked)
-    if reader.line_num != first + n or (n == MAX_REQUESTS and (limit is None or limit > n)):
+    if reader.line_num != first + seen or (n == MAX_REQUESTS and (limit is None or limit > n)):
         return None
-    return picked, list(range(first + 1, first + 1 + n))
+    return picked, lines
 
 
 def _read_rows_checked(path: Path, names: dict[str, str], keys: tuple[str, ...],
