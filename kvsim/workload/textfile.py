@@ -19,13 +19,18 @@ _RAW_LINES = re.compile(rb"[^\n]*\n")
 _COLUMN_NAME = re.compile(r"[\w .()/-]{1,40}")
 
 
-def text_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
-    """(line number from 1, text with its line ending) of each line of a text file."""
+def _open(path: str | Path, what: str):
+    """The checked path and its file, open for binary reading (a one-line error naming the file if not)."""
     p = check_file(path, what)
     try:
-        fh = p.open("rb")
+        return p, p.open("rb")
     except OSError as exc:
         raise KvsimError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def text_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
+    """(line number from 1, text with its line ending) of each line of a text file."""
+    p, fh = _open(path, what)
     with fh:
         line_no = 0
         while True:
@@ -43,11 +48,7 @@ def text_blocks(path: str | Path, what: str) -> Iterator[list[str]]:
     """The texts text_lines gives (the same checks, the same error at the same line), many lines a list:
     the file is read READ_BYTES at a time. Where a line is bad, the list holds the lines before it and
     its error is raised when the next list is asked for (a reader that stops before it never sees it)."""
-    p = check_file(path, what)
-    try:
-        fh = p.open("rb")
-    except OSError as exc:
-        raise KvsimError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
+    p, fh = _open(path, what)
     with fh:
         line_no = 0  # lines handed out
         carry = b""  # the start of the line the last block ended in
