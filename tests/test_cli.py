@@ -481,3 +481,15 @@ def test_the_command_line_sets_its_blas_threads_before_numpy_loads():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_the_program_collects_its_youngest_generation_every_program_gc_threshold_allocations():
+    code = ("import gc, sys\n"
+            "import kvsim.cli\n"
+            "assert gc.get_threshold()[0] == 700\n"
+            "sys.argv = ['kvsim', '--version']\n"
+            "try:\n    kvsim.cli.main()\nexcept SystemExit:\n    pass\n"
+            "print(gc.get_threshold()[0] == kvsim.cli.PROGRAM_GC_THRESHOLD)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "True"
