@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from simpy.core import Infinity
 from simpy.events import PENDING, Event
 
 from kvsim.cost.base import CostModel
@@ -29,7 +30,7 @@ class Replica:
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "process", "_step_time",
                  "_timeline", "_context_sums", "_token_states", "_breakdown", "_paged", "_block_size",
-                 "_slots")
+                 "_slots", "_schedule")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -55,6 +56,7 @@ class Replica:
         self.fast_iterations = 0
         """Iterations run back to back without the event loop so far."""
         self._wakeup: Event | None = None
+        self._schedule = scheduler.schedule  # (the scheduling step the loop calls: set when it starts)
         # the methods _step calls every iteration, bound once
         self._step_time = cost.step_time
         self._timeline = recorder._timeline  # (recorder.iteration_values' table: rows appended directly)
@@ -86,19 +88,24 @@ class Replica:
         sched = self.sched
         index = self.index
         fast = self.fast = not self.exact and not sched.calls_out()
-        schedule = sched.schedule_decodes if fast else sched.schedule
+        self._schedule = sched.schedule_decodes if fast else sched.schedule
         tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
+        ended = False
         while True:
-            if not sched.has_work():
-                if sched.iterations:
-                    self._record_idle(env._now)
-                while not sched.has_work():  # (a prefill replica also wakes when held KV is freed)
-                    self._wakeup = env.event()
-                    yield self._wakeup
-                    self._wakeup = None
-            now = env._now
-            batch = schedule(now)
-            if batch is None:  # only requests waiting for KV (tiers, a prefill replica) or for held blocks
+            # (the iteration that ended now completes, the next is scheduled and stepped: one call)
+            end = self._advance(env._now, ended)
+            ended = False
+            if end is None:
+                if not sched.has_work():
+                    if sched.iterations:
+                        self._record_idle(env._now)
+                    while not sched.has_work():  # (a prefill replica also wakes when held KV is freed)
+                        self._wakeup = env.event()
+                        yield self._wakeup
+                        self._wakeup = None
+                    continue
+                # only requests waiting for KV (tiers, a prefill replica) or for held blocks
+                now = env._now
                 ready = sched.next_load_s(now)
                 if ready is None and not sched.handoff.held:
                     raise RuntimeError(f"replica {index} ({self.role}) has work but scheduled nothing")
@@ -109,17 +116,35 @@ class Replica:
                     yield env.any_of([env.timeout(ready - now), self._wakeup])
                 self._wakeup = None
                 continue
-            dt = self._step(batch, now)
-            end = now + dt
-            horizon = env.peek() if fast else end
-            if end < horizon:  # (in a fleet another replica's step usually comes first)
-                end = self._fast_forward(end, horizon)
             # at now + dt, as env.timeout(dt) (now + one delay need not reach a sum of several: end)
             yield tick.at(end)
-            for g in sched.complete(env._now):
-                if sched.lora is not None and g.req.adapter >= 0:  # (it leaves the running adapters)
-                    sched.lora.release(g.req.adapter, g.n)
-                self.on_finish(g)
+            ended = True
+
+    def _advance(self, now: float, ended: bool):
+        """One turn of the replica's loop at `now`: complete the iteration that ended now (if `ended`),
+        then schedule and step the next (and those after it that run back to back); when the last of them
+        ends. None when nothing was scheduled: no work, or only work that waits."""
+        sched = self.sched
+        if ended:
+            finished = sched.complete(now)
+            if finished:
+                on_finish = self.on_finish
+                for g in finished:
+                    if sched.lora is not None and g.req.adapter >= 0:  # (it leaves the running adapters)
+                        sched.lora.release(g.req.adapter, g.n)
+                    on_finish(g)
+        if not sched.has_work():
+            return None
+        batch = self._schedule(now)
+        if batch is None:
+            return None
+        end = now + self._step(batch, now)
+        if self.fast:
+            queue = self.env._queue  # (env.peek())
+            horizon = queue[0][0] if queue else Infinity
+            if end < horizon:  # (in a fleet another replica's step usually comes first)
+                end = self._fast_forward(end, horizon)
+        return end
 
     def _step(self, batch, now: float) -> float:
         """Time the scheduled batch, record its timeline row (and check, in check mode); its duration."""
