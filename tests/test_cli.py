@@ -470,26 +470,24 @@ def test_the_command_line_runs_one_blas_thread_unless_the_user_chose(monkeypatch
     assert "OPENBLAS_NUM_THREADS" not in os.environ
 
 
-def test_the_command_line_sets_its_blas_threads_before_numpy_loads():
-    code = ("import os, sys\n"
+def _after_main(before: str, shown: str) -> str:
+    """What `shown` (an expression) is after `kvsim --version` ran through main() in a fresh interpreter,
+    `before` run (and asserted) first, after `import kvsim.cli`."""
+    code = ("import gc, os, sys\n"
             "os.environ.pop('OPENBLAS_NUM_THREADS', None); os.environ.pop('OMP_NUM_THREADS', None)\n"
-            "import kvsim.cli\n"
-            "assert 'numpy' not in sys.modules\n"
+            f"import kvsim.cli\n{before}\n"
             "sys.argv = ['kvsim', '--version']\n"
             "try:\n    kvsim.cli.main()\nexcept SystemExit:\n    pass\n"
-            "print(os.environ['OPENBLAS_NUM_THREADS'])")
+            f"print({shown})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "1"
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_the_command_line_sets_its_blas_threads_before_numpy_loads():
+    assert _after_main("assert 'numpy' not in sys.modules", "os.environ['OPENBLAS_NUM_THREADS']") == "1"
 
 
 def test_the_program_collects_its_youngest_generation_every_program_gc_threshold_allocations():
-    code = ("import gc, sys\n"
-            "import kvsim.cli\n"
-            "assert gc.get_threshold()[0] == 700\n"
-            "sys.argv = ['kvsim', '--version']\n"
-            "try:\n    kvsim.cli.main()\nexcept SystemExit:\n    pass\n"
-            "print(gc.get_threshold()[0] == kvsim.cli.PROGRAM_GC_THRESHOLD)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "True"
+    assert _after_main("assert gc.get_threshold()[0] == 700",
+                       "gc.get_threshold()[0] == kvsim.cli.PROGRAM_GC_THRESHOLD") == "True"

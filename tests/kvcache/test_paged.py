@@ -284,6 +284,18 @@ def test_has_and_admit():
     assert not m.has(0)
 
 
+def _three_sequences(num_blocks):
+    """Sequences 0, 1, 2 of 1, 2, 1 full blocks; with more than 4,096 blocks, exactly three left on the free
+    stack (a batch of three empties it)."""
+    kv = PagedKVManager(num_blocks, 16)
+    kv.allocate(0, 16)
+    kv.allocate(1, 32)
+    kv.allocate(2, 16)
+    if num_blocks > 4096:
+        kv.allocate(9, (4096 - 4 - 3) * 16)
+    return kv
+
+
 def _grown(kv, seqs, tokens):
     tables = {s: (list(kv.tables[s]), kv.ntok[s]) for s in seqs}
     return tables, kv.pool.known_free_ids(), list(kv.pool.refcount)
@@ -294,12 +306,7 @@ def test_grow_each_takes_the_blocks_one_by_one_growth_would(num_blocks):
     seqs, tokens = [0, 1, 2], [17, 33, 17]
     runs = []
     for batched in (False, True):
-        kv = PagedKVManager(num_blocks, 16)
-        kv.allocate(0, 16)
-        kv.allocate(1, 32)
-        kv.allocate(2, 16)
-        if num_blocks > 4096:  # leave exactly three on the stack: the batch empties it
-            kv.allocate(9, (4096 - 4 - 3) * 16)
+        kv = _three_sequences(num_blocks)
         if batched:
             assert kv.grow_each(seqs, tokens)
         else:
@@ -316,12 +323,7 @@ def test_grow_due_is_grow_each_over_the_due_entries(num_blocks):
     seqs, tokens = [0, 1, 2], [17, 33, 17]
     runs = []
     for due in (False, True):
-        kv = PagedKVManager(num_blocks, 16)
-        kv.allocate(0, 16)
-        kv.allocate(1, 32)
-        kv.allocate(2, 16)
-        if num_blocks > 4096:
-            kv.allocate(9, (4096 - 4 - 3) * 16)
+        kv = _three_sequences(num_blocks)
         if due:  # (epoch, group, sequence, base): base + offset slots
             assert kv.grow_due([(0, None, s, n - 5) for s, n in zip(seqs, tokens, strict=True)], 5)
         else:

@@ -38,13 +38,19 @@ def state(kv):
     return list(pool.refcount), queue, list(getattr(pool, "last", [])), tree
 
 
-@pytest.mark.parametrize("make", [lambda: PrefixHashKVManager(64, 4), lambda: RadixKVManager(64, 4), hybrid])
-def test_view_hit_equals_the_admission_and_changes_nothing(make):
+def _with_first_cached(make):
+    """A manager from make() whose request 0 (21 tokens of content 1) ran and was freed: cached."""
     kv = make()
     first = req(0, [(1, 21)])
     kv.admit(0, first, first.prompt_len, 4)
     kv.allocate(0, first.prompt_len)
     kv.free(0)
+    return kv
+
+
+@pytest.mark.parametrize("make", [lambda: PrefixHashKVManager(64, 4), lambda: RadixKVManager(64, 4), hybrid])
+def test_view_hit_equals_the_admission_and_changes_nothing(make):
+    kv = _with_first_cached(make)
     view = KVView(kv)
     probe = req(1, [(1, 17), (2, 6)])  # shares 17 tokens: 4 full blocks
     before = state(kv)
@@ -64,11 +70,7 @@ def test_view_of_a_manager_without_cache():
 @pytest.mark.parametrize("make", [lambda: PrefixHashKVManager(64, 4), lambda: RadixKVManager(64, 4), hybrid,
                                   lambda: PagedKVManager(64, 4)])
 def test_local_hit_tokens_are_the_hit_where_all_is_on_the_gpu(make):
-    kv = make()
-    first = req(0, [(1, 21)])
-    kv.admit(0, first, first.prompt_len, 4)
-    kv.allocate(0, first.prompt_len)
-    kv.free(0)
+    kv = _with_first_cached(make)
     view = KVView(kv)
     for probe in (req(1, [(1, 17), (2, 6)]), req(2, [(1, 21)]), req(3, [(3, 9)]), req(4, [(1, 1)])):
         before = state(kv)
