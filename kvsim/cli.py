@@ -758,12 +758,16 @@ what a command makes mostly lives on (typer's parsing, the loop's requests and r
 collector's passes over it were ~2% of a `kvsim run`'s CPU (89 collections of the Azure run, 5 at 20,000)."""
 
 
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
 def one_blas_thread() -> None:
-    """Before numpy is imported: its OpenBLAS (unless the user set OPENBLAS_NUM_THREADS or OMP_NUM_THREADS)
-    runs one thread. OpenBLAS starts a thread per core when it loads and each spins before it sleeps, a
-    sixth of a short run's CPU on two cores; the command line does no multi-threaded linear algebra (the
-    simulation none at all), and `--jobs` workers inherit the setting."""
-    if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    """Before numpy is imported: its OpenBLAS runs one thread, unless the user set one of
+    BLAS_THREAD_VARIABLES (which OpenBLAS reads, in that order). OpenBLAS starts a thread per core when it
+    loads and each spins before it sleeps, a sixth of a short run's CPU on two cores; the command line does
+    no multi-threaded linear algebra (the simulation none at all), and `--jobs` workers inherit the
+    setting."""
+    if not any(name in os.environ for name in BLAS_THREAD_VARIABLES):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 

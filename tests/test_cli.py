@@ -458,6 +458,7 @@ def test_an_slo_flag_replacing_the_scenarios_objective_says_so(tmp_path):
 
 def test_the_command_line_runs_one_blas_thread_unless_the_user_chose(monkeypatch):
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("GOTO_NUM_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cli.one_blas_thread()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
@@ -465,16 +466,19 @@ def test_the_command_line_runs_one_blas_thread_unless_the_user_chose(monkeypatch
     cli.one_blas_thread()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
     monkeypatch.delenv("OPENBLAS_NUM_THREADS")
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    cli.one_blas_thread()
-    assert "OPENBLAS_NUM_THREADS" not in os.environ
+    for name in ("GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.setenv(name, "3")
+        cli.one_blas_thread()
+        assert "OPENBLAS_NUM_THREADS" not in os.environ
+        monkeypatch.delenv(name)
 
 
 def _after_main(before: str, shown: str) -> str:
     """What `shown` (an expression) is after `kvsim --version` ran through main() in a fresh interpreter,
     `before` run (and asserted) first, after `import kvsim.cli`."""
     code = ("import gc, os, sys\n"
-            "os.environ.pop('OPENBLAS_NUM_THREADS', None); os.environ.pop('OMP_NUM_THREADS', None)\n"
+            "for name in ('OPENBLAS_NUM_THREADS', 'GOTO_NUM_THREADS', 'OMP_NUM_THREADS'):\n"
+            "    os.environ.pop(name, None)\n"
             f"import kvsim.cli\n{before}\n"
             "sys.argv = ['kvsim', '--version']\n"
             "try:\n    kvsim.cli.main()\nexcept SystemExit:\n    pass\n"

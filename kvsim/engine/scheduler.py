@@ -89,6 +89,8 @@ class Scheduler(Admission):
                  loader: Callable[[float, tuple], float] | None = None,
                  handoff: HandOff | None = None, lora=None) -> None:
         self.lim = limits
+        """Fixed for the scheduler's life: the hot paths read copies of its figures (_max_seqs, _max_tokens,
+        _no_bytes, below); a scheduler for other limits is a new one."""
         self.kv = kv
         self.tier_waits = None if loader is None else TierWaits(loader)
         """KV tiers: when a hit's KV loaded from below the GPU arrives (kvsim/engine/tier_waits.py); None
