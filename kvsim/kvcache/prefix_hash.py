@@ -74,11 +74,7 @@ class PrefixHashKVManager(PagedKVManager):
     def peek_hit(self, req, prompt_tokens: int) -> Hit:
         """The longest cached run of prompt blocks (on the GPU, then in the tiers below), without changing
         anything."""
-        limit = (prompt_tokens - 1) // self.block_size
-        content = self._memo.get(req)
-        keys = content.upto(limit)
-        m = min(limit, len(keys))
-        n = len(match(self.pool.by_key, self.pool.key_of, keys, m, content.hint))
+        keys, m, n = self._peek_gpu(req, prompt_tokens)
         if self.tiers is None:
             return Hit.gpu(n * self.block_size)
         return self._hit(n, self.tiers.match(keys, n, m))
@@ -87,11 +83,16 @@ class PrefixHashKVManager(PagedKVManager):
         """peek_hit's tokens where this replica has no tiers below the GPU (all are its GPU's), else None."""
         if self.tiers is not None:
             return None
+        return self._peek_gpu(req, prompt_tokens)[2] * self.block_size
+
+    def _peek_gpu(self, req, prompt_tokens: int) -> tuple[list, int, int]:
+        """The prompt's block keys, how many of them a hit may cover (m: not the last token's block) and
+        how many lead the GPU's cache (n), without changing anything."""
         limit = (prompt_tokens - 1) // self.block_size
         content = self._memo.get(req)
         keys = content.upto(limit)
-        return len(match(self.pool.by_key, self.pool.key_of, keys, min(limit, len(keys)),
-                         content.hint)) * self.block_size
+        m = min(limit, len(keys))
+        return keys, m, len(match(self.pool.by_key, self.pool.key_of, keys, m, content.hint))
 
     def _hit(self, gpu_blocks: int, below: list[int]) -> Hit:
         """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""
