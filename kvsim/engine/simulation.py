@@ -366,8 +366,8 @@ class Simulation:
             n = r.n if r.n >= r.beam_width else r.beam_width  # beam search runs beam_width sequences
             seq = self._seq_no
             self._seq_no = seq + n
-            cluster.replicas[replica].submit(Group(r, r.rid, [seq] if n == 1 else list(range(seq, seq + n)),
-                                                   output, r.prompt_len, n))
+            seqs = [seq] if n == 1 else list(range(seq, seq + n))
+            cluster.submit(Group(r, r.rid, seqs, output, r.prompt_len, n), replica)
         else:
             self.refusals[reason] = self.refusals.get(reason, 0) + 1
             self._record(r, replica, None)
@@ -385,14 +385,7 @@ class Simulation:
         self._to_engine(r, t + self.cost.request_overhead - self.env._now)
 
     def _on_finish(self, g: Group) -> None:
-        r = g.req
-        if self._plain_rows and self.progress is None:  # (_record's row, inline: once per request)
-            self.recorder.request_values((r.rid, g.replica, r.arrival_s, r.prompt_len, g.output, r.n,
-                                          g.first_scheduled_s, g.first_token_s, g.finish_s, g.preemptions,
-                                          g.cached_tokens, 0, r.session))
-            self._completed += 1
-        else:
-            self._record(r, g.replica, g)
+        self._record(g.req, g.replica, g)
         if self._gate is not None:
             self._gate.done()
         for child in self._followups.pop(g.req.rid, ()):
