@@ -473,11 +473,21 @@ def test_the_command_line_runs_one_blas_thread_unless_the_user_chose(monkeypatch
         monkeypatch.delenv(name)
 
 
+def test_the_command_line_gives_arrow_the_system_allocator_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    cli.system_arrow_allocator()
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+    cli.system_arrow_allocator()
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
+
+
 def _after_main(before: str, shown: str) -> str:
     """What `shown` (an expression) is after `kvsim --version` ran through main() in a fresh interpreter,
     `before` run (and asserted) first, after `import kvsim.cli`."""
     code = ("import gc, os, sys\n"
-            "for name in ('OPENBLAS_NUM_THREADS', 'GOTO_NUM_THREADS', 'OMP_NUM_THREADS'):\n"
+            "for name in ('OPENBLAS_NUM_THREADS', 'GOTO_NUM_THREADS', 'OMP_NUM_THREADS',\n"
+            "             'ARROW_DEFAULT_MEMORY_POOL'):\n"
             "    os.environ.pop(name, None)\n"
             f"import kvsim.cli\n{before}\n"
             "sys.argv = ['kvsim', '--version']\n"
@@ -490,6 +500,11 @@ def _after_main(before: str, shown: str) -> str:
 
 def test_the_command_line_sets_its_blas_threads_before_numpy_loads():
     assert _after_main("assert 'numpy' not in sys.modules", "os.environ['OPENBLAS_NUM_THREADS']") == "1"
+
+
+def test_the_command_line_chooses_arrows_pool_before_pyarrow_loads():
+    shown = "__import__('pyarrow').default_memory_pool().backend_name"
+    assert _after_main("assert 'pyarrow' not in sys.modules", shown) == "system"
 
 
 def test_the_program_collects_its_youngest_generation_every_program_gc_threshold_allocations():
