@@ -139,7 +139,16 @@ class BlockContent:
             if length - off >= bs:
                 # whole blocks inside segment i
                 stop = off + (min(n - len(out), (length - off) // bs)) * bs
-                if chained:
+                if chained and _C_HASH:  # (compiled: the same hashes, without the tuples)
+                    hc = hash(cid)
+                    h = hash(last)
+                    for o in range(off, stop, bs):
+                        r = pair_hash(h, pair_hash(hc, o % _MODULUS))
+                        out.append(r)
+                        h = int_hash(r)
+                    if stop > off:
+                        last = out[-1]
+                elif chained:
                     for o in range(off, stop, bs):
                         last = hash((last, (cid, o)))
                         out.append(last)
@@ -159,6 +168,65 @@ class BlockContent:
                 out.append(page)
         self._i, self._off, self._last = i, off, last
         return out
+
+
+_M64 = (1 << 64) - 1
+_X1 = 11400714785074694791
+_X2 = 14029467366897019727
+_X5 = 2870177450012600261
+_XLEN2 = 2 ^ (_X5 ^ 3527539)
+_MODULUS = (1 << 61) - 1
+"""hash(o) of an int 0 <= o < 2**62 is o % _MODULUS (sys.hash_info.modulus on 64-bit builds)."""
+
+
+def pair_hash(a: int, b: int) -> int:
+    """hash((x, y)) from a = hash(x) and b = hash(y): CPython's tuple hash (xxHash's rounds over the
+    items' hashes, 64-bit), which upto's compiled loop uses instead of building the tuples (hashing.pxd:
+    unsigned 64-bit C arithmetic, where the masks change nothing); used only where `_C_HASH`, which checks
+    it against hash() at import."""
+    lane = a & _M64
+    acc = (_X5 + lane * _X2) & _M64
+    acc = ((acc << 31) | (acc >> 33)) & _M64
+    acc = (acc * _X1) & _M64
+    lane = b & _M64
+    acc = (acc + lane * _X2) & _M64
+    acc = ((acc << 31) | (acc >> 33)) & _M64
+    acc = (acc * _X1) & _M64
+    acc = (acc + _XLEN2) & _M64
+    if acc == _M64:
+        return 1546275796
+    if acc >> 63:
+        r = _M64 - acc
+        return -r - 1
+    r = acc
+    return r
+
+
+def int_hash(r: int) -> int:
+    """hash(r) of an int -2**63 <= r < 2**63 (a hash value): its residue modulo _MODULUS, with r's sign, -1
+    made -2 (|r| = (-(r + 1)) + 1, which a C int holds for r = -2**63)."""
+    if r >= 0:
+        return r % _MODULUS
+    h = -(((-(r + 1)) % _MODULUS + 1) % _MODULUS)
+    if h == -1:
+        return -2
+    return h
+
+
+def _pair_hash_agrees() -> bool:
+    """Whether pair_hash and int_hash agree with hash() of the tuples upto builds and of its keys (this
+    interpreter's tuple and int hashes), on keys of both signs and offsets around the modulus."""
+    for a in (0, 1, -1, -2, 12345, -(1 << 63), (1 << 63) - 1, hash((3, (7, 16))), namespace_key("")):
+        for c in (0, 5, UNIQUE_ID_BASE + 77, OUTPUT_ID_BASE, (1 << 62) - 1):
+            for o in (0, 16, 4096, _MODULUS - 1, _MODULUS, _MODULUS + 16, UNBOUNDED - 16):
+                r = pair_hash(hash(a), pair_hash(hash(c), o % _MODULUS))
+                if r != hash((a, (c, o))) or int_hash(r) != hash(r):
+                    return False
+    return True
+
+
+_C_HASH = not __file__.endswith(".py") and _pair_hash_agrees()
+"""upto hashes a run of whole blocks with pair_hash: compiled only (as Python the tuples are faster)."""
 
 
 def block_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size: int,
