@@ -7,8 +7,6 @@ loops when compiled).
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.block_queue import BlockQueue
 from kvsim.kvcache.eviction import EvictionQueue
@@ -157,25 +155,22 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     """The blocks cached under keys[0], keys[1], ... up to the first that is not, at most m: while `hint`
     (blocks that may hold them: BlockContent.hint) is right, read from it (checked against key_of, which
     agrees with by_key), then looked up."""
-    table: list[int] = []
     j = 0
     if hint is not None:
         h = min(m, len(hint))
-        if h:
-            table = hint[:h]
-            try:
-                got = list(itemgetter(*table)(key_of)) if h > 1 else [key_of[table[0]]]
-            except IndexError:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
-                n = len(key_of)
-                got = [key_of[b] if b < n else None for b in table]
-            if got == keys[:h]:
-                j = h
-            else:
-                for kb, k in zip(got, keys, strict=False):
-                    if kb is not k and kb != k:
-                        break
-                    j += 1
-                del table[j:]
+        n = len(key_of)
+        while j < h:
+            hb = hint[j]
+            if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
+                break
+            kb = key_of[hb]
+            k = keys[j]
+            if kb is not k and kb != k:
+                break
+            j += 1
+        table = hint[:j]
+    else:
+        table = []
     while j < m:
         b = by_key.get(keys[j], -1)
         if b < 0:

@@ -10,6 +10,9 @@ cdef class BlockContent:
     cdef public Py_ssize_t _i, _off
     cdef public object _last, hint
 
+    @cython.locals(m=Py_ssize_t, i=Py_ssize_t, t=Py_ssize_t, segs=list)
+    cpdef resume(self, BlockContent prev, list table)
+
     @cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
                    length=Py_ssize_t, stop=Py_ssize_t, o=Py_ssize_t, chained=bint, hc=Py_hash_t,
                    h=Py_hash_t, r=Py_hash_t)

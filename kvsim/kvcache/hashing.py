@@ -49,7 +49,9 @@ def request_content(req: Request) -> tuple[tuple[int, int], ...]:
     if not segs:
         segs = ((UNIQUE_ID_BASE + req.rid, req.prompt_len),)
     else:
-        short = req.prompt_len - sum(n for _, n in segs)
+        short = req.prompt_len
+        for seg in segs:
+            short -= seg[1]
         if short > 0:
             segs = (*segs, (PAD_ID_BASE + req.rid, short))
     out_id = req.output_id if req.output_id >= 0 else OUTPUT_ID_BASE + req.rid
