@@ -28,5 +28,5 @@ cdef bint _C_HASH
 @cython.locals(acc=cython.ulonglong, lane=cython.ulonglong, r=Py_hash_t)
 cdef Py_hash_t pair_hash(Py_hash_t a, Py_hash_t b) noexcept
 
-@cython.locals(h=Py_hash_t)
+@cython.locals(u=cython.ulonglong, h=Py_hash_t)
 cdef Py_hash_t int_hash(Py_hash_t r) noexcept

@@ -145,7 +145,7 @@ class BlockContent:
                     hc = hash(cid)
                     h = hash(last)
                     for o in range(off, stop, bs):
-                        r = pair_hash(h, pair_hash(hc, o % _MODULUS))
+                        r = pair_hash(h, pair_hash(hc, o if o < _MODULUS else o % _MODULUS))
                         out.append(r)
                         h = int_hash(r)
                     if stop > off:
@@ -205,20 +205,32 @@ def pair_hash(a: int, b: int) -> int:
 
 
 def int_hash(r: int) -> int:
-    """hash(r) of an int -2**63 <= r < 2**63 (a hash value): its residue modulo _MODULUS, with r's sign, -1
-    made -2 (|r| = (-(r + 1)) + 1, which a C int holds for r = -2**63)."""
+    """hash(r) of an int -2**63 <= r < 2**63 (a hash value): |r| modulo _MODULUS (a Mersenne prime: a mask,
+    a shift and one subtraction), with r's sign, -1 made -2 (|r| = -(r + 1) + 1, which a C int holds for
+    r = -2**63)."""
     if r >= 0:
-        return r % _MODULUS
-    h = -(((-(r + 1)) % _MODULUS + 1) % _MODULUS)
-    if h == -1:
+        u = r
+    else:
+        u = -(r + 1)
+        u += 1
+    h = (u & _MODULUS) + (u >> 61)
+    if h >= _MODULUS:
+        h -= _MODULUS
+    if r >= 0:
+        return h
+    if h == 1:
         return -2
-    return h
+    return -h
 
 
 def _pair_hash_agrees() -> bool:
     """Whether pair_hash and int_hash agree with hash() of the tuples upto builds and of its keys (this
     interpreter's tuple and int hashes), on keys of both signs and offsets around the modulus."""
-    for a in (0, 1, -1, -2, 12345, -(1 << 63), (1 << 63) - 1, hash((3, (7, 16))), namespace_key("")):
+    p = _MODULUS
+    for a in (0, 1, -1, -2, 12345, -(1 << 63), (1 << 63) - 1, p, -p, p + 1, -p - 1, p - 1, 1 - p, 2 * p,
+              -2 * p, hash((3, (7, 16))), namespace_key("")):
+        if int_hash(a) != hash(a):
+            return False
         for c in (0, 5, UNIQUE_ID_BASE + 77, OUTPUT_ID_BASE, (1 << 62) - 1):
             for o in (0, 16, 4096, _MODULUS - 1, _MODULUS, _MODULUS + 16, UNBOUNDED - 16):
                 r = pair_hash(hash(a), pair_hash(hash(c), o % _MODULUS))
