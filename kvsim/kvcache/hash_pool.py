@@ -7,9 +7,14 @@ loops when compiled).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.block_queue import BlockQueue
 from kvsim.kvcache.eviction import EvictionQueue
+
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (hash_pool.pxd): match checks a hint in its own C loop."""
 
 
 class HashCachePool(BlockPool):
@@ -156,7 +161,9 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     (blocks that may hold them: BlockContent.hint) is right, read from it (checked against key_of, which
     agrees with by_key), then looked up."""
     j = 0
-    if hint is not None:
+    if hint is None:
+        table = []
+    elif _COMPILED:  # (one C loop over the hint)
         h = min(m, len(hint))
         n = len(key_of)
         while j < h:
@@ -169,8 +176,23 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
                 break
             j += 1
         table = hint[:j]
-    else:
-        table = []
+    else:  # (as Python: the hint's keys read and compared at C speed, by itemgetter and list equality)
+        h = min(m, len(hint))
+        table = hint[:h]
+        if h:
+            try:
+                got = list(itemgetter(*table)(key_of)) if h > 1 else [key_of[table[0]]]
+            except IndexError:
+                n = len(key_of)
+                got = [key_of[b] if b < n else None for b in table]
+            if got == keys[:h]:
+                j = h
+            else:
+                for kb, k in zip(got, keys, strict=False):
+                    if kb is not k and kb != k:
+                        break
+                    j += 1
+                del table[j:]
     while j < m:
         b = by_key.get(keys[j], -1)
         if b < 0:
