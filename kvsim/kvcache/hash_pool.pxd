@@ -3,7 +3,9 @@
 # (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
 import cython
 
-@cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t)
+cdef bint _COMPILED
+
+@cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t, hb=Py_ssize_t)
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
 
 @cython.locals(free=list, cached=list)

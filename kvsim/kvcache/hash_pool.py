@@ -13,6 +13,9 @@ from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.block_queue import BlockQueue
 from kvsim.kvcache.eviction import EvictionQueue
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (hash_pool.pxd): match checks a hint in its own C loop."""
+
 
 class HashCachePool(BlockPool):
     """A BlockPool whose released blocks with a content key stay cached (refcount 0, evictable) instead of
@@ -157,15 +160,29 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     """The blocks cached under keys[0], keys[1], ... up to the first that is not, at most m: while `hint`
     (blocks that may hold them: BlockContent.hint) is right, read from it (checked against key_of, which
     agrees with by_key), then looked up."""
-    table: list[int] = []
     j = 0
-    if hint is not None:
+    if hint is None:
+        table = []
+    elif _COMPILED:  # (one C loop over the hint)
         h = min(m, len(hint))
+        n = len(key_of)
+        while j < h:
+            hb = hint[j]
+            if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
+                break
+            kb = key_of[hb]
+            k = keys[j]
+            if kb is not k and kb != k:
+                break
+            j += 1
+        table = hint[:j]
+    else:  # (as Python: the hint's keys read and compared at C speed, by itemgetter and list equality)
+        h = min(m, len(hint))
+        table = hint[:h]
         if h:
-            table = hint[:h]
             try:
                 got = list(itemgetter(*table)(key_of)) if h > 1 else [key_of[table[0]]]
-            except IndexError:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
+            except IndexError:
                 n = len(key_of)
                 got = [key_of[b] if b < n else None for b in table]
             if got == keys[:h]:

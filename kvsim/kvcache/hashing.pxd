@@ -10,6 +10,23 @@ cdef class BlockContent:
     cdef public Py_ssize_t _i, _off
     cdef public object _last, hint
 
+    @cython.locals(m=Py_ssize_t, i=Py_ssize_t, t=Py_ssize_t, segs=list)
+    cpdef resume(self, BlockContent prev, list table)
+
     @cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
-                   length=Py_ssize_t, stop=Py_ssize_t, o=Py_ssize_t, chained=bint)
+                   length=Py_ssize_t, stop=Py_ssize_t, o=Py_ssize_t, chained=bint, hc=Py_hash_t,
+                   h=Py_hash_t, r=Py_hash_t)
     cpdef list upto(self, Py_ssize_t n)
+
+# pair_hash: hashes are C Py_hash_t values by definition (hash() returns one); the tuple hash's unsigned
+# 64-bit arithmetic wraps in C as the Python source's masks do (the constants below are those of CPython's
+# tuplehash), and the result stays a Python int where upto stores it.
+cdef unsigned long long _M64, _X1, _X2, _X5, _XLEN2
+cdef Py_ssize_t _MODULUS
+cdef bint _C_HASH
+
+@cython.locals(acc=cython.ulonglong, lane=cython.ulonglong, r=Py_hash_t)
+cdef Py_hash_t pair_hash(Py_hash_t a, Py_hash_t b) noexcept
+
+@cython.locals(u=cython.ulonglong, h=Py_hash_t)
+cdef Py_hash_t int_hash(Py_hash_t r) noexcept

@@ -49,7 +49,9 @@ def request_content(req: Request) -> tuple[tuple[int, int], ...]:
     if not segs:
         segs = ((UNIQUE_ID_BASE + req.rid, req.prompt_len),)
     else:
-        short = req.prompt_len - sum(n for _, n in segs)
+        short = req.prompt_len
+        for seg in segs:
+            short -= seg[1]
         if short > 0:
             segs = (*segs, (PAD_ID_BASE + req.rid, short))
     out_id = req.output_id if req.output_id >= 0 else OUTPUT_ID_BASE + req.rid
@@ -139,7 +141,16 @@ class BlockContent:
             if length - off >= bs:
                 # whole blocks inside segment i
                 stop = off + (min(n - len(out), (length - off) // bs)) * bs
-                if chained:
+                if chained and _C_HASH:  # (compiled: the same hashes, without the tuples)
+                    hc = hash(cid)
+                    h = hash(last)
+                    for o in range(off, stop, bs):
+                        r = pair_hash(h, pair_hash(hc, o if o < _MODULUS else o % _MODULUS))
+                        out.append(r)
+                        h = int_hash(r)
+                    if stop > off:
+                        last = out[-1]
+                elif chained:
                     for o in range(off, stop, bs):
                         last = hash((last, (cid, o)))
                         out.append(last)
@@ -159,6 +170,77 @@ class BlockContent:
                 out.append(page)
         self._i, self._off, self._last = i, off, last
         return out
+
+
+_M64 = (1 << 64) - 1
+_X1 = 11400714785074694791
+_X2 = 14029467366897019727
+_X5 = 2870177450012600261
+_XLEN2 = 2 ^ (_X5 ^ 3527539)
+_MODULUS = (1 << 61) - 1
+"""hash(o) of an int 0 <= o < 2**62 is o % _MODULUS (sys.hash_info.modulus on 64-bit builds)."""
+
+
+def pair_hash(a: int, b: int) -> int:
+    """hash((x, y)) from a = hash(x) and b = hash(y): CPython's tuple hash (xxHash's rounds over the
+    items' hashes, 64-bit), which upto's compiled loop uses instead of building the tuples (hashing.pxd:
+    unsigned 64-bit C arithmetic, where the masks change nothing); used only where `_C_HASH`, which checks
+    it against hash() at import."""
+    lane = a & _M64
+    acc = (_X5 + lane * _X2) & _M64
+    acc = ((acc << 31) | (acc >> 33)) & _M64
+    acc = (acc * _X1) & _M64
+    lane = b & _M64
+    acc = (acc + lane * _X2) & _M64
+    acc = ((acc << 31) | (acc >> 33)) & _M64
+    acc = (acc * _X1) & _M64
+    acc = (acc + _XLEN2) & _M64
+    if acc == _M64:
+        return 1546275796
+    if acc >> 63:
+        r = _M64 - acc
+        return -r - 1
+    r = acc
+    return r
+
+
+def int_hash(r: int) -> int:
+    """hash(r) of an int -2**63 <= r < 2**63 (a hash value): |r| modulo _MODULUS (a Mersenne prime: a mask,
+    a shift and one subtraction), with r's sign, -1 made -2 (|r| = -(r + 1) + 1, which a C int holds for
+    r = -2**63)."""
+    if r >= 0:
+        u = r
+    else:
+        u = -(r + 1)
+        u += 1
+    h = (u & _MODULUS) + (u >> 61)
+    if h >= _MODULUS:
+        h -= _MODULUS
+    if r >= 0:
+        return h
+    if h == 1:
+        return -2
+    return -h
+
+
+def _pair_hash_agrees() -> bool:
+    """Whether pair_hash and int_hash agree with hash() of the tuples upto builds and of its keys (this
+    interpreter's tuple and int hashes), on keys of both signs and offsets around the modulus."""
+    p = _MODULUS
+    for a in (0, 1, -1, -2, 12345, -(1 << 63), (1 << 63) - 1, p, -p, p + 1, -p - 1, p - 1, 1 - p, 2 * p,
+              -2 * p, hash((3, (7, 16))), namespace_key("")):
+        if int_hash(a) != hash(a):
+            return False
+        for c in (0, 5, UNIQUE_ID_BASE + 77, OUTPUT_ID_BASE, (1 << 62) - 1):
+            for o in (0, 16, 4096, _MODULUS - 1, _MODULUS, _MODULUS + 16, UNBOUNDED - 16):
+                r = pair_hash(hash(a), pair_hash(hash(c), o % _MODULUS))
+                if r != hash((a, (c, o))) or int_hash(r) != hash(r):
+                    return False
+    return True
+
+
+_C_HASH = not __file__.endswith(".py") and _pair_hash_agrees()
+"""upto hashes a run of whole blocks with pair_hash: compiled only (as Python the tuples are faster)."""
 
 
 def block_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size: int,

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvsim.kvcache import hashing
 from kvsim.kvcache.hashing import (
     OUTPUT_ID_BASE,
     PAD_ID_BASE,
@@ -14,6 +15,7 @@ from kvsim.kvcache.hashing import (
     UNIQUE_ID_BASE,
     BlockContent,
     block_keys,
+    namespace_key,
     page_keys,
     request_content,
 )
@@ -139,3 +141,26 @@ def test_a_kept_table_is_the_hint_of_its_request_admitted_again():
     c = memo.get(turn)
     memo.keep(0, c, [3, 1])
     assert memo.get(turn) is c and c.hint == [3, 1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, OUTPUT_ID_BASE * 4), st.integers(1, 200)), min_size=1, max_size=6),
+       st.sampled_from([1, 4, 16]), st.one_of(st.text(max_size=4), st.integers(-(1 << 70), 1 << 70)))
+def test_chained_keys_are_the_hash_of_the_previous_key_and_the_page(segs, bs, namespace):
+    # (compiled, upto hashes whole blocks with pair_hash instead of building the tuples: the same keys)
+    n = sum(length for _, length in segs)
+    last = namespace_key(namespace)
+    expected = []
+    for page in page_keys(tuple(segs), n, bs):
+        last = hash((last, page))
+        expected.append(last)
+    assert block_keys(tuple(segs), n, bs, namespace) == expected
+
+
+def test_pair_hash_agrees_with_the_interpreters_hashes():
+    assert hashing._pair_hash_agrees()
+    if hasattr(hashing, "pair_hash"):  # (as Python; compiled, both are C functions)
+        for a, b in ((0, 0), (-1, 5), (-(1 << 63), (1 << 63) - 1), (hash("x"), 17)):
+            assert hashing.pair_hash(hash(a), hash(b)) == hash((a, b))
+        for r in (0, -1, -2, (1 << 61) - 1, -(1 << 61) + 1, -(1 << 63), (1 << 63) - 1):
+            assert hashing.int_hash(r) == hash(r)
