@@ -16,7 +16,7 @@ from simpy.events import Event
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
 from kvsim.engine.client_gate import CLIENT_COLUMNS, ClientGate
-from kvsim.engine.clock import Clock, Tick
+from kvsim.engine.clock import Clock, Tick, Timeout
 from kvsim.engine.fleet import pd_columns
 from kvsim.engine.fleet.cluster import Cluster
 from kvsim.engine.fleet.deployment import Deployment
@@ -24,7 +24,7 @@ from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
-from kvsim.metrics.recorder import Recorder
+from kvsim.metrics.recorder import Recorder, append_values
 from kvsim.metrics.run_tables import TableFrames
 from kvsim.scenario import (
     MAX_GPU_BLOCKS,
@@ -238,6 +238,10 @@ class Simulation:
                                self._timeline_extra)
         self.replicas = self.cluster.replicas
         self._max_model_len = [d.max_model_len for d in self.cluster.deployment_of]
+        # read once per run, not per request: the front end's latency, the request rows, the callbacks
+        self._overhead = self.cost.request_overhead
+        self._rows = self.recorder._requests
+        self._dispatch_cb = self._dispatch_event
         if self.client_limit is not None:
             self._gate = ClientGate(self.client_limit, self._send)
             self._due = np.full(len(requests), np.nan)
@@ -301,34 +305,38 @@ class Simulation:
         self._open = iter(open_loop)
         self._held: Request | None = None
         self._tick = Tick(env)
+        self._arrive_cb = self._arrive
         start = Event(env)  # (as simpy's process start: urgent, now)
         start._ok = True
         start._value = None
-        start.callbacks = [self._arrive]
+        start.callbacks = [self._arrive_cb]
         env.schedule(start, URGENT)
 
     def _arrive(self, _event) -> None:
         """The time of the held request (if any) has come: hand it on, and the next ones due now; then
         wait for the first that is not."""
         env = self.env
+        hand_on = self._to_engine if self._gate is None else self._hand_on  # (no gate: no detour)
+        overhead = self._overhead
         r = self._held
         if r is not None:
             self._held = None
-            self._hand_on(r)
+            hand_on(r, overhead)
         for r in self._open:
             now = env._now
             t = r.arrival_s
             if t > now:
                 self._held = r
-                self._tick.at(now + (t - now)).callbacks.append(self._arrive)  # (simpy's timeout time)
+                self._tick.at(now + (t - now)).callbacks.append(self._arrive_cb)  # (simpy's timeout time)
                 return
-            self._hand_on(r)
+            hand_on(r, overhead)
         self._open = iter(())
 
-    def _hand_on(self, r: Request) -> None:
-        """An open-loop arrival: to the engine after the front end's latency, or to the client gate."""
+    def _hand_on(self, r: Request, overhead: float) -> None:
+        """An open-loop arrival: to the engine after the front end's latency (`overhead`), or to the client
+        gate."""
         if self._gate is None:
-            self._to_engine(r, self.cost.request_overhead)
+            self._to_engine(r, overhead)
         else:
             self._due[r.rid] = self.env._now
             self._gate.arrive(r)
@@ -337,7 +345,7 @@ class Simulation:
         """Dispatch r `delay` seconds from now (the front end's latency, after its arrival), at once if
         none is left."""
         if delay > 0:
-            self.env.timeout(delay, r).callbacks.append(self._dispatch_event)
+            Timeout(self.env, delay, r).callbacks.append(self._dispatch_cb)  # (env.timeout(delay, r))
         else:
             self._dispatch(r)
 
@@ -352,7 +360,7 @@ class Simulation:
             self._gate.done()
             return
         r.arrival_s = self.env.now
-        self._to_engine(r, self.cost.request_overhead)
+        self._to_engine(r, self._overhead)
 
     def _dispatch(self, r: Request) -> None:
         """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
@@ -382,14 +390,18 @@ class Simulation:
         if dur is not None and t > dur:
             return
         r.arrival_s = t
-        self._to_engine(r, t + self.cost.request_overhead - self.env._now)
+        self._to_engine(r, t + self._overhead - self.env._now)
 
     def _on_finish(self, g: Group) -> None:
-        self._record(g.req, g.replica, g)
+        r = g.req
+        self._record(r, g.replica, g)
         if self._gate is not None:
             self._gate.done()
-        for child in self._followups.pop(g.req.rid, ()):
-            self._release(child, g.finish_s + child.think_s)
+        children = self._followups.pop(r.rid, ())
+        if children:
+            finish_s = g.finish_s
+            for child in children:
+                self._release(child, finish_s + child.think_s)
 
     def _timeline_extra(self, sched: Scheduler) -> Callable[[], tuple] | None:
         """The values of the registered timeline column groups for one replica, in registration order."""
@@ -418,9 +430,9 @@ class Simulation:
             values = (r.rid, replica, r.arrival_s, r.prompt_len, g.output, r.n, g.first_scheduled_s,
                       g.first_token_s, g.finish_s, g.preemptions, g.cached_tokens, 0, r.session)
         if self._plain_rows:  # (no registered request columns: no extra values to gather)
-            self.recorder.request_values(values)
+            append_values(self._rows, values, ())  # (Recorder.request_values)
         else:
-            self.recorder.request_values(values, *self._request_extra(r, replica, g))
+            append_values(self._rows, values, tuple(self._request_extra(r, replica, g)))
         self._completed += 1
         if self.progress is not None:
             self.progress(self._completed, self.total_requests)
