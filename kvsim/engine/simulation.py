@@ -368,14 +368,18 @@ class Simulation:
         replica, reason = cluster.route(r)
         if reason is None:
             output = r.output_len
-            limit = self._max_model_len[replica] - r.prompt_len
+            prompt = r.prompt_len
+            limit = self._max_model_len[replica] - prompt
             if output > limit:
                 output = limit
-            n = r.n if r.n >= r.beam_width else r.beam_width  # beam search runs beam_width sequences
+            n = r.n
+            beams = r.beam_width
+            if n < beams:  # beam search runs beam_width sequences
+                n = beams
             seq = self._seq_no
             self._seq_no = seq + n
             seqs = [seq] if n == 1 else list(range(seq, seq + n))
-            cluster.submit(Group(r, r.rid, seqs, output, r.prompt_len, n), replica)
+            cluster.submit(Group(r, r.rid, seqs, output, prompt, n), replica)
         else:
             self.refusals[reason] = self.refusals.get(reason, 0) + 1
             self._record(r, replica, None)
