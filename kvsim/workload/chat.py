@@ -171,9 +171,10 @@ class _ChatSegments:
         first = i - k  # a session's turns are consecutive rows, turn 0 first
         sys = self.sys_of_session.item(self.session.item(i))
         pieces = [(SYSTEM_PROMPT_ID_BASE + sys, self.sys_len.item(sys))]
-        for j, u, o in zip(self.turn_no[first:i].tolist(), self.user_len[first:i].tolist(),
-                           self.out_len[first:i].tolist(), strict=True):
-            pieces.append((TURN_ID_BASE + 2 * j, u))
-            pieces.append((TURN_ID_BASE + 2 * j + 1, o))
+        if k:  # (a session's first turn: no history)
+            for j, u, o in zip(self.turn_no[first:i].tolist(), self.user_len[first:i].tolist(),
+                               self.out_len[first:i].tolist(), strict=True):
+                pieces.append((TURN_ID_BASE + 2 * j, u))
+                pieces.append((TURN_ID_BASE + 2 * j + 1, o))
         pieces.append((TURN_ID_BASE + 2 * self.turn_no.item(i), self.user_len.item(i)))
         return tuple(pieces)
