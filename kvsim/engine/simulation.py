@@ -240,6 +240,7 @@ class Simulation:
         self._max_model_len = [d.max_model_len for d in self.cluster.deployment_of]
         # read once per run, not per request: the front end's latency, the request rows, the callbacks
         self._overhead = self.cost.request_overhead
+        self._duration = sc.simulation.duration_s
         self._rows = self.recorder._requests
         self._dispatch_cb = self._dispatch_event
         if self.client_limit is not None:
@@ -355,8 +356,8 @@ class Simulation:
 
     def _send(self, r: Request) -> None:
         """The client gate gave r a slot: it is sent now (its arrival_s), unless after duration_s."""
-        dur = self.sc.simulation.duration_s
-        if dur is not None and self.env.now > dur:
+        dur = self._duration
+        if dur is not None and self.env._now > dur:
             self._gate.done()
             return
         r.arrival_s = self.env.now
@@ -390,7 +391,7 @@ class Simulation:
                 self._release(child, self.env.now + child.think_s)
 
     def _release(self, r: Request, t: float) -> None:
-        dur = self.sc.simulation.duration_s
+        dur = self._duration
         if dur is not None and t > dur:
             return
         r.arrival_s = t
