@@ -16,7 +16,7 @@ from simpy.events import Event
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
 from kvsim.engine.client_gate import CLIENT_COLUMNS, ClientGate
-from kvsim.engine.clock import Clock, Tick
+from kvsim.engine.clock import Clock, Tick, Timeout
 from kvsim.engine.fleet import pd_columns
 from kvsim.engine.fleet.cluster import Cluster
 from kvsim.engine.fleet.deployment import Deployment
@@ -24,7 +24,7 @@ from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
 from kvsim.errors import KvsimError
-from kvsim.metrics.recorder import Recorder
+from kvsim.metrics.recorder import Recorder, append_values
 from kvsim.metrics.run_tables import TableFrames
 from kvsim.scenario import (
     MAX_GPU_BLOCKS,
@@ -238,6 +238,11 @@ class Simulation:
                                self._timeline_extra)
         self.replicas = self.cluster.replicas
         self._max_model_len = [d.max_model_len for d in self.cluster.deployment_of]
+        # read once per run, not per request: the front end's latency, the request rows, the callbacks
+        self._overhead = self.cost.request_overhead
+        self._duration = sc.simulation.duration_s
+        self._rows = self.recorder._requests
+        self._dispatch_cb = self._dispatch_event
         if self.client_limit is not None:
             self._gate = ClientGate(self.client_limit, self._send)
             self._due = np.full(len(requests), np.nan)
@@ -301,34 +306,38 @@ class Simulation:
         self._open = iter(open_loop)
         self._held: Request | None = None
         self._tick = Tick(env)
+        self._arrive_cb = self._arrive
         start = Event(env)  # (as simpy's process start: urgent, now)
         start._ok = True
         start._value = None
-        start.callbacks = [self._arrive]
+        start.callbacks = [self._arrive_cb]
         env.schedule(start, URGENT)
 
     def _arrive(self, _event) -> None:
         """The time of the held request (if any) has come: hand it on, and the next ones due now; then
         wait for the first that is not."""
         env = self.env
+        hand_on = self._to_engine if self._gate is None else self._hand_on  # (no gate: no detour)
+        overhead = self._overhead
         r = self._held
         if r is not None:
             self._held = None
-            self._hand_on(r)
+            hand_on(r, overhead)
         for r in self._open:
             now = env._now
             t = r.arrival_s
             if t > now:
                 self._held = r
-                self._tick.at(now + (t - now)).callbacks.append(self._arrive)  # (simpy's timeout time)
+                self._tick.at(now + (t - now)).callbacks.append(self._arrive_cb)  # (simpy's timeout time)
                 return
-            self._hand_on(r)
+            hand_on(r, overhead)
         self._open = iter(())
 
-    def _hand_on(self, r: Request) -> None:
-        """An open-loop arrival: to the engine after the front end's latency, or to the client gate."""
+    def _hand_on(self, r: Request, overhead: float) -> None:
+        """An open-loop arrival: to the engine after the front end's latency (`overhead`), or to the client
+        gate."""
         if self._gate is None:
-            self._to_engine(r, self.cost.request_overhead)
+            self._to_engine(r, overhead)
         else:
             self._due[r.rid] = self.env._now
             self._gate.arrive(r)
@@ -337,7 +346,7 @@ class Simulation:
         """Dispatch r `delay` seconds from now (the front end's latency, after its arrival), at once if
         none is left."""
         if delay > 0:
-            self.env.timeout(delay, r).callbacks.append(self._dispatch_event)
+            Timeout(self.env, delay, r).callbacks.append(self._dispatch_cb)  # (env.timeout(delay, r))
         else:
             self._dispatch(r)
 
@@ -347,12 +356,12 @@ class Simulation:
 
     def _send(self, r: Request) -> None:
         """The client gate gave r a slot: it is sent now (its arrival_s), unless after duration_s."""
-        dur = self.sc.simulation.duration_s
-        if dur is not None and self.env.now > dur:
+        dur = self._duration
+        if dur is not None and self.env._now > dur:
             self._gate.done()
             return
         r.arrival_s = self.env.now
-        self._to_engine(r, self.cost.request_overhead)
+        self._to_engine(r, self._overhead)
 
     def _dispatch(self, r: Request) -> None:
         """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
@@ -360,14 +369,18 @@ class Simulation:
         replica, reason = cluster.route(r)
         if reason is None:
             output = r.output_len
-            limit = self._max_model_len[replica] - r.prompt_len
+            prompt = r.prompt_len
+            limit = self._max_model_len[replica] - prompt
             if output > limit:
                 output = limit
-            n = r.n if r.n >= r.beam_width else r.beam_width  # beam search runs beam_width sequences
+            n = r.n
+            beams = r.beam_width
+            if n < beams:  # beam search runs beam_width sequences
+                n = beams
             seq = self._seq_no
             self._seq_no = seq + n
             seqs = [seq] if n == 1 else list(range(seq, seq + n))
-            cluster.submit(Group(r, r.rid, seqs, output, r.prompt_len, n), replica)
+            cluster.submit(Group(r, r.rid, seqs, output, prompt, n), replica)
         else:
             self.refusals[reason] = self.refusals.get(reason, 0) + 1
             self._record(r, replica, None)
@@ -378,18 +391,22 @@ class Simulation:
                 self._release(child, self.env.now + child.think_s)
 
     def _release(self, r: Request, t: float) -> None:
-        dur = self.sc.simulation.duration_s
+        dur = self._duration
         if dur is not None and t > dur:
             return
         r.arrival_s = t
-        self._to_engine(r, t + self.cost.request_overhead - self.env._now)
+        self._to_engine(r, t + self._overhead - self.env._now)
 
     def _on_finish(self, g: Group) -> None:
-        self._record(g.req, g.replica, g)
+        r = g.req
+        self._record(r, g.replica, g)
         if self._gate is not None:
             self._gate.done()
-        for child in self._followups.pop(g.req.rid, ()):
-            self._release(child, g.finish_s + child.think_s)
+        children = self._followups.pop(r.rid, ())
+        if children:
+            finish_s = g.finish_s
+            for child in children:
+                self._release(child, finish_s + child.think_s)
 
     def _timeline_extra(self, sched: Scheduler) -> Callable[[], tuple] | None:
         """The values of the registered timeline column groups for one replica, in registration order."""
@@ -418,9 +435,9 @@ class Simulation:
             values = (r.rid, replica, r.arrival_s, r.prompt_len, g.output, r.n, g.first_scheduled_s,
                       g.first_token_s, g.finish_s, g.preemptions, g.cached_tokens, 0, r.session)
         if self._plain_rows:  # (no registered request columns: no extra values to gather)
-            self.recorder.request_values(values)
+            append_values(self._rows, values, ())  # (Recorder.request_values)
         else:
-            self.recorder.request_values(values, *self._request_extra(r, replica, g))
+            append_values(self._rows, values, tuple(self._request_extra(r, replica, g)))
         self._completed += 1
         if self.progress is not None:
             self.progress(self._completed, self.total_requests)

@@ -132,9 +132,14 @@ def _build(cfg: WorkloadConfig, sys_idx: np.ndarray, sys_len: np.ndarray, arriva
 
 class _ChatSegments:
     """Row i's prompt segments: its session's system prompt, then (user message, answer) of each earlier
-    turn (the k rows before it), then its own user message."""
+    turn (the k rows before it), then its own user message.
 
-    __slots__ = ("sys_of_session", "sys_len", "session", "k", "user_len", "out_len", "turn_no")
+    A session's turns are read in order (each is released when the one before it completes), so row i's
+    segments are kept until row i + 1 of the same session is read, which extends them by two (the answer
+    to row i, its own user message) instead of listing the whole history again."""
+
+    __slots__ = ("sys_of_session", "sys_len", "session", "k", "user_len", "out_len", "turn_no", "_kept",
+                 "_rows")
 
     def __init__(self, sys_idx: np.ndarray, sys_len: np.ndarray, session: np.ndarray, k: np.ndarray,
                  user_len: np.ndarray, out_len: np.ndarray, turn_no: np.ndarray) -> None:
@@ -145,14 +150,31 @@ class _ChatSegments:
         self.user_len = user_len
         self.out_len = out_len
         self.turn_no = turn_no
+        self._kept: dict[int, tuple[tuple[int, int], ...]] = {}
+        """Row -> its segments, while the next row (its session's next turn) has not been read."""
+        self._rows = len(k)
 
     def __call__(self, i: int) -> tuple[tuple[int, int], ...]:
-        first = i - self.k.item(i)  # a session's turns are consecutive rows, turn 0 first
+        k = self.k.item(i)
+        before = self._kept.pop(i - 1, None) if k else None
+        if before is None:
+            segments = self._list(i, k)
+        else:  # the turn before's segments, its answer, this turn's user message
+            segments = before + ((TURN_ID_BASE + 2 * self.turn_no.item(i - 1) + 1, self.out_len.item(i - 1)),
+                                 (TURN_ID_BASE + 2 * self.turn_no.item(i), self.user_len.item(i)))
+        if i + 1 < self._rows and self.k.item(i + 1):  # (the next row is this session's next turn)
+            self._kept[i] = segments
+        return segments
+
+    def _list(self, i: int, k: int) -> tuple[tuple[int, int], ...]:
+        """Row i's segments from its columns (k: its turn in the session)."""
+        first = i - k  # a session's turns are consecutive rows, turn 0 first
         sys = self.sys_of_session.item(self.session.item(i))
         pieces = [(SYSTEM_PROMPT_ID_BASE + sys, self.sys_len.item(sys))]
-        for j, u, o in zip(self.turn_no[first:i].tolist(), self.user_len[first:i].tolist(),
-                           self.out_len[first:i].tolist(), strict=True):
-            pieces.append((TURN_ID_BASE + 2 * j, u))
-            pieces.append((TURN_ID_BASE + 2 * j + 1, o))
+        if k:  # (a session's first turn: no history)
+            for j, u, o in zip(self.turn_no[first:i].tolist(), self.user_len[first:i].tolist(),
+                               self.out_len[first:i].tolist(), strict=True):
+                pieces.append((TURN_ID_BASE + 2 * j, u))
+                pieces.append((TURN_ID_BASE + 2 * j + 1, o))
         pieces.append((TURN_ID_BASE + 2 * self.turn_no.item(i), self.user_len.item(i)))
         return tuple(pieces)

@@ -154,9 +154,10 @@ class FollowUps:
 
     def pop(self, rid: int, default=()):
         """rid's follow-ups the first time it is asked, else `default`."""
-        if not 0 <= rid < len(self.taken) or self.taken[rid]:
+        taken = self.taken
+        if not 0 <= rid < len(taken) or taken[rid]:
             return default
-        self.taken[rid] = 1
+        taken[rid] = 1
         offsets = self.offsets
         lo, hi = offsets.item(rid), offsets.item(rid + 1)
         if lo == hi:

@@ -180,3 +180,17 @@ def test_quadratic_history_is_bounded(monkeypatch):
     # turn k lists 2k + 1 segments: one session of 40 turns lists 1 + 3 + ... + 79 = 1600
     with pytest.raises(KvsimError, match=r"^workload\.chat\.turns: the prompts would list 1,600 segments"):
         _gen(cfg, 40)
+
+
+@pytest.mark.parametrize("arrival", [{"process": "poisson", "rate": 2.0},
+                                     {"process": "closed_loop", "users": 3, "think_time_s": 1.0}])
+def test_segments_read_in_order_equal_segments_read_alone(arrival):
+    # a session's turns read in order extend the turn before's segments (kept until then); read in any
+    # other order, or again, each row lists its whole history: the same segments either way
+    cfg = WorkloadConfig(kind="chat", arrival=arrival, output_len={"dist": "uniform", "low": 5, "high": 50})
+    table = chat_module.chat_table(cfg, np.random.default_rng(3), 300, None)
+    in_order = [table.segments(i) for i in range(len(table))]
+    alone = chat_module.chat_table(cfg, np.random.default_rng(3), 300, None).segments
+    backwards = [alone(i) for i in reversed(range(len(table)))][::-1]
+    assert in_order == backwards == [table.segments(i) for i in range(len(table))]
+    assert not table.segments._kept  # the last turn of every session is not kept

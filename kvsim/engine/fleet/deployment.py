@@ -102,6 +102,13 @@ class Deployment:
                 hybrid=not kvc.disable_hybrid_kv_cache_manager, expert_parallel=self.ep,
             ).num_blocks - self.capacity.num_blocks
         self.first_kv = None  # the first replica's KV manager (refuse_reason), set by new_scheduler
+        self._refusal_rule = (self.max_model_len, self.lookahead if self.role.holds_output_kv else None,
+                              self._one_group, self.block_size, self.num_blocks,
+                              scenario.scheduler.preemption_mode == "swap",
+                              self.num_blocks - self.watermark_blocks())
+        """reject_reason's per-pool constants, read at once (it runs for every request): max_model_len, the
+        lookahead of a role that holds the output's KV (None: the prompt's only), _one_group, block_size,
+        num_blocks, whether preemption swaps, and the blocks above the watermark."""
 
     def _lora_sizing(self):
         # imported only here: a run without a lora section does not load the LoRA modules (start-up)
@@ -245,26 +252,24 @@ class Deployment:
     def reject_reason(self, r: Request) -> str | None:
         """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
         None."""
+        limit, lookahead, one_group, block_size, num_blocks, swap, above_watermark = self._refusal_rule
         prompt = r.prompt_len
-        limit = self.max_model_len
         if prompt >= limit:
             return "prompt longer than max_model_len"
         output = r.output_len
         if output > limit - prompt:
             output = limit - prompt
         # (Role.max_held_tokens and _pages_for's one-group case, inline: this runs for every request)
-        total = prompt + (output - 1 if output > 1 else 0) + self.lookahead if self.role.holds_output_kv \
-            else prompt
-        seqs = r.n if r.n >= r.beam_width else r.beam_width
-        one_group = self._one_group
-        blocks = seqs * (-(-total // self.block_size) if one_group else self._pages_for(total, prompt))
-        num_blocks = self.num_blocks
+        total = prompt if lookahead is None else prompt + (output - 1 if output > 1 else 0) + lookahead
+        n = r.n
+        beams = r.beam_width
+        seqs = n if n >= beams else beams
+        blocks = seqs * (-(-total // block_size) if one_group else self._pages_for(total, prompt))
         # one sequence preempted by recompute prefills its prompt and generated tokens again (a group of
         # several restarts from its prompt): that prefill's pages must fit too (a sliding group's chunk)
         if (blocks if seqs > 1 or one_group else self._pages_for(total, total)) > num_blocks:
             return "request needs more KV blocks than the pool has"
-        if (seqs > 1 or self.sc.scheduler.preemption_mode == "swap") and \
-                blocks + seqs * self.block_pages > num_blocks - self.watermark_blocks():
+        if (seqs > 1 or swap) and blocks + seqs * self.block_pages > above_watermark:
             # a swapped-out group returns only with the watermark's blocks (and a block per sequence for
             # its next token) to spare: it would wait forever
             return "request needs more KV blocks than the pool has above the watermark"
