@@ -116,6 +116,7 @@ class KernelCost(RooflineCost):
         self.kernels.update(self.attention.kernels)
         self._ar = self._allreduce_grids(tp)
         self._decode = self.attention.decode
+        self._prefill = self.attention.prefill
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
         self._dense_memo: dict[tuple[int, int, bool], float] = {}
@@ -261,8 +262,10 @@ class KernelCost(RooflineCost):
     def forward_time(self, batch: Batch) -> float:
         # once per iteration: the terms that depend on (tokens, sequences, graph) alone -- the per-layer
         # overhead, linear and all-reduce -- come from a memo when every one was on its table (a fallback
-        # is counted per iteration: those keys are never kept); attention is read each time
-        _, prefill_seqs, prefill, _, b, _, _, _, _, _, _, _, _, _, _, _, _, spec, _, _, _ = batch
+        # is counted per iteration: those keys are never kept); attention is read each time. (The batch's
+        # fields by name: see RooflineCost.step_time)
+        prefill_seqs, prefill, b, spec = batch.prefill_seqs, batch.prefill_tokens, batch.decode_seqs, \
+            batch.spec_tokens
         tokens = prefill + b + spec
         if not tokens:
             return 0.0
@@ -273,7 +276,7 @@ class KernelCost(RooflineCost):
         if t is None:
             t = self._dense(tokens, seqs, graph, key)
         if prefill:
-            t += self.prefill_kernel_time(batch)
+            t += self._prefill(batch)
         if b:
             t += self._decode(batch)
         return t
