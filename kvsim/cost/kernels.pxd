@@ -7,7 +7,7 @@ from kvsim.cost.roofline cimport RooflineCost
 
 cdef class KernelCost(RooflineCost):
     cdef public dict _dense_memo
-    cdef public object _decode, _prefill
+    cdef public object _decode, _prefill, _moe, _fallbacks
 
     @cython.locals(graph=bint)
     cpdef forward_time(self, batch)

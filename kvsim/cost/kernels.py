@@ -106,6 +106,7 @@ class KernelCost(RooflineCost):
         self.why: dict[str, str] = {}
         """Op -> why it is on the roofline (ops on the tables are absent)."""
         self.fallback_iterations = dict.fromkeys(OPS, 0)
+        self._fallbacks = 0  # (their sum: _dense compares it before and after, no copy of the dict)
         self.kernels: dict[str, str] = {}
         self._moe = self._moe_kernels(model, tp) if model.is_moe else None
         self._linear, self._lm_head = self._linear_curves(model, tp)
@@ -203,6 +204,7 @@ class KernelCost(RooflineCost):
     # ----------------------------------------------------------------- timing
     def _fell_back(self, op: str) -> None:
         self.fallback_iterations[op] += 1
+        self._fallbacks += 1
 
     def linear_kernel_time(self, tokens: int, seqs: int) -> float:
         if tokens <= 0:
@@ -283,13 +285,13 @@ class KernelCost(RooflineCost):
 
     def _dense(self, tokens: int, seqs: int, graph: bool, key: tuple[int, int, bool]) -> float:
         """forward_time's terms before attention (kept in the memo when no op fell back)."""
-        fell_back = dict(self.fallback_iterations)
+        fallbacks = self._fallbacks
         t = (self.graph_layers_s if graph else self.eager_layers_s) + self.linear_kernel_time(tokens, seqs)
         if self._moe is not None:
             t += self.moe_kernel_time(tokens)
         if self.tp > 1:
             t += self.allreduce_kernel_time(tokens, graph)
-        if fell_back == self.fallback_iterations and self._moe is None:
+        if fallbacks == self._fallbacks and self._moe is None:
             self._dense_memo[key] = t
         return t
 
