@@ -16,9 +16,8 @@ cdef class Plane:
     @cython.locals(u=cython.double, v=cython.double)
     cpdef object at2(self, double x, double y)
 
-    @cython.locals(ax=list, ay=list, r0=list, r1=list, i=Py_ssize_t, j=Py_ssize_t, lo=Py_ssize_t,
-                   hi=Py_ssize_t, mid=Py_ssize_t, e=cython.double, lo_v=cython.double, hi_v=cython.double,
-                   l0=cython.double, l1=cython.double, tx=cython.double, ty=cython.double,
+    @cython.locals(ax=list, ay=list, r0=list, r1=list, i=Py_ssize_t, j=Py_ssize_t, lo_v=cython.double,
+                   hi_v=cython.double, l0=cython.double, l1=cython.double, tx=cython.double, ty=cython.double,
                    sx=cython.double, sy=cython.double, w=cython.double, v=cython.double, total=cython.double)
     cpdef object _at2_cell(self, double x, double y)
 

@@ -224,20 +224,12 @@ class Plane:
             return None
         ax, ay = self.ax, self.ay
         # i = min(bisect_right(ax, x) - 1, len(ax) - 2): the last read's i when x lies in [ax[i], ax[i + 1])
-        # (reads mostly move along one axis), else bisect_right's own halving (no call); j the same. (Each
-        # list item is read into a local first: compiled, a C double, with no float made per comparison.)
+        # (about half the reads), else bisect_right's; j the same. (Each list item is read into a local
+        # first: compiled, a C double, with no float made per comparison.)
         i = self.i
         lo_v, hi_v = ax[i], ax[i + 1]
         if not lo_v <= x < hi_v:
-            lo, hi = 0, len(ax)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                e = ax[mid]
-                if x < e:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            i = lo - 1
+            i = bisect_right(ax, x) - 1
             if i > len(ax) - 2:
                 i = len(ax) - 2
             lo_v, hi_v = ax[i], ax[i + 1]
@@ -249,15 +241,7 @@ class Plane:
         j = self.j
         lo_v, hi_v = ay[j], ay[j + 1]
         if not lo_v <= y < hi_v:
-            lo, hi = 0, len(ay)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                e = ay[mid]
-                if y < e:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            j = lo - 1
+            j = bisect_right(ay, y) - 1
             if j > len(ay) - 2:
                 j = len(ay) - 2
             lo_v, hi_v = ay[j], ay[j + 1]
