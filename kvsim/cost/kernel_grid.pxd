@@ -10,7 +10,6 @@ cdef class Plane:
     cdef public dict cells
     cdef public tuple cell
     cdef public double x_lo, x_hi, y_lo, y_hi, a, b, c, d
-    cdef public Py_ssize_t i, j
     cdef public double x_min, x_max, y_min, y_max
 
     @cython.locals(u=cython.double, v=cython.double)

@@ -196,7 +196,7 @@ class Plane:
     cell. Each cell's coefficients are worked out once (`cells`)."""
 
     __slots__ = ("ax", "ay", "lx", "ly", "values", "cells", "cell", "x_lo", "x_hi", "y_lo", "y_hi", "a", "b",
-                 "c", "d", "i", "j", "x_min", "x_max", "y_min", "y_max")
+                 "c", "d", "x_min", "x_max", "y_min", "y_max")
 
     def __init__(self, axes_list: tuple[list[float], ...], log_axes: tuple[list[float], ...],
                  values: list) -> None:
@@ -209,9 +209,7 @@ class Plane:
         """The last cell's (x lo, x hi, y lo, y hi, a, b, c, d), or () (none, or a cell without them),
         also held one by one (x_lo ... d)."""
         self.x_lo = self.x_hi = self.y_lo = self.y_hi = self.a = self.b = self.c = self.d = 0.0
-        self.i = self.j = 0
         self.x_min, self.x_max, self.y_min, self.y_max = self.ax[0], self.ax[-1], self.ay[0], self.ay[-1]
-        """The last read's cell indices, tried first by the next read that leaves the kept cell."""
 
     def at2(self, x: float, y: float) -> float | None:
         if self.cell and self.x_lo <= x <= self.x_hi and self.y_lo <= y <= self.y_hi:
@@ -223,28 +221,20 @@ class Plane:
         if x < self.x_min or x > self.x_max or y < self.y_min or y > self.y_max:
             return None
         ax, ay = self.ax, self.ay
-        # i = min(bisect_right(ax, x) - 1, len(ax) - 2): the last read's i when x lies in [ax[i], ax[i + 1])
-        # (about half the reads), else bisect_right's; j the same. (Each list item is read into a local
-        # first: compiled, a C double, with no float made per comparison.)
-        i = self.i
+        # (each list item read into a local first: compiled, a C double, no float made per operation)
+        i = bisect_right(ax, x) - 1
+        if i > len(ax) - 2:
+            i = len(ax) - 2
         lo_v, hi_v = ax[i], ax[i + 1]
-        if not lo_v <= x < hi_v:
-            i = bisect_right(ax, x) - 1
-            if i > len(ax) - 2:
-                i = len(ax) - 2
-            lo_v, hi_v = ax[i], ax[i + 1]
         if lo_v > 0:
             l0, l1 = self.lx[i], self.lx[i + 1]
             tx = (math.log(x) - l0) / (l1 - l0)
         else:
             tx = (x - lo_v) / (hi_v - lo_v)
-        j = self.j
+        j = bisect_right(ay, y) - 1
+        if j > len(ay) - 2:
+            j = len(ay) - 2
         lo_v, hi_v = ay[j], ay[j + 1]
-        if not lo_v <= y < hi_v:
-            j = bisect_right(ay, y) - 1
-            if j > len(ay) - 2:
-                j = len(ay) - 2
-            lo_v, hi_v = ay[j], ay[j + 1]
         if lo_v > 0:
             l0, l1 = self.ly[j], self.ly[j + 1]
             ty = (math.log(y) - l0) / (l1 - l0)
@@ -290,7 +280,6 @@ class Plane:
         if coeffs is None:
             coeffs = self.cells[key] = self._cell_coefficients(i, j)
         self.cell = coeffs
-        self.i, self.j = i, j
         if coeffs:
             self.x_lo, self.x_hi, self.y_lo, self.y_hi, self.a, self.b, self.c, self.d = coeffs
 
