@@ -1,5 +1,14 @@
 # C types for kernel_attention.py when Cython compiles it (docs/speed.md): the attention ops timed every
-# iteration as extension types (their factor a C double: the same product as Python's float).
+# iteration as extension types (their factor a C double: the same product as Python's float), the full
+# and MLA ops reading their grid's Plane by a C call; math.sqrt / math.ceil are C's (the same sqrt; ceil's
+# float result is made an int where used).
+import cython
+from libc cimport math
+
+from kvsim.cost.kernel_grid cimport Plane
+
+
+cpdef double whole_prompt(double pairs)
 
 
 cdef class AttentionOp:
@@ -12,5 +21,15 @@ cdef class AttentionOp:
 
 cdef class MeanContextOp(AttentionOp):
     cdef public object at
+    cdef public Plane plane
 
+    @cython.locals(plane=Plane)
+    cpdef time(self, batch)
+
+
+cdef class WholePromptOp(AttentionOp):
+    cdef public object at
+    cdef public Plane plane
+
+    @cython.locals(plane=Plane, length=cython.double)
     cpdef time(self, batch)

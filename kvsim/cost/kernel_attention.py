@@ -54,6 +54,7 @@ datasheet roofline term and counts one fallback iteration for it.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -168,21 +169,59 @@ class AttentionOp:
 
 
 class MeanContextOp(AttentionOp):
-    """A decode op read at (b, the mean context) (full and MLA layers: every iteration), unrolled."""
+    """A decode op read at (b, the mean context) (full and MLA layers: every iteration), unrolled: its
+    grid's Plane read directly where it has one (`plane`), else the grid (`at`)."""
 
-    __slots__ = ("at",)
+    __slots__ = ("at", "plane")
 
-    def __init__(self, name: str, factor: float, at, roofline: Callable[[Batch], float],
+    def __init__(self, name: str, factor: float, grid: KernelGrid, roofline: Callable[[Batch], float],
                  beyond: Callable[[Batch], float | None] | None = None) -> None:
         super().__init__(name, factor, None, roofline, beyond)
-        self.at = at
+        self.at, self.plane = grid, grid.plane
 
     def time(self, batch: Batch) -> float:
         n = batch.decode_seqs
-        t = self.at(n, batch.decode_context_tokens / n)
+        plane = self.plane
+        if plane is not None:
+            t = plane.at2(n, batch.decode_context_tokens / n)
+        else:
+            t = self.at(n, batch.decode_context_tokens / n)
         if t is not None:
             return self.factor * t
         return self.outside(batch)
+
+
+class WholePromptOp(AttentionOp):
+    """A prefill op read at (s, the whole-prompt length of the mean causal pairs) (full and MLA layers),
+    unrolled as MeanContextOp."""
+
+    __slots__ = ("at", "plane")
+
+    def __init__(self, name: str, factor: float, grid: KernelGrid, roofline: Callable[[Batch], float],
+                 beyond: Callable[[Batch], float | None] | None = None) -> None:
+        super().__init__(name, factor, None, roofline, beyond)
+        self.at, self.plane = grid, grid.plane
+
+    def time(self, batch: Batch) -> float:
+        s = batch.prefill_seqs
+        t = None
+        if s:
+            length = whole_prompt(batch.prefill_attn_pairs / s)
+            if not length > 1.0:  # (max(1.0, length))
+                length = 1.0
+            plane = self.plane
+            t = plane.at2(s, length) if plane is not None else self.at(s, length)
+        if t is not None:
+            return self.factor * t
+        return self.outside(batch)
+
+    def __deepcopy__(self, memo: dict) -> WholePromptOp:
+        """A copy that reads the same grid (its Plane's last cell included), as the read function this op
+        unrolls did (a function deep-copies as itself): SpeculativeCost's copy of its target shares it."""
+        op = WholePromptOp(self.name, self.factor, self.at, copy.deepcopy(self.roofline, memo), self.beyond)
+        op.fallbacks, op.fitted = self.fallbacks, self.fitted
+        memo[id(self)] = op
+        return op
 
 
 class KernelAttention:
@@ -216,8 +255,12 @@ class KernelAttention:
                                                       (PREFILL + suffix, reads[1], roof_p, self.prefill_ops)):
                 factor = g.num_layers * scale
                 beyond = getattr(read, "beyond", None)
-                op = (MeanContextOp(name, factor, read.at, roof_fn, beyond) if isinstance(read, _MeanContext)
-                      else AttentionOp(name, factor, read, roof_fn, beyond))
+                if isinstance(read, _WholePrompt):
+                    op = WholePromptOp(name, factor, read.grid, roof_fn, beyond)
+                elif isinstance(read, _MeanContext):
+                    op = MeanContextOp(name, factor, read.grid, roof_fn, beyond)
+                else:
+                    op = AttentionOp(name, factor, read, roof_fn, beyond)
                 ops.append(op)
         self.names = tuple(op.name for op in self.decode_ops + self.prefill_ops)
         if len(self.decode_ops) == 1:
@@ -288,11 +331,11 @@ class KernelAttention:
                 continue
             grid, scale, windowed = got
             if table == DECODE:
-                read = _decode_read(_at(grid), i, cap)
+                read = _decode_read(grid, i, cap)
                 if i < 0:
                     read.beyond = _mean_context_beyond(_fit_beyond(grid, lambda b, c: b * c))
             else:
-                read = _prefill_read(_at(grid), i, window if windowed else 0)
+                read = _prefill_read(grid, i, window if windowed else 0)
                 if i < 0:
                     read.beyond = _whole_prompt_beyond(_fit_beyond(grid, lambda s, n: s * n * (n + 1) / 2))
             out.append((read, scale))
@@ -345,9 +388,9 @@ class KernelAttention:
             if grid is None:
                 out.append(NONE)
             elif table == "mla_decode":
-                out.append((_decode_read(_at(grid), -1, 0), 1.0))
+                out.append((_decode_read(grid, -1, 0), 1.0))
             else:
-                out.append((_prefill_read(_at(grid), -1, 0), 1.0))
+                out.append((_prefill_read(grid, -1, 0), 1.0))
         return tuple(out)
 
     def _mla_core(self, tables, table, axes, heads, kvd, name) -> KernelGrid | None:
@@ -449,7 +492,7 @@ def _around(values, wanted) -> set[int]:
 def _gemms_time(grid: KernelGrid, m: int, gemms) -> float | None:
     """Seconds of GEMMs (n, k) at m rows each; an m beyond the grid as the fewest equal pieces that fit."""
     m_max = grid.axes_list[0][-1]
-    pieces = max(1, math.ceil(m / m_max))
+    pieces = max(1, int(math.ceil(m / m_max)))  # (int: C's ceil where compiled returns a float)
     total = 0.0
     for n, k in gemms:
         t = grid(m / pieces, n, k)
@@ -509,23 +552,28 @@ def _whole_prompt_beyond(fit):
 
 
 class _MeanContext:
-    """The decode read at (b, decode_context_tokens / b), built into a MeanContextOp."""
+    """The decode read at (b, decode_context_tokens / b) of a grid, built into a MeanContextOp."""
 
-    __slots__ = ("at", "beyond")
+    __slots__ = ("grid", "beyond")
 
-    def __init__(self, at) -> None:
-        self.at = at
+    def __init__(self, grid: KernelGrid) -> None:
+        self.grid = grid
         self.beyond = None
 
-    def __call__(self, b: Batch) -> float | None:
-        return self.at(b.decode_seqs, b.decode_context_tokens / b.decode_seqs)
+
+class _WholePrompt(_MeanContext):
+    """The prefill read at (s, the whole-prompt length of prefill_attn_pairs / s), built into a
+    WholePromptOp."""
+
+    __slots__ = ()
 
 
-def _decode_read(at, i: int, cap: int):
+def _decode_read(grid: KernelGrid, i: int, cap: int):
     """One layer's decode time at (b, the mean context; for window cap index i >= 0 the mean of
     min(context, cap))."""
     if i < 0:
-        return _MeanContext(at)
+        return _MeanContext(grid)
+    at = _at(grid)
 
     def capped(b):
         n = b.decode_seqs
@@ -534,14 +582,12 @@ def _decode_read(at, i: int, cap: int):
     return capped
 
 
-def _prefill_read(at, i: int, window: int):
+def _prefill_read(grid: KernelGrid, i: int, window: int):
     """One layer's prefill time at (s, the whole-prompt length of the mean pairs): causal pairs, or for
     window cap index i >= 0 the pairs inside the window (window > 0: the table's rows are windowed)."""
     if i < 0:
-        def full(b):
-            s = b.prefill_seqs
-            return at(s, max(1.0, whole_prompt(b.prefill_attn_pairs / s))) if s else None
-        return full
+        return _WholePrompt(grid)
+    at = _at(grid)
 
     def sliding(b):
         s = b.prefill_seqs

@@ -196,19 +196,20 @@ class Plane:
     cell. Each cell's coefficients are worked out once (`cells`)."""
 
     __slots__ = ("ax", "ay", "lx", "ly", "values", "cells", "cell", "x_lo", "x_hi", "y_lo", "y_hi", "a", "b",
-                 "c", "d")
+                 "c", "d", "x_min", "x_max", "y_min", "y_max")
 
     def __init__(self, axes_list: tuple[list[float], ...], log_axes: tuple[list[float], ...],
                  values: list) -> None:
         self.ax, self.ay = axes_list
         self.lx, self.ly = log_axes
         self.values = values
-        self.cells: dict[tuple[int, int], tuple[float, ...]] = {}
-        """(i, j) -> cell (i, j)'s (x lo, x hi, y lo, y hi, a, b, c, d), or () (see _keep_cell)."""
+        self.cells: dict[int, tuple[float, ...]] = {}
+        """i * len(ay) + j -> cell (i, j)'s (x lo, x hi, y lo, y hi, a, b, c, d), or () (see _keep_cell)."""
         self.cell: tuple[float, ...] = ()
         """The last cell's (x lo, x hi, y lo, y hi, a, b, c, d), or () (none, or a cell without them),
         also held one by one (x_lo ... d)."""
         self.x_lo = self.x_hi = self.y_lo = self.y_hi = self.a = self.b = self.c = self.d = 0.0
+        self.x_min, self.x_max, self.y_min, self.y_max = self.ax[0], self.ax[-1], self.ay[0], self.ay[-1]
 
     def at2(self, x: float, y: float) -> float | None:
         if self.cell and self.x_lo <= x <= self.x_hi and self.y_lo <= y <= self.y_hi:
@@ -217,18 +218,28 @@ class Plane:
         return self._at2_cell(x, y)
 
     def _at2_cell(self, x: float, y: float) -> float | None:
-        ax, ay = self.ax, self.ay
-        if x < ax[0] or x > ax[-1] or y < ay[0] or y > ay[-1]:
+        if x < self.x_min or x > self.x_max or y < self.y_min or y > self.y_max:
             return None
-        lx, ly = self.lx, self.ly
+        ax, ay = self.ax, self.ay
+        # (each list item read into a local first: compiled, a C double, no float made per operation)
         i = bisect_right(ax, x) - 1
         if i > len(ax) - 2:
             i = len(ax) - 2
+        lo_v, hi_v = ax[i], ax[i + 1]
+        if lo_v > 0:
+            l0, l1 = self.lx[i], self.lx[i + 1]
+            tx = (math.log(x) - l0) / (l1 - l0)
+        else:
+            tx = (x - lo_v) / (hi_v - lo_v)
         j = bisect_right(ay, y) - 1
         if j > len(ay) - 2:
             j = len(ay) - 2
-        tx = (math.log(x) - lx[i]) / (lx[i + 1] - lx[i]) if ax[i] > 0 else (x - ax[i]) / (ax[i + 1] - ax[i])
-        ty = (math.log(y) - ly[j]) / (ly[j + 1] - ly[j]) if ay[j] > 0 else (y - ay[j]) / (ay[j + 1] - ay[j])
+        lo_v, hi_v = ay[j], ay[j + 1]
+        if lo_v > 0:
+            l0, l1 = self.ly[j], self.ly[j + 1]
+            ty = (math.log(y) - l0) / (l1 - l0)
+        else:
+            ty = (y - lo_v) / (hi_v - lo_v)
         r0, r1 = self.values[i], self.values[i + 1]
         self._keep_cell(i, j)
         # the four corners' terms in order (w, v): (1-tx)(1-ty) r0[j], (1-tx) ty r0[j+1], tx (1-ty) r1[j],
@@ -264,9 +275,10 @@ class Plane:
     def _keep_cell(self, i: int, j: int) -> None:
         """Keep cell (i, j) as the last one: its coefficients (none unless both axes' lower corners are > 0
         and the cell has no hole), worked out once per cell."""
-        coeffs = self.cells.get((i, j))
+        key = i * len(self.ay) + j
+        coeffs = self.cells.get(key)
         if coeffs is None:
-            coeffs = self.cells[i, j] = self._cell_coefficients(i, j)
+            coeffs = self.cells[key] = self._cell_coefficients(i, j)
         self.cell = coeffs
         if coeffs:
             self.x_lo, self.x_hi, self.y_lo, self.y_hi, self.a, self.b, self.c, self.d = coeffs

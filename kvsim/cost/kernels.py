@@ -106,6 +106,7 @@ class KernelCost(RooflineCost):
         self.why: dict[str, str] = {}
         """Op -> why it is on the roofline (ops on the tables are absent)."""
         self.fallback_iterations = dict.fromkeys(OPS, 0)
+        self._fallbacks = 0  # (their sum: _dense compares it before and after, no copy of the dict)
         self.kernels: dict[str, str] = {}
         self._moe = self._moe_kernels(model, tp) if model.is_moe else None
         self._linear, self._lm_head = self._linear_curves(model, tp)
@@ -116,6 +117,7 @@ class KernelCost(RooflineCost):
         self.kernels.update(self.attention.kernels)
         self._ar = self._allreduce_grids(tp)
         self._decode = self.attention.decode
+        self._prefill = self.attention.prefill
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
         self._dense_memo: dict[tuple[int, int, bool], float] = {}
@@ -202,6 +204,7 @@ class KernelCost(RooflineCost):
     # ----------------------------------------------------------------- timing
     def _fell_back(self, op: str) -> None:
         self.fallback_iterations[op] += 1
+        self._fallbacks += 1
 
     def linear_kernel_time(self, tokens: int, seqs: int) -> float:
         if tokens <= 0:
@@ -261,8 +264,10 @@ class KernelCost(RooflineCost):
     def forward_time(self, batch: Batch) -> float:
         # once per iteration: the terms that depend on (tokens, sequences, graph) alone -- the per-layer
         # overhead, linear and all-reduce -- come from a memo when every one was on its table (a fallback
-        # is counted per iteration: those keys are never kept); attention is read each time
-        _, prefill_seqs, prefill, _, b, _, _, _, _, _, _, _, _, _, _, _, _, spec, _, _, _ = batch
+        # is counted per iteration: those keys are never kept); attention is read each time. (The batch's
+        # fields by name: see RooflineCost.step_time)
+        prefill_seqs, prefill, b, spec = batch.prefill_seqs, batch.prefill_tokens, batch.decode_seqs, \
+            batch.spec_tokens
         tokens = prefill + b + spec
         if not tokens:
             return 0.0
@@ -273,20 +278,20 @@ class KernelCost(RooflineCost):
         if t is None:
             t = self._dense(tokens, seqs, graph, key)
         if prefill:
-            t += self.prefill_kernel_time(batch)
+            t += self._prefill(batch)
         if b:
             t += self._decode(batch)
         return t
 
     def _dense(self, tokens: int, seqs: int, graph: bool, key: tuple[int, int, bool]) -> float:
         """forward_time's terms before attention (kept in the memo when no op fell back)."""
-        fell_back = dict(self.fallback_iterations)
+        fallbacks = self._fallbacks
         t = (self.graph_layers_s if graph else self.eager_layers_s) + self.linear_kernel_time(tokens, seqs)
         if self._moe is not None:
             t += self.moe_kernel_time(tokens)
         if self.tp > 1:
             t += self.allreduce_kernel_time(tokens, graph)
-        if fell_back == self.fallback_iterations and self._moe is None:
+        if fallbacks == self._fallbacks and self._moe is None:
             self._dense_memo[key] = t
         return t
 

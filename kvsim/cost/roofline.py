@@ -94,8 +94,8 @@ class RooflineCost:
     expert_parallel = None
     """With parallelism.enable_expert_parallel, the ExpertParallel (kvsim/cost/expert_parallel.py) that
     times the routed experts in place of this model's expert term (set by build_cost_model)."""
-    selected: str | None = None
-    """With `cost.model: auto`, which model it chose and why (summary.json's cost_model.selected)."""
+    selected = None
+    """With `cost.model: auto`, which model it chose and why, a str (summary.json's cost_model.selected)."""
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int, kv_dtype: str, bytes_per_block: float,
                  iteration_overhead_s: float = ITERATION_OVERHEAD_S,

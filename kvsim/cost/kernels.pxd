@@ -1,0 +1,13 @@
+# C types for kernels.py when Cython compiles it (docs/speed.md): KernelCost an extension type on
+# RooflineCost's (roofline.pxd), the fields forward_time reads every iteration C fields.
+cimport cython
+
+from kvsim.cost.roofline cimport RooflineCost
+
+
+cdef class KernelCost(RooflineCost):
+    cdef public dict _dense_memo
+    cdef public object _decode, _prefill, _moe, _fallbacks
+
+    @cython.locals(graph=bint)
+    cpdef forward_time(self, batch)
