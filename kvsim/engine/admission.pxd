@@ -6,6 +6,8 @@ from kvsim.engine.group cimport Group
 
 from kvsim.engine.block_growth cimport BlockGrowth
 
+from kvsim.kvcache.paged cimport PagedKVManager
+
 
 cdef class Admission(BlockGrowth):
     cpdef _push(self, list heap, Py_ssize_t it, g)
@@ -17,5 +19,5 @@ cdef class Admission(BlockGrowth):
     cpdef _swap_in(self, now)
 
     @cython.locals(cached=Py_ssize_t, remote=Py_ssize_t, remaining=Py_ssize_t, chunk=Py_ssize_t,
-                   need=Py_ssize_t, free=Py_ssize_t, handed=bint, blocked=bint, g=Group)
+                   need=Py_ssize_t, free=Py_ssize_t, handed=bint, blocked=bint, g=Group, paged=PagedKVManager)
     cpdef _admit(self, now)

@@ -97,6 +97,7 @@ class Admission(BlockGrowth):
 
     def _admit(self, now: float) -> None:
         kv = self.kv
+        paged = self._paged  # (the paged manager's methods: C calls when compiled)
         lim = self.lim
         tiers = self.tier_waits
         lora = self.lora
@@ -113,7 +114,10 @@ class Admission(BlockGrowth):
                 skipped.append(self.waiting.popleft())
                 continue
             seq = g.seqs[0]
-            hit = kv.admit(seq, g.req, g.prompt, g.output)
+            if paged is not None:
+                hit = paged.admit(seq, g.req, g.prompt, g.output)
+            else:
+                hit = kv.admit(seq, g.req, g.prompt, g.output)
             cached = hit.tokens
             # P/D: the prompt's KV beyond the local hit comes from the prefill replica, all but the last
             # token, which the decode replica computes for the first output token (as vLLM's connectors)
@@ -121,8 +125,12 @@ class Admission(BlockGrowth):
             cached += remote
             remaining = g.prompt - cached
             chunk = min(remaining, self._budget)
-            need = kv.blocks_needed(seq, cached + chunk)
-            free = kv.num_free_blocks
+            if paged is not None:
+                need = paged.blocks_needed(seq, cached + chunk)
+                free = paged.free_blocks()
+            else:
+                need = kv.blocks_needed(seq, cached + chunk)
+                free = kv.num_free_blocks
             if ((not lim.chunked_prefill and remaining > self._budget) or need > free
                     or (self.running and free - need < lim.watermark_blocks)):
                 if kv.has(seq):
@@ -139,6 +147,8 @@ class Admission(BlockGrowth):
             blocked = ready > now and (lim.tier_load == "blocking" or remote > 0)
             if blocked:  # its blocks are held, but hit by nobody until the KV is there
                 kv.reserve(seq, cached)
+            elif paged is not None:
+                paged.allocate(seq, cached + chunk)
             else:
                 kv.allocate(seq, cached + chunk)
             # hit of the first admission (on the prefill replica, for P/D): later ones find its own KV

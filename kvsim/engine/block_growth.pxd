@@ -6,8 +6,12 @@ from kvsim.engine.group cimport Group
 
 from kvsim.engine.preemption cimport Preemption
 
+from kvsim.kvcache.paged cimport PagedKVManager
+
 
 cdef class BlockGrowth(Preemption):
+    cdef public PagedKVManager _paged
+
     cpdef _push_alloc(self, Py_ssize_t it, Group g)
 
     cpdef list _due_list(self, Py_ssize_t it)
@@ -16,5 +20,5 @@ cdef class BlockGrowth(Preemption):
 
     @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, k=Py_ssize_t,
                    running=Py_ssize_t, single=bint, its=list, due=dict, later=list, entries=list, live=list,
-                   e=tuple, entry=tuple, g=Group)
+                   e=tuple, entry=tuple, g=Group, paged=PagedKVManager)
     cpdef _grow(self, it)

@@ -14,7 +14,7 @@ class BlockGrowth(Preemption):
     BlockGrowth <- Admission <- Scheduler: its methods read and move the scheduler's state, set in
     `Scheduler.__init__`."""
 
-    __slots__ = ()
+    __slots__ = ("_paged",)
 
     def _push_alloc(self, it: int, g: Group) -> None:
         # (epoch, group, its one sequence or -1 when it has several, base): while the epoch holds, the
@@ -44,12 +44,12 @@ class BlockGrowth(Preemption):
         """Give the decoding groups whose next token at iteration it crosses a block boundary (or must copy
         a shared last block) their blocks, preempting when the pool is short, in (iteration, push) order."""
         kv = self.kv
+        paged = self._paged  # (the paged manager's methods: C calls when compiled)
         its = self._alloc_its
         due = self._alloc_due
         nxt = it + self.bs
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
-        grow_due = self._grow_due
         running = RUNNING  # (a C integer when compiled)
         while its and its[0] <= it:
             entries = due.pop(heappop(its))
@@ -69,7 +69,7 @@ class BlockGrowth(Preemption):
                     k += 1
                     if live is not entries:
                         live.append(e)
-                if single and k and (grow_due(live, it) if grow_due is not None else kv.grow_each(
+                if single and k and (paged.grow_due(live, it) if paged is not None else kv.grow_each(
                         [e[2] for e in live], [e[3] + it for e in live])):
                     for e in live:
                         g = e[1]
@@ -85,9 +85,10 @@ class BlockGrowth(Preemption):
                 epoch, g, seq, base = entry
                 if epoch != g.epoch or g.state != running:
                     continue
-                if seq >= 0 and kv.grow_one_block(seq, base + it):
+                if seq >= 0 and (paged.grow_one_block(seq, base + it) if paged is not None
+                                 else kv.grow_one_block(seq, base + it)):
                     # fast path: a single sequence crossing a block boundary took its block(s)
-                    delta = 1 if grow_due is not None else kv.last_grow_delta  # (paged: one block)
+                    delta = 1 if paged is not None else kv.last_grow_delta  # (paged: one block)
                     g.seq_blocks += delta
                     grown += delta
                     if later is None:

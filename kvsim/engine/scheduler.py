@@ -116,6 +116,9 @@ class Scheduler(Admission):
         self._resize_fn = self._resize
         self._grow_due = kv.grow_due if isinstance(kv, PagedKVManager) else None
         """The paged managers' grow_each over due entries (block_growth.py), or None: grow_each."""
+        self._paged = kv if isinstance(kv, PagedKVManager) else None
+        """kv when it is a PagedKVManager (prefix caches included), else None: the hot paths call its
+        methods through this typed reference (C calls when compiled)."""
         self._max_seqs = limits.max_num_seqs
         self._max_tokens = limits.max_num_batched_tokens
         self._no_bytes = 0 * limits.bytes_per_block

@@ -259,12 +259,43 @@ class BlockPool:
         blocks): for tests of small pools; invariant checks use known_free_ids."""
         return [*range(self.num_blocks - 1, self.known - 1, -1), *self._free]
 
+    def __reduce__(self):
+        """Copies and pickles (an extension type when compiled, whose subclasses add slots of their own): the
+        class and every field's value."""
+        return restore, (type(self),), slot_state(self, BlockPool.__slots__)
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
     def known_free_ids(self) -> list[int]:
         """The free blocks among those with state (ids below `known`): the stack, bottom first. For
         invariant checks: asserts free_count agrees with the stack."""
         assert self.free_count == len(self._free) + self.num_blocks - self.known, "free block count drifted"
         return list(self._free)
 
+
+def restore(cls: type) -> object:
+    """An empty instance of cls (its __init__ not run), for __reduce__: the state comes by __setstate__."""
+    return cls.__new__(cls)
+
+
+def slot_state(obj: object, base: tuple[str, ...]) -> dict:
+    """obj's fields for __reduce__: the base class's (base, declared there) and every slot along its class's
+    hierarchy (and its __dict__, if it has one), unset ones left out."""
+    state = {}
+    names = list(base)
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        names += (slots,) if isinstance(slots, str) else slots
+    for name in names:
+        if name not in state and name not in ("__dict__", "__weakref__"):
+            try:
+                state[name] = getattr(obj, name)
+            except AttributeError:
+                pass
+    state.update(getattr(obj, "__dict__", ()))
+    return state
 
 
 def drop(rc: list[int], ids: list[int], kept: list[int]) -> list[int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.block_pool import BlockPool, restore, slot_state
 from kvsim.kvcache.breakdown import paged_breakdown
 from kvsim.kvcache.checks import check_refcounts
 from kvsim.kvcache.host_blocks import HostBlocks
@@ -50,7 +50,12 @@ class PagedKVManager:
 
     @property
     def num_free_blocks(self) -> int:
-        return self.pool.num_free
+        return self.free_blocks()
+
+    def free_blocks(self) -> int:
+        """num_free_blocks as a method (a C call when compiled): the pool's `num_free`."""
+        pool = self.pool
+        return pool.free_count if type(pool) is BlockPool else pool.num_free
 
     @property
     def used_blocks(self) -> int:
@@ -95,10 +100,11 @@ class PagedKVManager:
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
         pool = self.pool
+        free = pool.free_count if type(pool) is BlockPool else pool.num_free
         table = self.tables.get(seq)
         if table is None:  # (blocks_needed, inline)
             extra = -(-num_tokens // self.block_size)
-            if extra > pool.num_free:
+            if extra > free:
                 return False
             table = self.tables[seq] = []
         else:
@@ -107,7 +113,7 @@ class PagedKVManager:
                 return True
             extra = -(-num_tokens // self.block_size) - len(table)
             cow = self._needs_cow(table, ntok)
-            if extra + cow > pool.num_free:
+            if extra + cow > free:
                 return False
             if cow:
                 old = table[-1]
@@ -293,6 +299,15 @@ class PagedKVManager:
                 else:
                     seen.add(b)
         return len(remap)
+
+    def __reduce__(self):
+        """Copies and pickles (an extension type when compiled, whose subclasses add slots of their own): the
+        class and every field's value."""
+        return restore, (type(self),), slot_state(self, PagedKVManager.__slots__)
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     def check_invariants(self) -> int:
         """Raise AssertionError if refcounts, tables and the free list disagree (over the blocks with

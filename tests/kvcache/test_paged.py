@@ -350,3 +350,30 @@ def test_grow_each_short_of_blocks_changes_nothing():
     assert _grown(kv, [0, 1], []) == before
     assert kv.grow_each([], [])
     assert _grown(kv, [0, 1], []) == before
+
+
+def test_copies_and_pickles_keep_every_field():
+    """__reduce__ (an extension type when compiled): a deep copy or a pickle is an independent manager with
+    the same tables, counts and pool, and goes on allocating as the original would."""
+    import copy
+    import pickle
+
+    m = PagedKVManager(8, 4, swap_capacity_blocks=4)
+    m.allocate(1, 6)
+    m.fork(1, 2)
+    m.allocate(2, 7)
+    m.swap_out([2])
+    before = snapshot(m)
+    for how in (copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
+        c = how(m)
+        assert type(c) is PagedKVManager and c.pool is not m.pool and c.host is not m.host
+        assert snapshot(c) == before
+        c.check_invariants()
+        c.swap_in([2])
+        c.allocate(3, 5)
+        c.check_invariants()
+        assert snapshot(m) == before  # the original is untouched
+        d = how(m)
+        d.swap_in([2])
+        d.allocate(3, 5)
+        assert snapshot(d) == snapshot(c)
