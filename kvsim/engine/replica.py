@@ -30,8 +30,8 @@ class Replica:
 
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "_tick", "_on_tick_cb", "_queue",
-                 "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown", "_paged",
-                 "_block_size", "_slots", "_schedule")
+                 "_ticks", "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown",
+                 "_paged", "_block_size", "_slots", "_schedule")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -74,7 +74,8 @@ class Replica:
         # the loop: callbacks on events (no simpy process), the steps and the event order of a process that
         # yields a timeout per iteration and an event per wait: started as a process is (urgent, now)
         self._tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
-        self._queue = env._queue  # (the event loop's heap: one list for the environment's life)
+        self._queue = env._queue  # (the event loop's heaps: each one list for the environment's life)
+        self._ticks = env._ticks
         self._on_tick_cb = self._on_tick
         start = Event(env)
         start._ok = True
@@ -168,8 +169,11 @@ class Replica:
             return None
         end = now + self._step(batch, now)
         if self.fast:
-            queue = self._queue  # (env.peek())
+            queue = self._queue  # (env.peek(): the first of the clock's two heaps)
+            ticks = self._ticks
             horizon = queue[0][0] if queue else Infinity
+            if ticks and ticks[0][0] < horizon:
+                horizon = ticks[0][0]
             if end < horizon:  # (in a fleet another replica's step usually comes first)
                 end = self._fast_forward(end, horizon)
         return end
