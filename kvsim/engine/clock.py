@@ -85,6 +85,10 @@ class Clock(simpy.Environment):
         for name, obj in simpy.Environment.__dict__.items():
             if type(obj) is BoundClass:
                 setattr(self, name, getattr(self, name))
+        self._ticks: list = []
+        """The scheduled Ticks' entries, a heap of their own (a few, each scheduled again and again, where
+        the other heap may hold thousands of timeouts): the two are read as one, by the same key (time,
+        priority, creation), so the order is that of a single heap."""
 
     def timeout_at(self, t: float) -> Event:
         """A triggered event processed at time t (not before now)."""
@@ -97,15 +101,31 @@ class Clock(simpy.Environment):
 
     def peek(self) -> float:
         queue = self._queue
-        return queue[0][0] if queue else Infinity
+        ticks = self._ticks
+        t = queue[0][0] if queue else Infinity
+        return ticks[0][0] if ticks and ticks[0][0] < t else t
+
+    def step(self) -> None:
+        """simpy's step(), of the next event of either heap."""
+        queue = self._queue
+        ticks = self._ticks
+        if ticks and (not queue or ticks[0] < queue[0]):
+            heappush(queue, heappop(ticks))  # (the first of all: simpy's step takes it from the queue)
+        super().step()
 
     def run(self, until=None):
         """simpy's run(); to the end (until None), its step() loop inline."""
         if until is not None:
             return super().run(until)
         queue = self._queue
-        while queue:
-            self._now, _, _, event = heappop(queue)
+        ticks = self._ticks
+        while True:
+            if ticks and (not queue or ticks[0] < queue[0]):
+                self._now, _, _, event = heappop(ticks)
+            elif queue:
+                self._now, _, _, event = heappop(queue)
+            else:
+                break
             callbacks, event.callbacks = event.callbacks, None
             i = 0
             try:
@@ -125,8 +145,8 @@ class Clock(simpy.Environment):
 
 class Tick(Event):
     """One process's reusable timeout (a replica's iteration end): `at(t)` schedules it again, as a
-    timeout created then (by time, then creation). The process waits on it before it is scheduled
-    again, so it is in the queue at most once; no object is made per iteration."""
+    timeout created then (by time, then creation), in the clock's heap of ticks. The process waits on it
+    before it is scheduled again, so it is in the heap at most once; no object is made per iteration."""
 
     def __init__(self, env: Clock) -> None:
         self.env = env
@@ -142,7 +162,7 @@ class Tick(Event):
         if self.callbacks is not None:
             raise RuntimeError("Tick.at: the tick is already scheduled (it is in the queue at most once)")
         self.callbacks = []
-        heappush(env._queue, (t, NORMAL, next(env._eid), self))
+        heappush(env._ticks, (t, NORMAL, next(env._eid), self))
         return self
 
 

@@ -11,13 +11,17 @@ from kvsim.metrics.recorder cimport _Columns, append_values
 cdef class Replica:
     cdef public object index, role, env, cost, rec, on_finish, check, pacing, extra_columns, exact
     cdef public Scheduler sched
-    cdef public object fast, fast_iterations, _wakeup, process
-    cdef object _schedule, _step_time, _context_sums, _token_states, _breakdown
+    cdef public object fast, fast_iterations, _wakeup
+    cdef object _tick, _on_tick_cb, _schedule, _step_time, _context_sums, _token_states, _breakdown
     cdef _Columns _timeline
+    cdef list _queue, _ticks
     cdef public bint _paged
     cdef Py_ssize_t _block_size, _slots
 
-    @cython.locals(sched=Scheduler, finished=list)
+    @cython.locals(sched=Scheduler)
+    cpdef _turn(self, bint ended)
+
+    @cython.locals(sched=Scheduler, finished=list, queue=list, ticks=list)
     cpdef _advance(self, now, bint ended)
 
     @cython.locals(sched=Scheduler)

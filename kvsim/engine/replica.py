@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simpy.core import Infinity
+from simpy.core import URGENT, Infinity
 from simpy.events import PENDING, Event
 
 from kvsim.cost.base import CostModel
@@ -18,7 +18,8 @@ from kvsim.metrics.recorder import IterationRow, Recorder, append_values
 
 
 class Replica:
-    """Runs iterations while it has work; sleeps on an event until a request arrives otherwise.
+    """Runs iterations while it has work; sleeps on an event until a request arrives otherwise (its loop is
+    a chain of callbacks on the event loop, `_turn`).
 
     `extra_columns`, when given, returns the values of the recorder's registered extra timeline column
     groups (a tuple of tuples, in registration order)
@@ -28,9 +29,9 @@ class Replica:
     (`_fast_forward`); the results are those of stepping one by one."""
 
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
-                 "exact", "sched", "fast", "fast_iterations", "_wakeup", "process", "_step_time",
-                 "_timeline", "_context_sums", "_token_states", "_breakdown", "_paged", "_block_size",
-                 "_slots", "_schedule")
+                 "exact", "sched", "fast", "fast_iterations", "_wakeup", "_tick", "_on_tick_cb", "_queue",
+                 "_ticks", "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown",
+                 "_paged", "_block_size", "_slots", "_schedule")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -70,7 +71,17 @@ class Replica:
         _step works them out from the scheduler's token slots and the blocks in use, as those do."""
         self._block_size = scheduler.kv.block_size if self._paged else 0
         self._slots = scheduler.kv.num_blocks * self._block_size  # (the capacity in slots: fixed)
-        self.process = env.process(self.run())
+        # the loop: callbacks on events (no simpy process), the steps and the event order of a process that
+        # yields a timeout per iteration and an event per wait: started as a process is (urgent, now)
+        self._tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
+        self._queue = env._queue  # (the event loop's heaps: each one list for the environment's life)
+        self._ticks = env._ticks
+        self._on_tick_cb = self._on_tick
+        start = Event(env)
+        start._ok = True
+        start._value = None
+        start.callbacks = [self._begin]
+        env.schedule(start, URGENT)
 
     def submit(self, g: Group) -> None:
         g.replica = self.index
@@ -85,42 +96,60 @@ class Replica:
         if wakeup is not None and wakeup._value is PENDING:  # (not triggered: succeed() it)
             wakeup.succeed()
 
-    def run(self):
-        env = self.env
+    def _begin(self, _event) -> None:
+        """The replica's first turn (the start event, urgent, when the replica was built)."""
         sched = self.sched
-        index = self.index
-        fast = self.fast = not self.exact and not sched.calls_out()
-        self._schedule = sched.schedule_decodes if fast else sched.schedule
-        tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
-        ended = False
-        while True:
-            # (the iteration that ended now completes, the next is scheduled and stepped: one call)
-            end = self._advance(env._now, ended)
-            ended = False
-            if end is None:
-                if not sched.has_work():
-                    if sched.iterations:
-                        self._record_idle(env._now)
-                    while not sched.has_work():  # (a prefill replica also wakes when held KV is freed)
-                        self._wakeup = env.event()
-                        yield self._wakeup
-                        self._wakeup = None
-                    continue
-                # only requests waiting for KV (tiers, a prefill replica) or for held blocks
-                now = env._now
-                ready = sched.next_load_s(now)
-                if ready is None and not sched.handoff.held:
-                    raise RuntimeError(f"replica {index} ({self.role}) has work but scheduled nothing")
-                self._wakeup = env.event()
-                if ready is None:  # a prefill replica whose blocks are held for transfers: wait for one
-                    yield self._wakeup
-                else:
-                    yield env.any_of([env.timeout(ready - now), self._wakeup])
-                self._wakeup = None
-                continue
+        self.fast = not self.exact and not sched.calls_out()
+        self._schedule = sched.schedule_decodes if self.fast else sched.schedule
+        self._turn(False)
+
+    def _on_tick(self, _event) -> None:
+        """The iteration stepped last ended now."""
+        self._turn(True)
+
+    def _turn(self, ended: bool) -> None:
+        """One turn of the replica's loop at the event loop's now: complete the iteration that ended now
+        (if `ended`), schedule and step the next ones (`_advance`) and come back when the last ends (the
+        tick's callback); with nothing scheduled, wait: for work (idle), or for a KV load or a held
+        block (`_on_wait`)."""
+        env = self.env
+        end = self._advance(env._now, ended)
+        if end is not None:
             # at now + dt, as env.timeout(dt) (now + one delay need not reach a sum of several: end)
-            yield tick.at(end)
-            ended = True
+            self._tick.at(end).callbacks.append(self._on_tick_cb)
+            return
+        sched = self.sched
+        now = env._now
+        if not sched.has_work():
+            if sched.iterations:
+                self._record_idle(now)
+            self._sleep()
+            return
+        # only requests waiting for KV (tiers, a prefill replica) or for held blocks
+        ready = sched.next_load_s(now)
+        if ready is None and not sched.handoff.held:
+            raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
+        wakeup = self._wakeup = env.event()
+        if ready is None:  # a prefill replica whose blocks are held for transfers: wait for one
+            wakeup.callbacks.append(self._on_wait)
+        else:
+            env.any_of([env.timeout(ready - now), wakeup]).callbacks.append(self._on_wait)
+
+    def _sleep(self) -> None:
+        """Idle: wait for an arrival or freed blocks (`wake`)."""
+        wakeup = self._wakeup = self.env.event()
+        wakeup.callbacks.append(self._on_wake)
+
+    def _on_wake(self, _event) -> None:
+        self._wakeup = None
+        if self.sched.has_work():  # (a prefill replica also wakes when held KV is freed)
+            self._turn(False)
+        else:
+            self._sleep()
+
+    def _on_wait(self, _event) -> None:
+        self._wakeup = None
+        self._turn(False)
 
     def _advance(self, now: float, ended: bool):
         """One turn of the replica's loop at `now`: complete the iteration that ended now (if `ended`),
@@ -142,8 +171,11 @@ class Replica:
             return None
         end = now + self._step(batch, now)
         if self.fast:
-            queue = self.env._queue  # (env.peek())
+            queue = self._queue  # (env.peek(): the first of the clock's two heaps)
+            ticks = self._ticks
             horizon = queue[0][0] if queue else Infinity
+            if ticks and ticks[0][0] < horizon:
+                horizon = ticks[0][0]
             if end < horizon:  # (in a fleet another replica's step usually comes first)
                 end = self._fast_forward(end, horizon)
         return end

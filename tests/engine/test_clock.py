@@ -133,3 +133,22 @@ def test_a_failed_process_crashes_run_as_in_simpy():
     env.process(boom())
     with pytest.raises(KeyError, match="lost"):
         env.run()
+
+
+
+@pytest.mark.parametrize("until", [None, 10.0])
+def test_ticks_and_other_events_run_as_one_heap_also_by_step_and_peek(until):
+    """The ticks' heap and the others' are read as one (time, then creation): by run(), by step() (what
+    run(until) calls) and by peek()."""
+    env = Clock()
+    tick = Tick(env)
+    order = []
+    env.timeout(1.0).callbacks.append(lambda _e: order.append("timeout 1"))
+    tick.at(1.0).callbacks.append(lambda _e: order.append("tick 1"))
+    env.timeout(0.5).callbacks.append(lambda _e: order.append("timeout 0.5"))
+    assert env.peek() == 0.5
+    env.timeout(0.25)
+    Tick(env).at(0.125)
+    assert env.peek() == 0.125
+    env.run(until)
+    assert order == ["timeout 0.5", "timeout 1", "tick 1"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvsim.kvcache.coordinator import KVCoordinator
+from kvsim.kvcache.hashing import ContentMemo
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
 from kvsim.kvcache.radix import RadixKVManager
@@ -81,3 +82,26 @@ def test_local_hit_tokens_are_the_hit_where_all_is_on_the_gpu(make):
             assert view.hit(probe).by_tier == ((("gpu", local),) if local else ())
         else:  # (the router asks `hit`)
             assert local is None
+
+
+def test_a_fleet_shared_memo_hint_from_another_replica_peeks_as_the_admission_there():
+    """Replicas of a fleet share one ContentMemo: a follow-up's hint (the table its parent held on replica a)
+    names blocks of a's pool; a peek on replica b (the same prefix cached under other block ids) must
+    find what b's admission finds, and a's peek what a's admission finds."""
+    memo = ContentMemo(4, chained=True, size=8)
+    a = PrefixHashKVManager(64, 4, memo=memo)
+    b = PrefixHashKVManager(64, 4, memo=memo)
+    other = req(5, [(9, 12)])  # a's first blocks hold other content: the parent's land elsewhere on a
+    a.admit(5, other, other.prompt_len, 4)
+    a.allocate(5, other.prompt_len)
+    for kv in (b, a):
+        parent = req(0, [(1, 21)])
+        kv.admit(0, parent, parent.prompt_len, 4)
+        kv.allocate(0, parent.prompt_len)
+        kv.free(0)  # (a, freed last, keeps its table as the content's hint)
+    follow = Request(rid=1, arrival_s=0.0, prompt_len=27, output_len=4, segments=((1, 21), (2, 6)), after=0)
+    assert memo.get(follow).hint is not None
+    peeked_b = KVView(b).local_hit_tokens(follow)
+    peeked_a = KVView(a).local_hit_tokens(follow)
+    assert peeked_b == b.admit(1, follow, follow.prompt_len, 4).tokens == 20
+    assert peeked_a == a.admit(1, follow, follow.prompt_len, 4).tokens == 20
