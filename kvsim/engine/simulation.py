@@ -64,6 +64,7 @@ class Simulation:
         if problem is not None:
             raise KvsimError(problem)
         self.deployments = [self._deployment(i, *pool) for i, pool in enumerate(pool_scenarios(scenario))]
+        self._runs = 0
         first = self.deployments[0]
         self.model = first.model
         self.hw = first.hw
@@ -112,6 +113,16 @@ class Simulation:
         self._plain_rows = not (self.sparse or self.spec or self.tier_media or self.disaggregated
                                 or self.client_limit is not None or self.lora is not None)
         """Request rows carry no registered columns' values (_record)."""
+
+    def _renew(self) -> None:
+        """The deployments built anew, as __init__ built them: a run leaves state in them that a later
+        run would read. The kernel grid's Plane keeps its last cell (a read there uses that cell's
+        coefficients, one elsewhere the four corners: the last bit differs), and speculative decoding's
+        sizing numbers the replicas it seeds, so a second run drew other acceptances."""
+        self.deployments = [self._deployment(i, *pool) for i, pool in enumerate(pool_scenarios(self.sc))]
+        first = self.deployments[0]
+        self.cost = first.cost
+        self.lora = first.lora
 
     def _deployment(self, i: int, name: str, role: str, replicas: int, one: Scenario) -> Deployment:
         """Pool i's Deployment; in a fleet its errors name the pool (`cluster.pools.1.kv.tiers.0...`, or
@@ -202,6 +213,11 @@ class Simulation:
         return tag_requests(stream, lora_config(sc), self.lora.table, sc.simulation.seed)
 
     def run(self) -> SimResult:
+        """One run of the scenario. A second run of the same object starts where a fresh Simulation would
+        (_renew): the same outputs, byte for byte."""
+        if self._runs:
+            self._renew()
+        self._runs += 1
         # the objects built before the run (modules, the scenario, the cost tables) stay out of the
         # collector's full passes while it runs (they are unfrozen after it: none is freed before); the
         # garbage of earlier runs in this process (an API loop, a sweep worker) is collected first, so the
