@@ -160,7 +160,7 @@ class Tick(Event):
         if t < env._now:
             raise ValueError(f"Tick.at({t}) is before now ({env._now})")
         if self.callbacks is not None:
-            raise RuntimeError("Tick.at: the tick is already scheduled (it is in the queue at most once)")
+            raise RuntimeError("Tick.at: the tick is already scheduled (in the ticks heap at most once)")
         self.callbacks = []
         heappush(env._ticks, (t, NORMAL, next(env._eid), self))
         return self

@@ -52,7 +52,7 @@ class Replica:
         self.exact = exact
         """simulation.exact_stepping: every iteration through the event loop and the general schedule."""
         self.fast = False
-        """Iterations may run back to back (set when the process starts): not `exact`, and the scheduler
+        """Iterations may run back to back (set by the start event, _begin): not `exact`, and the scheduler
         has no callbacks into the cluster (tier loads, P/D transfers), which step one by one."""
         self.fast_iterations = 0
         """Iterations run back to back without the event loop so far."""

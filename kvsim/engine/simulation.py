@@ -214,10 +214,13 @@ class Simulation:
 
     def run(self) -> SimResult:
         """One run of the scenario. A second run of the same object starts where a fresh Simulation would
-        (_renew): the same outputs, byte for byte."""
+        (_renew): the same outputs, byte for byte. What a caller changed on `deployments`, `cost` or `lora`
+        between runs is not carried into the next one."""
         if self._runs:
             self._renew()
         self._runs += 1
+        self._seq_no = 0
+        self._completed = 0
         # the objects built before the run (modules, the scenario, the cost tables) stay out of the
         # collector's full passes while it runs (they are unfrozen after it: none is freed before); the
         # garbage of earlier runs in this process (an API loop, a sweep worker) is collected first, so the

@@ -21,6 +21,7 @@ request generates when it does not name them (`Request.output_id`).
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import OrderedDict
 from functools import lru_cache
 from itertools import repeat
@@ -239,7 +240,7 @@ def _pair_hash_agrees() -> bool:
     return True
 
 
-_C_HASH = not __file__.endswith(".py") and _pair_hash_agrees()
+_C_HASH = not __file__.endswith(".py") and sys.hash_info.width == 64 and _pair_hash_agrees()
 """upto hashes a run of whole blocks with pair_hash: compiled only (as Python the tuples are faster)."""
 
 

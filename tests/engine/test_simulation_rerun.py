@@ -18,3 +18,15 @@ def test_a_second_run_of_one_simulation_repeats_the_first(name):
     assert first.requests.equals(second.requests)
     assert first.timeline.equals(second.timeline)
     assert second.meta == first.meta
+
+
+def test_a_second_run_counts_its_progress_and_sequences_from_zero():
+    seen: list[tuple[int, int]] = []
+    sim = Simulation(load_scenario(str(WORKLOADS / "rag.yaml"), ["simulation.requests=30"]),
+                     progress=lambda done, total: seen.append((done, total)))
+    sim.run()
+    first, seq_no = list(seen), sim._seq_no
+    seen.clear()
+    sim.run()
+    assert seen == first and seen[-1] == (30, 30)
+    assert sim._seq_no == seq_no
