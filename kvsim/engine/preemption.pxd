@@ -9,7 +9,7 @@ from kvsim.engine.group cimport Group
 
 
 cdef class Preemption:
-    cdef public object lim, kv, tier_waits, handoff, lora, sizing, _resize_fn, _figures_fn, _grow_due, _no_bytes
+    cdef public object lim, kv, tier_waits, handoff, lora, sizing, _resize_fn, _figures_fn, _no_bytes
     cdef public object waiting, swapped, beam, win, windows, schedule_decodes, dec_held_offset
     cdef public dict running, prefilling, _alloc_due
     cdef public list _alloc_its, _finish_heap, _scheduled_prefills

@@ -19,7 +19,7 @@ class Preemption:
                  "_admit_after_preemption", "_admit_while_swapped", "_paused", "_now", "_load_wait", "bs",
                  "_budget", "_swap_out_blocks", "it", "iterations", "_charge", "_push_no", "running_seqs",
                  "dec_seqs", "dec_base_sum", "dec_blocks", "prefill_tokens_held", "preempted_now",
-                 "preempted_unrecorded", "total_preemptions", "_grow_due",
+                 "preempted_unrecorded", "total_preemptions",
                  "_max_seqs", "_max_tokens", "_no_bytes")
 
     def take_preempted(self) -> int:

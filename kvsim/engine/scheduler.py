@@ -114,8 +114,6 @@ class Scheduler(Admission):
             raise ValueError("a decode sizing that is not by context needs a policy that mixes prefills and "
                              "decodes")
         self._resize_fn = self._resize
-        self._grow_due = kv.grow_due if isinstance(kv, PagedKVManager) else None
-        """The paged managers' grow_each over due entries (block_growth.py), or None: grow_each."""
         self._paged = kv if isinstance(kv, PagedKVManager) else None
         """kv when it is a PagedKVManager (prefix caches included), else None: the hot paths call its
         methods through this typed reference (C calls when compiled)."""
