@@ -63,7 +63,7 @@ class Simulation:
         problem = cross_check(scenario)  # load_scenario checked it already; a Scenario built directly did not
         if problem is not None:
             raise KvsimError(problem)
-        self.deployments = [self._deployment(i, *pool) for i, pool in enumerate(pool_scenarios(scenario))]
+        self._new_deployments()
         self._runs = 0
         first = self.deployments[0]
         self.model = first.model
@@ -75,7 +75,6 @@ class Simulation:
         self.block_size = first.block_size
         """Tokens per block (page) of the first pool's replicas."""
         self.max_model_len = first.max_model_len
-        self.cost = first.cost
         self._check_fleet()
         self.recorder = Recorder()
         self.replicas: list[Replica] = []  # built by run()
@@ -104,8 +103,6 @@ class Simulation:
             self.recorder.add_request_columns(CLIENT_COLUMNS)
         self._seq_no = 0
         self._completed = 0
-        self.lora = first.lora
-        """Multi-LoRA: the first pool's adapter sizes (kvsim/engine/lora_columns.py), or None."""
         if self.lora is not None:
             from kvsim.engine import lora_columns  # (only with a lora section: start-up)
 
@@ -114,9 +111,11 @@ class Simulation:
                                 or self.client_limit is not None or self.lora is not None)
         """Request rows carry no registered columns' values (_record)."""
 
-    def _renew(self) -> None:
-        """The deployments built anew, as __init__ built them: a run leaves state in them that a later
-        run would read. The kernel grid's Plane keeps its last cell (a read there uses that cell's
+    def _new_deployments(self) -> None:
+        """One Deployment per pool (`deployments`), and what the run reads of the first: its cost model
+        (`cost`) and, with Multi-LoRA, its adapter sizes (`lora`, kvsim/engine/lora_columns.py; or None).
+        Built by __init__ and again before every run after the first: a run leaves state in them that a
+        later run would read. The kernel grid's Plane keeps its last cell (a read there uses that cell's
         coefficients, one elsewhere the four corners: the last bit differs), and speculative decoding's
         sizing numbers the replicas it seeds, so a second run drew other acceptances."""
         self.deployments = [self._deployment(i, *pool) for i, pool in enumerate(pool_scenarios(self.sc))]
@@ -214,10 +213,10 @@ class Simulation:
 
     def run(self) -> SimResult:
         """One run of the scenario. A second run of the same object starts where a fresh Simulation would
-        (_renew): the same outputs, byte for byte. What a caller changed on `deployments`, `cost` or `lora`
-        between runs is not carried into the next one."""
+        (_new_deployments): the same outputs, byte for byte. What a caller changed on `deployments`, `cost`
+        or `lora` between runs is not carried into the next one."""
         if self._runs:
-            self._renew()
+            self._new_deployments()
         self._runs += 1
         self._seq_no = 0
         self._completed = 0
@@ -353,13 +352,11 @@ class Simulation:
         self._open = iter(())
 
     def _hand_on(self, r: Request, overhead: float) -> None:
-        """An open-loop arrival: to the engine after the front end's latency (`overhead`), or to the client
-        gate."""
-        if self._gate is None:
-            self._to_engine(r, overhead)
-        else:
-            self._due[r.rid] = self.env._now
-            self._gate.arrive(r)
+        """An open-loop arrival with a client gate: to the gate, which sends it when a slot is free (_send:
+        to the engine after the front end's latency, read there); without one, _arrive hands arrivals to
+        _to_engine directly (with `overhead`)."""
+        self._due[r.rid] = self.env._now
+        self._gate.arrive(r)
 
     def _to_engine(self, r: Request, delay: float) -> None:
         """Dispatch r `delay` seconds from now (the front end's latency, after its arrival), at once if
