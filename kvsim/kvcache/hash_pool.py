@@ -178,6 +178,8 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
         table = hint[:j]
     else:  # (as Python: the hint's keys read and compared at C speed, by itemgetter and list equality)
         h = min(m, len(hint))
+        if h and (hint[0] >= len(key_of) or key_of[hint[0]] != keys[0]):
+            h = 0  # (a fleet shares the memo: a hint from another replica's table fails at its first block)
         table = hint[:h]
         if h:
             try:

@@ -92,14 +92,7 @@ class PrefixHashKVManager(PagedKVManager):
         content = self._memo.get(req)
         keys = content.upto(limit)
         m = min(limit, len(keys))
-        pool = self.pool
-        key_of = pool.key_of
-        hint = content.hint
-        if hint and m:  # (a fleet shares the memo: a hint from another replica's table fails at once)
-            b = hint[0]
-            if b >= len(key_of) or key_of[b] != keys[0]:
-                hint = None  # (match would find no hinted block: it looks every key up, as without one)
-        return keys, m, len(match(pool.by_key, key_of, keys, m, hint))
+        return keys, m, len(match(self.pool.by_key, self.pool.key_of, keys, m, content.hint))
 
     def _hit(self, gpu_blocks: int, below: list[int]) -> Hit:
         """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""
