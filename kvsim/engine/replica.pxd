@@ -18,6 +18,8 @@ cdef class Replica:
     cdef public bint _paged
     cdef Py_ssize_t _block_size, _slots
 
+    cpdef wake(self)
+
     @cython.locals(sched=Scheduler)
     cpdef _turn(self, bint ended)
 

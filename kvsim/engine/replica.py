@@ -86,9 +86,7 @@ class Replica:
     def submit(self, g: Group) -> None:
         g.replica = self.index
         self.sched.add(g)
-        wakeup = self._wakeup  # (wake(), inline: once per request)
-        if wakeup is not None and wakeup._value is PENDING:
-            wakeup.succeed()
+        self.wake()
 
     def wake(self) -> None:
         """Something changed that may let a sleeping replica schedule (an arrival, freed blocks)."""
