@@ -27,9 +27,6 @@ cdef class MeanContextOp(AttentionOp):
     cpdef time(self, batch)
 
 
-cdef class WholePromptOp(AttentionOp):
-    cdef public object at
-    cdef public Plane plane
-
+cdef class WholePromptOp(MeanContextOp):
     @cython.locals(plane=Plane, length=cython.double)
     cpdef time(self, batch)

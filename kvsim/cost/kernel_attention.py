@@ -191,16 +191,11 @@ class MeanContextOp(AttentionOp):
         return self.outside(batch)
 
 
-class WholePromptOp(AttentionOp):
+class WholePromptOp(MeanContextOp):
     """A prefill op read at (s, the whole-prompt length of the mean causal pairs) (full and MLA layers),
-    unrolled as MeanContextOp."""
+    unrolled as MeanContextOp (its grid's Plane, `plane`, else the grid, `at`)."""
 
-    __slots__ = ("at", "plane")
-
-    def __init__(self, name: str, factor: float, grid: KernelGrid, roofline: Callable[[Batch], float],
-                 beyond: Callable[[Batch], float | None] | None = None) -> None:
-        super().__init__(name, factor, None, roofline, beyond)
-        self.at, self.plane = grid, grid.plane
+    __slots__ = ()
 
     def time(self, batch: Batch) -> float:
         s = batch.prefill_seqs
