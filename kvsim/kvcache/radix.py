@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hashing import ContentMemo, cached_upto, request_content
+from kvsim.kvcache.hashing import KEPT, ContentMemo, cached_upto, request_content
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, common_pages
 from kvsim.kvcache.view import Hit
@@ -23,19 +23,20 @@ from kvsim.kvcache.view import Hit
 class RadixPool(BlockPool):
     """A BlockPool whose blocks held by the radix tree stay cached at refcount 0; `num_free` counts free
     plus cached-unreferenced blocks, and an allocation evicts tree leaves (`_evict`) when none is truly
-    free."""
+    free. (An extension type when compiled, radix.pxd: copies and pickles by BlockPool.__reduce__, which
+    reads the __slots__ below.)"""
 
     __slots__ = ("in_tree", "num_cached_free", "tree", "evictions")
 
     def __init__(self, num_blocks: int, block_size: int, tree: RadixTree) -> None:
         self.in_tree = bytearray()  # per block with state (BlockPool)
-        super().__init__(num_blocks, block_size)
+        BlockPool.__init__(self, num_blocks, block_size)
         self.num_cached_free = 0
         self.tree = tree
         self.evictions = 0
 
     def _extend(self, k: int) -> None:
-        super()._extend(k)
+        BlockPool._extend(self, k)
         self.in_tree += bytes(k)
 
     @property
@@ -118,42 +119,63 @@ def _first_shared(rc: list[int], table: list[int], i: int, end: int) -> int:
 
 class _SeqPath:
     """A sequence's place in the tree. (A plain class, not a dataclass: a dataclass's generated __init__
-    runs interpreted even when this module is compiled, once per admission.)"""
+    runs interpreted even when this module is compiled, once per admission; an extension type when compiled,
+    radix.pxd.)"""
 
-    __slots__ = ("content", "prompt", "node", "pages", "pending", "computed")
+    __slots__ = ("content", "prompt", "node", "pages", "pending", "computed", "rid")
 
     def __init__(self, content: PageRuns | None, prompt: int, node: RadixNode, pages: int, pending: bool,
-                 computed: int = -1) -> None:
+                 computed: int = -1, rid: int = -1) -> None:
         self.content = content  # None: a forked sample, which inserts nothing
         self.prompt = prompt
         self.node = node        # deepest node of the locked path
         self.pages = pages      # pages on the path root..node (= leading table blocks that are tree blocks)
         self.pending = pending  # admitted, not yet allocated: the scheduler may still undo it
         self.computed = computed  # tokens with KV, when the scheduler said (set_computed_tokens); -1 if not
+        self.rid = rid          # the request's id (its runs are kept for its follow-up when it is freed)
 
 
 class RadixKVManager(PagedKVManager):
-    """PagedKVManager plus an SGLang-style radix prefix cache (see the module docstring)."""
+    """PagedKVManager plus an SGLang-style radix prefix cache (see the module docstring). An extension type
+    when compiled (radix.pxd): copies and pickles by PagedKVManager.__reduce__, which reads the __slots__
+    below."""
 
-    __slots__ = ("tree", "paths", "_runs_rid", "_runs")
+    __slots__ = ("tree", "paths", "_runs_rid", "_runs", "_kept")
 
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", memo: ContentMemo | None = None) -> None:
         """memo: taken as the hash cache takes it (kvsim/kvcache/factory.py), not used: a request's page runs
         cost a few tuples, less than the memo's look-up."""
-        super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
+        PagedKVManager.__init__(self, num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
         self.tree = RadixTree(eviction, block_size)
         self.pool: RadixPool = RadixPool(num_blocks, block_size, self.tree)
         self.paths: dict[int, _SeqPath] = {}
         self._runs_rid = -1
         self._runs: PageRuns | None = None
+        self._kept: dict[int, PageRuns] = {}
+        """Request id -> its page runs, for its follow-up (_pages), the most recent KEPT."""
 
     def _pages(self, req) -> PageRuns:
-        """req's pages as runs (the last request's kept: a waiting request is offered every iteration)."""
+        """req's pages as runs (the last request's kept: a waiting request is offered every iteration); a
+        follow-up (a conversation's next turn) starts from the runs of the request it follows, when kept."""
         if self._runs_rid != req.rid or self._runs is None:
-            self._runs = PageRuns(request_content(req), self.block_size)
+            runs = PageRuns(request_content(req), self.block_size)
+            if req.after >= 0 and self._kept:
+                prev = self._kept.pop(req.after, None)
+                if prev is not None:
+                    runs.resume(prev)
+            self._runs = runs
             self._runs_rid = req.rid
         return self._runs
+
+    def _keep(self, rid: int, runs: PageRuns) -> None:
+        """Keep the runs of request rid, whose sequence let its blocks go, for a follow-up of it (the most
+        recent KEPT)."""
+        kept = self._kept
+        kept.pop(rid, None)
+        kept[rid] = runs
+        if len(kept) > KEPT:
+            del kept[next(iter(kept))]
 
     @property
     def cached_blocks(self) -> int:
@@ -171,18 +193,21 @@ class RadixKVManager(PagedKVManager):
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
         bs = self.block_size
+        prompt = prompt_tokens
         content = self._pages(req)
-        node, blocks = self.tree.match(content, (prompt_tokens - 1) // bs)
+        tree = self.tree
+        node, blocks = tree.match(content, (prompt - 1) // bs)
         pool = self.pool
-        cached = self.tree.lock_path(node, pool.rc)
+        cached = tree.lock_path(node, pool.rc)
         pool.num_cached_free -= cached
-        reused = len(blocks) - cached
+        n = len(blocks)
+        reused = n - cached
         pool.shared += reused
         self.shared_dup_tokens += reused * bs
         self.tables[seq] = blocks
-        self.ntok[seq] = len(blocks) * bs
-        self.paths[seq] = _SeqPath(content, prompt_tokens, node, len(blocks), True)
-        return Hit.gpu(len(blocks) * bs)
+        self.ntok[seq] = n * bs
+        self.paths[seq] = _SeqPath(content, prompt, node, n, True, -1, req.rid)
+        return Hit.gpu(n * bs)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         return self._allocate(seq, num_tokens, True)
@@ -233,7 +258,8 @@ class RadixKVManager(PagedKVManager):
                 tree.grow(node, starts, counts, new_blocks)  # seq alone holds this leaf: grow it in place
             else:
                 node = tree.add_child(node, starts, counts, new_blocks)
-            _mark(new_blocks, self.pool.in_tree)
+            pool = self.pool
+            _mark(new_blocks, pool.in_tree)
         st.node, st.pages = node, upto
 
     def _switch(self, table: list[int], idx: int, tree_block: int) -> None:
@@ -267,29 +293,32 @@ class RadixKVManager(PagedKVManager):
         st = self.paths.pop(seq, None)
         if st is None:
             return PagedKVManager.free(self, seq)
+        bs = self.block_size
         if st.content is not None and not st.pending:
             # (SGLang's cache_finished_req inserts as many: the page-aligned prefix of the tokens with KV)
-            upto = cached_upto(len(self.tables[seq]), st.computed, self.block_size)
+            upto = cached_upto(len(self.tables[seq]), st.computed, bs)
             if upto > st.pages:
                 self._insert(seq, st, upto)
+        if st.content is not None:
+            self._keep(st.rid, st.content)
         table = self.tables.pop(seq)
         ntok = self.ntok.pop(seq)
         pages = st.pages
         pool = self.pool
+        n = len(table)
         # the blocks past the path are seq's own (or a fork's): none is in the tree
-        kept = pool.release_own(table[pages:]) if pages < len(table) else []
+        kept = pool.release_own(table[pages:]) if pages < n else []
         last_kept = bool(kept) and kept[-1] == table[-1]
-        if pages == len(table) and pages:
+        if pages == n and pages:
             last_kept = st.node.lock > 1
         shared = self.tree.unlock_path(st.node, pool.rc, not st.pending)
         pool.num_cached_free += pages - shared
         pool.shared -= shared
-        bs = self.block_size
         if kept or shared:
             self.shared_dup_tokens -= (len(kept) + shared) * bs
             if last_kept and ntok % bs:
                 self.shared_dup_tokens += bs - ntok % bs
-        return len(table) - len(kept) - shared
+        return n - len(kept) - shared
 
     def check_invariants(self) -> int:
         """Paged invariants plus the tree's: node shapes and depths, locks equal the sequences whose path

@@ -12,6 +12,10 @@ cdef class PageRuns:
                    length=Py_ssize_t, k=Py_ssize_t, segs=list)
     cpdef Py_ssize_t upto(self, Py_ssize_t n) except? -1
 
+    @cython.locals(pos=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t, m=Py_ssize_t, r=Py_ssize_t, segs=list,
+                   i=Py_ssize_t, t=Py_ssize_t)
+    cpdef resume(self, PageRuns prev)
+
     @cython.locals(r=Py_ssize_t)
     cpdef key(self, Py_ssize_t i)
 
@@ -59,10 +63,10 @@ cdef class RadixTree:
 
     cpdef grow(self, RadixNode node, list starts, list counts, list blocks)
 
-    @cython.locals(root=RadixNode, cached=Py_ssize_t, b=Py_ssize_t, blocks=list)
+    @cython.locals(root=RadixNode, cached=Py_ssize_t, b=Py_ssize_t, blocks=list, v=object)
     cpdef Py_ssize_t lock_path(self, RadixNode node, list rc) except? -1
 
-    @cython.locals(root=RadixNode, held=Py_ssize_t, b=Py_ssize_t, blocks=list, clock=cython.longlong)
+    @cython.locals(root=RadixNode, held=Py_ssize_t, b=Py_ssize_t, blocks=list, clock=cython.longlong, v=object)
     cpdef Py_ssize_t unlock_path(self, RadixNode node, list rc, bint touch) except? -1
 
     cpdef lock(self, RadixNode node)

@@ -75,6 +75,38 @@ class PageRuns:
         self.pages = pages
         return pages
 
+    def resume(self, prev: PageRuns) -> None:
+        """Take prev's runs of the leading full pages the two contents share (their segments up to where
+        they differ; prev of the same block size): the pages upto would compute, prev's last run cut where
+        the shared pages end (page i's key is the same however its run is cut). Only on runs with no pages
+        yet: a conversation's next turn starts from the pages of the turn before."""
+        if self.pages or prev.bs != self.bs:
+            return
+        pos = 0
+        for (c1, l1), (c2, l2) in zip(prev.segs, self.segs, strict=False):
+            if c1 != c2:
+                break
+            if l1 != l2:
+                pos += min(l1, l2)
+                break
+            pos += l1
+        m = min(pos // self.bs, prev.pages)
+        if m <= 0:
+            return
+        r = bisect_right(prev.firsts, m - 1)  # the runs up to the one holding page m - 1
+        self.starts = prev.starts[:r]
+        self.counts = prev.counts[:r]
+        self.firsts = prev.firsts[:r]
+        self.counts[r - 1] = m - self.firsts[r - 1]
+        self.pages = m
+        segs = self.segs
+        i = 0
+        t = m * self.bs
+        while i < len(segs) and t >= segs[i][1]:
+            t -= segs[i][1]
+            i += 1
+        self._i, self._off = i, t
+
     def key(self, i: int):
         """The key of page i (i < pages)."""
         r = bisect_right(self.firsts, i) - 1
@@ -285,13 +317,11 @@ class RadixTree:
             blocks = node.blocks
             if node.lock == 0:
                 self.queue.discard(node)
-                for b in blocks:
-                    rc[b] = 1
                 cached += len(blocks)
-            else:
-                for b in blocks:
-                    rc[b] += 1
             node.lock += 1
+            v = node.lock  # (each block's refcount was its node's lock: it is the new lock)
+            for b in blocks:
+                rc[b] = v
             node = node.parent
         root.lock += 1
         return cached
@@ -305,21 +335,17 @@ class RadixTree:
         held = 0
         while node is not root:
             blocks = node.blocks
-            if node.lock == 1:
-                for b in blocks:
-                    rc[b] = 0
-                node.lock = 0
-                if touch:
-                    node.last = clock
+            node.lock -= 1
+            v = node.lock  # (each block's refcount was its node's lock: it is the new lock)
+            for b in blocks:
+                rc[b] = v
+            if touch:
+                node.last = clock
+            if node.lock == 0:
                 if not node.children:
                     self._enqueue(node)
             else:
-                for b in blocks:
-                    rc[b] -= 1
                 held += len(blocks)
-                node.lock -= 1
-                if touch:
-                    node.last = clock
             node = node.parent
         root.lock -= 1
         if touch:

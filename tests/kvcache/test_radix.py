@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvsim.kvcache.hashing import BlockContent
+from kvsim.kvcache.hashing import BlockContent, request_content
 from kvsim.kvcache.radix import RadixKVManager
 from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, _cut, common_pages
 from kvsim.workload.request import Request
@@ -141,3 +141,43 @@ def test_page_runs_spell_the_page_keys(segs, bs, n, data):
         while same < min(j - i, k) and other.key(same) == keys[i + same]:
             same += 1
         assert common_pages(node, other, 0, k) == same
+
+
+@settings(max_examples=300, deadline=None)
+@given(segs=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 13)), max_size=6),
+       more=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 13)), max_size=3),
+       cut=st.integers(0, 6), out=st.integers(0, 13), bs=st.sampled_from([1, 2, 4, 5]), n=st.integers(0, 40),
+       m=st.integers(0, 60))
+def test_resumed_page_runs_spell_the_fresh_ones(segs, more, cut, out, bs, n, m):
+    """A conversation's next turn (its content the turn before's up to a point, then its own) resumed from
+    the turn before's runs (computed to any length) has the pages of fresh runs, and extends as they do."""
+    prev_content = (*segs, (9, 1 << 62))
+    new_content = (*segs[:cut], *([(9, out)] if cut >= len(segs) else []), *more, (8, 1 << 62))
+    prev = PageRuns(prev_content, bs)
+    prev.upto(n)
+    fresh, resumed = PageRuns(new_content, bs), PageRuns(new_content, bs)
+    resumed.resume(prev)
+    assert resumed.pages <= prev.pages and sum(resumed.counts) == resumed.pages
+    m = max(m, resumed.pages)
+    assert fresh.upto(m) == resumed.upto(m)
+    assert [fresh.key(i) for i in range(fresh.pages)] == [resumed.key(i) for i in range(resumed.pages)]
+    assert (resumed._i, resumed._off) == (fresh._i, fresh._off)
+
+
+def test_a_follow_up_starts_from_the_runs_of_the_turn_before():
+    """A freed request's runs are kept for its follow-up (Request.after), which resumes from them: the pages
+    of fresh runs, and the tree's blocks of the turn before (its prompt and its answer's full pages)."""
+    m = RadixKVManager(64, 4)
+    a = Request(rid=0, arrival_s=0.0, prompt_len=17, output_len=4, segments=((1, 10), (2, 7)), output_id=5)
+    start(m, 0, a)
+    m.set_computed_tokens(0, 20)
+    m.free(0)
+    assert m._kept[0] is m._runs and m._runs.pages == 5
+    b = Request(rid=1, arrival_s=0.0, prompt_len=25, output_len=4, segments=((1, 10), (2, 7), (5, 3), (3, 5)),
+                after=0)
+    runs = m._pages(b)
+    assert 0 not in m._kept and runs.pages == 5
+    fresh = PageRuns(request_content(b), 4)
+    assert runs.upto(6) == fresh.upto(6) == 6
+    assert [runs.key(i) for i in range(6)] == [fresh.key(i) for i in range(6)]
+    assert start(m, 1, b) == 20
