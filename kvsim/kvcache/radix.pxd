@@ -46,6 +46,13 @@ cdef class _SeqPath:
     cdef public bint pending
 
 
+@cython.locals(st=_SeqPath)
+cpdef _SeqPath _new_path(PageRuns content, Py_ssize_t prompt, RadixNode node, Py_ssize_t pages, bint pending, rid)
+
+@cython.locals(hit=object)
+cpdef _gpu_hit(tokens)
+
+
 cdef class RadixKVManager(PagedKVManager):
     cdef public RadixTree tree
     cdef public dict paths

@@ -135,6 +135,32 @@ class _SeqPath:
         self.rid = rid          # the request's id (its runs are kept for its follow-up when it is freed)
 
 
+def _new_path(content: PageRuns, prompt: int, node: RadixNode, pages: int, pending: bool, rid) -> _SeqPath:
+    """_SeqPath(content, prompt, node, pages, pending, -1, rid), its fields set one by one (when compiled, C
+    stores: no argument parsing)."""
+    st = _SeqPath.__new__(_SeqPath)
+    st.content = content
+    st.prompt = prompt
+    st.node = node
+    st.pages = pages
+    st.pending = pending
+    st.computed = -1
+    st.rid = rid
+    return st
+
+
+_GPU_HITS: dict[int, Hit] = {}
+"""Hit.gpu(tokens) by tokens: a Hit is immutable, and building one (a frozen dataclass) costs more than the
+look-up."""
+
+
+def _gpu_hit(tokens: int) -> Hit:
+    hit = _GPU_HITS.get(tokens)
+    if hit is None:
+        hit = _GPU_HITS[tokens] = Hit.gpu(tokens)
+    return hit
+
+
 class RadixKVManager(PagedKVManager):
     """PagedKVManager plus an SGLang-style radix prefix cache (see the module docstring). An extension type
     when compiled (radix.pxd): copies and pickles by PagedKVManager.__reduce__, which reads the __slots__
@@ -188,7 +214,7 @@ class RadixKVManager(PagedKVManager):
     def peek_hit(self, req, prompt_tokens: int) -> Hit:
         """The longest cached prefix path, without changing anything."""
         limit = (prompt_tokens - 1) // self.block_size
-        return Hit.gpu(self.tree.match_length(self._pages(req), limit) * self.block_size)
+        return _gpu_hit(self.tree.match_length(self._pages(req), limit) * self.block_size)
 
     def admit(self, seq: int, req, prompt_tokens: int, output_tokens: int) -> Hit:
         assert seq not in self.tables, f"admit of seq {seq} that holds blocks"
@@ -206,8 +232,8 @@ class RadixKVManager(PagedKVManager):
         self.shared_dup_tokens += reused * bs
         self.tables[seq] = blocks
         self.ntok[seq] = n * bs
-        self.paths[seq] = _SeqPath(content, prompt, node, n, True, -1, req.rid)
-        return Hit.gpu(n * bs)
+        self.paths[seq] = _new_path(content, prompt, node, n, True, req.rid)
+        return _gpu_hit(n * bs)
 
     def allocate(self, seq: int, num_tokens: int) -> bool:
         return self._allocate(seq, num_tokens, True)

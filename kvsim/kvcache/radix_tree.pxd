@@ -12,8 +12,9 @@ cdef class PageRuns:
                    length=Py_ssize_t, k=Py_ssize_t, segs=list)
     cpdef Py_ssize_t upto(self, Py_ssize_t n) except? -1
 
-    @cython.locals(pos=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t, m=Py_ssize_t, r=Py_ssize_t, segs=list,
-                   i=Py_ssize_t, t=Py_ssize_t)
+    @cython.locals(bs=Py_ssize_t, a=list, segs=list, n=Py_ssize_t, cap=Py_ssize_t, pos=Py_ssize_t, k=Py_ssize_t,
+                   x=tuple, y=tuple, l1=Py_ssize_t, l2=Py_ssize_t, m=Py_ssize_t, firsts=list, r=Py_ssize_t,
+                   i=Py_ssize_t, t=Py_ssize_t, nseg=Py_ssize_t)
     cpdef resume(self, PageRuns prev)
 
     @cython.locals(r=Py_ssize_t)
@@ -22,6 +23,10 @@ cdef class PageRuns:
     @cython.locals(r=Py_ssize_t, u=Py_ssize_t, c=Py_ssize_t, bs=Py_ssize_t, firsts=list, starts=list,
                    counts=list, out_s=list, out_c=list)
     cpdef tuple runs(self, Py_ssize_t i, Py_ssize_t j)
+
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, f=Py_ssize_t)
+cpdef Py_ssize_t _run_of(list firsts, Py_ssize_t i) except? -2
 
 
 cdef class RadixNode:

@@ -17,8 +17,6 @@ are rounded down to whole pages, as in SGLang's paged cache.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 from kvsim.kvcache.eviction import EvictionQueue
 from kvsim.kvcache.hashing import cross_page
 
@@ -36,7 +34,8 @@ class PageRuns:
 
     def __init__(self, segments, block_size: int) -> None:
         self.bs = block_size
-        self.segs = [(int(c), n) for c, n in segments if n > 0]
+        self.segs = [s if type(s) is tuple and type(s[0]) is int else (int(s[0]), s[1]) for s in segments
+                     if s[1] > 0]
         self.starts: list = []
         self.counts: list[int] = []
         self.firsts: list[int] = []
@@ -80,36 +79,54 @@ class PageRuns:
         they differ; prev of the same block size): the pages upto would compute, prev's last run cut where
         the shared pages end (page i's key is the same however its run is cut). Only on runs with no pages
         yet: a conversation's next turn starts from the pages of the turn before."""
-        if self.pages or prev.bs != self.bs:
+        bs = self.bs
+        if self.pages or prev.bs != bs:
             return
+        a = prev.segs
+        segs = self.segs
+        n = min(len(a), len(segs))
+        cap = prev.pages * bs  # (the tokens of prev's pages: what lies past them is not read)
         pos = 0
-        for (c1, l1), (c2, l2) in zip(prev.segs, self.segs, strict=False):
-            if c1 != c2:
-                break
-            if l1 != l2:
-                pos += min(l1, l2)
-                break
+        k = 0
+        while k < n and pos < cap:
+            x = a[k]
+            y = segs[k]
+            l1 = x[1]
+            if x is not y:  # (a conversation's turns share their history's segment tuples)
+                if x[0] != y[0]:
+                    break
+                l2 = y[1]
+                if l1 != l2:
+                    pos += min(l1, l2)
+                    break
             pos += l1
-        m = min(pos // self.bs, prev.pages)
+            k += 1
+        m = min(pos // bs, prev.pages)
         if m <= 0:
             return
-        r = bisect_right(prev.firsts, m - 1)  # the runs up to the one holding page m - 1
+        firsts = prev.firsts
+        r = len(firsts)
+        while firsts[r - 1] >= m:  # (r: the runs up to the one holding page m - 1)
+            r -= 1
         self.starts = prev.starts[:r]
         self.counts = prev.counts[:r]
-        self.firsts = prev.firsts[:r]
-        self.counts[r - 1] = m - self.firsts[r - 1]
+        self.firsts = firsts[:r]
+        self.counts[r - 1] = m - firsts[r - 1]
         self.pages = m
-        segs = self.segs
         i = 0
-        t = m * self.bs
-        while i < len(segs) and t >= segs[i][1]:
-            t -= segs[i][1]
+        t = m * bs
+        nseg = len(segs)
+        while i < nseg:
+            l2 = segs[i][1]
+            if t < l2:
+                break
+            t -= l2
             i += 1
         self._i, self._off = i, t
 
     def key(self, i: int):
         """The key of page i (i < pages)."""
-        r = bisect_right(self.firsts, i) - 1
+        r = _run_of(self.firsts, i)
         a = self.starts[r]
         if type(a) is int:
             return a + (i - self.firsts[r]) * self.bs
@@ -118,7 +135,7 @@ class PageRuns:
     def runs(self, i: int, j: int) -> tuple[list, list[int]]:
         """(starts, counts) of pages [i, j) (j <= pages)."""
         firsts, starts, counts, bs = self.firsts, self.starts, self.counts, self.bs
-        r = bisect_right(firsts, i) - 1
+        r = _run_of(firsts, i)
         u = i - firsts[r]
         out_s: list = []
         out_c: list[int] = []
@@ -133,6 +150,20 @@ class PageRuns:
             r += 1
             u = 0
         return out_s, out_c
+
+
+def _run_of(firsts: list[int], i: int) -> int:
+    """bisect_right(firsts, i) - 1: the run holding page i (firsts ascending, firsts[0] = 0 <= i)."""
+    lo = 0
+    hi = len(firsts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        f = firsts[mid]
+        if i < f:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - 1
 
 
 class RadixNode:
@@ -166,7 +197,7 @@ class RadixNode:
 def common_pages(node: RadixNode, pr: PageRuns, i: int, end: int) -> int:
     """How many leading pages of node equal pr's pages i, i + 1, ... (at most end - i; end <= pr.pages)."""
     firsts, starts, counts, bs = pr.firsts, pr.starts, pr.counts, pr.bs
-    r = bisect_right(firsts, i) - 1
+    r = _run_of(firsts, i)
     u = i - firsts[r]
     left = end - i
     j = 0
