@@ -25,6 +25,9 @@ cdef class PageRuns:
     cpdef tuple runs(self, Py_ssize_t i, Py_ssize_t j)
 
 
+@cython.locals(parts=list, need=Py_ssize_t, nseg=Py_ssize_t, length=Py_ssize_t, take=Py_ssize_t)
+cpdef tuple _cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
+
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, f=Py_ssize_t)
 cpdef Py_ssize_t _run_of(list firsts, Py_ssize_t i) except? -2
 
