@@ -32,7 +32,7 @@ from kvsim.schema import MAX_REQUESTS
 from kvsim.workload.config import ChatConfig, WorkloadConfig
 from kvsim.workload.lengths import sample_lengths, sample_values
 from kvsim.workload.links import check_requests, check_segments, session_starts
-from kvsim.workload.request import Request, RequestTable
+from kvsim.workload.request import Request, RequestTable, item_view
 
 SYSTEM_PROMPT_ID_BASE = 1 << 40
 TURN_ID_BASE = 2 << 40
@@ -139,7 +139,7 @@ class _ChatSegments:
     to row i, its own user message) instead of listing the whole history again."""
 
     __slots__ = ("sys_of_session", "sys_len", "session", "k", "user_len", "out_len", "turn_no", "_kept",
-                 "_rows")
+                 "_rows", "_views")
 
     def __init__(self, sys_idx: np.ndarray, sys_len: np.ndarray, session: np.ndarray, k: np.ndarray,
                  user_len: np.ndarray, out_len: np.ndarray, turn_no: np.ndarray) -> None:
@@ -153,16 +153,31 @@ class _ChatSegments:
         self._kept: dict[int, tuple[tuple[int, int], ...]] = {}
         """Row -> its segments, while the next row (its session's next turn) has not been read."""
         self._rows = len(k)
+        self._views = self._make_views()
+
+    def _make_views(self) -> tuple:
+        """k, turn_no, out_len and user_len as item views (request.item_view: [i] is .item(i))."""
+        return tuple(item_view(a) for a in (self.k, self.turn_no, self.out_len, self.user_len))
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles: the fields, not the views (made again)."""
+        return {name: getattr(self, name) for name in _ChatSegments.__slots__ if name != "_views"}
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._views = self._make_views()
 
     def __call__(self, i: int) -> tuple[tuple[int, int], ...]:
-        k = self.k.item(i)
+        ks, turn_no, out_len, user_len = self._views
+        k = ks[i]
         before = self._kept.pop(i - 1, None) if k else None
         if before is None:
             segments = self._list(i, k)
         else:  # the turn before's segments, its answer, this turn's user message
-            segments = before + ((TURN_ID_BASE + 2 * self.turn_no.item(i - 1) + 1, self.out_len.item(i - 1)),
-                                 (TURN_ID_BASE + 2 * self.turn_no.item(i), self.user_len.item(i)))
-        if i + 1 < self._rows and self.k.item(i + 1):  # (the next row is this session's next turn)
+            segments = before + ((TURN_ID_BASE + 2 * turn_no[i - 1] + 1, out_len[i - 1]),
+                                 (TURN_ID_BASE + 2 * turn_no[i], user_len[i]))
+        if i + 1 < self._rows and ks[i + 1]:  # (the next row is this session's next turn)
             self._kept[i] = segments
         return segments
 

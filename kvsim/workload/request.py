@@ -59,7 +59,7 @@ class RequestTable(Sequence[Request]):
     reads each request once, `follow_ups` releases each follow-up once)."""
 
     __slots__ = ("arrival_s", "prompt_len", "output_len", "after", "think_s", "session", "output_id", "n",
-                 "source", "beam_width", "segments", "adapter")
+                 "source", "beam_width", "segments", "adapter", "_cols")
 
     def __init__(self, arrival_s: np.ndarray, prompt_len: np.ndarray, output_len: np.ndarray, *,
                  after: np.ndarray | None = None, think_s: np.ndarray | None = None,
@@ -79,6 +79,29 @@ class RequestTable(Sequence[Request]):
         self.segments = segments
         self.adapter: np.ndarray | None = None
         """The LoRA adapter of each row (kvsim/lora/adapters.py sets it), None: every row the base model."""
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_cols":  # (a column set: request() reads the columns afresh)
+            object.__setattr__(self, "_cols", None)
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles: the fields, not the columns' views (request() makes them again)."""
+        return {name: getattr(self, name) for name in RequestTable.__slots__
+                if name != "_cols" and hasattr(self, name)}
+
+    def __setstate__(self, state: dict) -> None:
+        object.__setattr__(self, "_cols", None)
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    def _columns(self) -> tuple:
+        """The columns request() reads, each indexable (see item_view), None where the column is."""
+        cols = tuple(None if a is None else item_view(a) for a in (
+            self.arrival_s, self.prompt_len, self.output_len, self.session, self.after, self.think_s,
+            self.output_id, self.adapter))
+        self._cols = cols
+        return cols
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -110,15 +133,17 @@ class RequestTable(Sequence[Request]):
 
     def request(self, i: int) -> Request:
         """Row i as a new Request (i in 0..len-1)."""
+        cols = self._cols
+        if cols is None:
+            cols = self._columns()
+        arrival_s, prompt_len, output_len, session, after, think_s, output_id, adapter = cols
+        segments = self.segments
         # (positional, in Request's field order: once per request)
         return Request(
-            i, self.arrival_s.item(i), self.prompt_len.item(i), self.output_len.item(i), self.n,
-            () if self.segments is None else self.segments(i),
-            -1 if self.session is None else self.session.item(i),
-            -1 if self.after is None else self.after.item(i),
-            0.0 if self.think_s is None else self.think_s.item(i),
-            self.source, -1 if self.output_id is None else self.output_id.item(i),
-            self.beam_width, (), -1 if self.adapter is None else self.adapter.item(i))
+            i, arrival_s[i], prompt_len[i], output_len[i], self.n, () if segments is None else segments(i),
+            -1 if session is None else session[i], -1 if after is None else after[i],
+            0.0 if think_s is None else think_s[i], self.source, -1 if output_id is None else output_id[i],
+            self.beam_width, (), -1 if adapter is None else adapter[i])
 
     def open_loop(self) -> Iterator[Request]:
         """The requests that are not follow-ups (after < 0), in rid order, built as they are read."""
@@ -136,7 +161,7 @@ class FollowUps:
     `pop(rid, default)` returns that rid's follow-ups (new Requests, in rid order) the first time, then
     `default`. Held as two arrays (offsets by parent rid, children) and one byte per request."""
 
-    __slots__ = ("table", "offsets", "children", "taken")
+    __slots__ = ("table", "offsets", "children", "taken", "_offsets", "_children")
 
     def __init__(self, table: RequestTable) -> None:
         self.table = table
@@ -151,6 +176,8 @@ class FollowUps:
         counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, dtype=np.int64)
         self.offsets = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(counts)])
         self.taken = bytearray(len(self.offsets) - 1)
+        self._offsets = item_view(self.offsets)
+        self._children = item_view(self.children)
 
     def pop(self, rid: int, default=()):
         """rid's follow-ups the first time it is asked, else `default`."""
@@ -158,13 +185,42 @@ class FollowUps:
         if not 0 <= rid < len(taken) or taken[rid]:
             return default
         taken[rid] = 1
-        offsets = self.offsets
-        lo, hi = offsets.item(rid), offsets.item(rid + 1)
+        offsets = self._offsets
+        lo, hi = offsets[rid], offsets[rid + 1]
         if lo == hi:
             return default
         if hi == lo + 1:  # (a session's next turn: one follow-up)
-            return [self.table.request(self.children.item(lo))]
+            return [self.table.request(self._children[lo])]
         return [self.table.request(j) for j in self.children[lo:hi].tolist()]
+
+
+_VIEW_FORMATS = frozenset(("d", "f", "q", "l", "i", "h", "b", "Q", "L", "I", "H", "B", "?"))
+"""Buffer formats (native byte order) whose memoryview items are the Python values numpy's item() gives."""
+
+
+def item_view(a: np.ndarray):
+    """An indexable over the 1-d array a whose [i] is a.item(i): a memoryview of it where its format allows
+    (a C read per item instead of a method call), else a wrapper calling item()."""
+    try:
+        view = memoryview(a)
+    except TypeError:
+        return _Items(a)
+    if view.ndim == 1 and view.format in _VIEW_FORMATS:
+        return view
+    view.release()
+    return _Items(a)
+
+
+class _Items:
+    """a[i] as a.item(i) (item_view's fallback)."""
+
+    __slots__ = ("a",)
+
+    def __init__(self, a) -> None:
+        self.a = a
+
+    def __getitem__(self, i: int):
+        return self.a.item(i)
 
 
 def requests_per_arrival(stream: Sequence[Request]) -> float:

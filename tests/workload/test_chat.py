@@ -194,3 +194,23 @@ def test_segments_read_in_order_equal_segments_read_alone(arrival):
     backwards = [alone(i) for i in reversed(range(len(table)))][::-1]
     assert in_order == backwards == [table.segments(i) for i in range(len(table))]
     assert not table.segments._kept  # the last turn of every session is not kept
+
+
+def test_a_chat_table_copies_and_pickles_and_reads_as_item_does():
+    """A chat RequestTable (its columns read through item views) copies and pickles, and its requests are
+    those item() reads give; a column set after a read is read afresh."""
+    import copy
+    import pickle
+
+    from kvsim.workload.chat import chat_table
+
+    table = chat_table(_cfg(), np.random.default_rng(0), 200, None)
+    want = [table.request(i) for i in range(len(table))]
+    for r in want[:50]:
+        assert type(r.arrival_s) is float and type(r.prompt_len) is int and type(r.after) is int
+        assert r.prompt_len == table.prompt_len.item(r.rid) and r.after == table.after.item(r.rid)
+    for how in (copy.deepcopy, lambda t: pickle.loads(pickle.dumps(t))):
+        other = how(table)
+        assert [other.request(i) for i in range(len(other))] == want
+    table.prompt_len = table.prompt_len + 1
+    assert table.request(3).prompt_len == want[3].prompt_len + 1
