@@ -411,7 +411,11 @@ class Simulation:
         if dur is not None and t > dur:
             return
         r.arrival_s = t
-        self._to_engine(r, t + self._overhead - self.env._now)
+        delay = t + self._overhead - self.env._now  # (_to_engine, inline: once per follow-up)
+        if delay > 0:
+            Timeout(self.env, delay, r).callbacks.append(self._dispatch_cb)
+        else:
+            self._dispatch(r)
 
     def _on_finish(self, g: Group) -> None:
         r = g.req
