@@ -12,7 +12,8 @@ cdef class StackedTiers:
     cdef public Py_ssize_t n, base, end, dropped, slack, held, shift, mask, _at
     cdef public dict _pos
     cdef public list line
-    cdef public long long[::1] starts, caps, counts, stores, loads, evictions, peaks, tab
+    cdef public long long[::1] starts, caps, counts, stores, loads, evictions, peaks, tab, synced
+    cdef public object occ
 
     cdef _table(self, Py_ssize_t bits)
 
@@ -61,10 +62,10 @@ cdef class StackedTiers:
     @cython.locals(cap=Py_ssize_t, s=Py_ssize_t, line=list)
     cpdef resize(self, Py_ssize_t i, object capacity)
 
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, occ=object)
     cpdef tuple occupancy(self)
 
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, last=cython.longlong[::1], t=object, v=cython.longlong)
     cpdef sync(self, list tiers)
 
     @cython.locals(old=list, base=Py_ssize_t, pos=dict, lo=Py_ssize_t, new=cython.longlong[::1], line=list,

@@ -43,7 +43,8 @@ class StackedTiers:
     TierChain copies them to its Tier objects after each call)."""
 
     __slots__ = ("n", "_pos", "line", "base", "end", "starts", "caps", "counts", "stores", "loads",
-                 "evictions", "peaks", "dropped", "slack", "held", "tab", "shift", "mask", "_at")
+                 "evictions", "peaks", "dropped", "slack", "held", "tab", "shift", "mask", "_at", "occ",
+                 "synced")
 
     def __init__(self, capacities: list[int], slack: int = 1024) -> None:
         n = len(capacities)
@@ -65,6 +66,8 @@ class StackedTiers:
         self.held = 0  # keys held (in the position map)
         self._at = 0  # compiled: the slot _find stopped at (the key's, or the empty one it would take)
         self._table(_MIN_BITS)
+        self.occ = None  # occupancy(), kept until the counts change (None: to build)
+        self.synced = array("q", bytes(32 * n))  # the counters as sync last copied them, 4 per tier
 
     def __reduce__(self):
         """Copies and pickles (an extension type when compiled): the same fields, the arrays copied; the
@@ -102,15 +105,14 @@ class StackedTiers:
 
     def _find(self, k: Hashable, h: int) -> int:
         """Compiled: k's position, -1 if not held; `_at` = its slot, or the empty slot that ends its run."""
-        tab = self.tab
         mask = self.mask
         i = self._slot(h)
         while True:
-            p = tab[2 * i + 1]
+            p = self.tab[2 * i + 1]
             if p < 0:
                 self._at = i
                 return -1
-            if tab[2 * i] == h:
+            if self.tab[2 * i] == h:
                 x = self.line[p - self.base]
                 if x is k or x == k:
                     self._at = i
@@ -120,9 +122,8 @@ class StackedTiers:
     def _insert(self, h: int, p: int) -> None:
         """Compiled: fill the empty slot `_at` (from _find) with (h, p); grow past half full."""
         i = self._at
-        tab = self.tab
-        tab[2 * i] = h
-        tab[2 * i + 1] = p
+        self.tab[2 * i] = h
+        self.tab[2 * i + 1] = p
         self.held += 1
         if 2 * self.held > self.mask:
             self._grow()
@@ -290,6 +291,7 @@ class StackedTiers:
             s0 = s + 1
             self._enter(1, s)
         self.end = nxt
+        self.occ = None
         self.counts[0] = c0
         self.starts[0] = s0
         self.peaks[0] = peak0
@@ -336,6 +338,7 @@ class StackedTiers:
             raise ValueError("load: one tier index per key")
         line = self.line
         base = self.base
+        self.occ = None
         for j in range(len(keys)):
             i = tiers[j]
             p = self._remove(keys[j])
@@ -351,6 +354,7 @@ class StackedTiers:
         """Set tier i's capacity; its oldest keys over it go down the chain as victims (counted)."""
         cap = min(capacity, _CAP)
         self.caps[i] = cap
+        self.occ = None
         line = self.line
         while self.counts[i] > max(cap, 0):
             self.counts[i] -= 1
@@ -362,17 +366,35 @@ class StackedTiers:
             self._enter(i + 1, s)
 
     def occupancy(self) -> tuple[int, ...]:
-        """Keys each tier holds, in tier order."""
-        return tuple([self.counts[i] for i in range(self.n)])
+        """Keys each tier holds, in tier order (one tuple until the counts change: a timeline row reads it
+        every iteration)."""
+        occ = self.occ
+        if occ is None:
+            occ = self.occ = tuple([self.counts[i] for i in range(self.n)])
+        return occ
 
     def sync(self, tiers: list) -> None:
-        """Copy the counters to the chain's Tier objects (after each call that changes them)."""
+        """Copy the counters to the chain's Tier objects (after each call that changes them): those changed
+        since the last copy (a Tier's counters change only here)."""
+        last = self.synced
         for i in range(self.n):
             t = tiers[i]
-            t.stores = self.stores[i]
-            t.loads = self.loads[i]
-            t.evictions = self.evictions[i]
-            t.peak = self.peaks[i]
+            v = self.stores[i]
+            if v != last[4 * i]:
+                last[4 * i] = v
+                t.stores = v
+            v = self.loads[i]
+            if v != last[4 * i + 1]:
+                last[4 * i + 1] = v
+                t.loads = v
+            v = self.evictions[i]
+            if v != last[4 * i + 2]:
+                last[4 * i + 2] = v
+                t.evictions = v
+            v = self.peaks[i]
+            if v != last[4 * i + 3]:
+                last[4 * i + 3] = v
+                t.peak = v
 
     def keys(self, i: int) -> list:
         """The keys tier i holds, oldest first."""
