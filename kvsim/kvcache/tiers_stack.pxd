@@ -12,7 +12,7 @@ cdef class StackedTiers:
     cdef public Py_ssize_t n, base, end, dropped, slack, held, shift, mask, _at
     cdef public dict _pos
     cdef public list line
-    cdef public long long[::1] starts, caps, counts, stores, loads, evictions, peaks, tab, synced
+    cdef public long long[::1] starts, caps, counts, stores, loads, evictions, peaks, tab
     cdef public object occ
 
     cdef _table(self, Py_ssize_t bits)
@@ -65,7 +65,7 @@ cdef class StackedTiers:
     @cython.locals(i=Py_ssize_t, occ=object)
     cpdef tuple occupancy(self)
 
-    @cython.locals(i=Py_ssize_t, last=cython.longlong[::1], t=object, v=cython.longlong)
+    @cython.locals(i=Py_ssize_t)
     cpdef sync(self, list tiers)
 
     @cython.locals(old=list, base=Py_ssize_t, pos=dict, lo=Py_ssize_t, new=cython.longlong[::1], line=list,

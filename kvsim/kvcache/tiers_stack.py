@@ -43,8 +43,7 @@ class StackedTiers:
     TierChain copies them to its Tier objects after each call)."""
 
     __slots__ = ("n", "_pos", "line", "base", "end", "starts", "caps", "counts", "stores", "loads",
-                 "evictions", "peaks", "dropped", "slack", "held", "tab", "shift", "mask", "_at", "occ",
-                 "synced")
+                 "evictions", "peaks", "dropped", "slack", "held", "tab", "shift", "mask", "_at", "occ")
 
     def __init__(self, capacities: list[int], slack: int = 1024) -> None:
         n = len(capacities)
@@ -67,7 +66,6 @@ class StackedTiers:
         self._at = 0  # compiled: the slot _find stopped at (the key's, or the empty one it would take)
         self._table(_MIN_BITS)
         self.occ = None  # occupancy(), kept until the counts change (None: to build)
-        self.synced = array("q", bytes(32 * n))  # the counters as sync last copied them, 4 per tier
 
     def __reduce__(self):
         """Copies and pickles (an extension type when compiled): the same fields, the arrays copied; the
@@ -374,27 +372,13 @@ class StackedTiers:
         return occ
 
     def sync(self, tiers: list) -> None:
-        """Copy the counters to the chain's Tier objects (after each call that changes them): those changed
-        since the last copy (a Tier's counters change only here)."""
-        last = self.synced
+        """Copy the counters to a chain's Tier objects."""
         for i in range(self.n):
             t = tiers[i]
-            v = self.stores[i]
-            if v != last[4 * i]:
-                last[4 * i] = v
-                t.stores = v
-            v = self.loads[i]
-            if v != last[4 * i + 1]:
-                last[4 * i + 1] = v
-                t.loads = v
-            v = self.evictions[i]
-            if v != last[4 * i + 2]:
-                last[4 * i + 2] = v
-                t.evictions = v
-            v = self.peaks[i]
-            if v != last[4 * i + 3]:
-                last[4 * i + 3] = v
-                t.peak = v
+            t.stores = self.stores[i]
+            t.loads = self.loads[i]
+            t.evictions = self.evictions[i]
+            t.peak = self.peaks[i]
 
     def keys(self, i: int) -> list:
         """The keys tier i holds, oldest first."""
