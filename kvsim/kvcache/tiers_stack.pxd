@@ -50,7 +50,8 @@ cdef class StackedTiers:
 
     @cython.locals(pos=dict, line=list, base=Py_ssize_t, nxt=Py_ssize_t, cap0=Py_ssize_t, c0=Py_ssize_t,
                    s0=Py_ssize_t, peak0=Py_ssize_t, stores0=Py_ssize_t, evictions0=Py_ssize_t, stored=Py_ssize_t,
-                   s=Py_ssize_t, box=object, k=object, h=Py_hash_t)
+                   j=Py_ssize_t, box=object, k=object, h=Py_hash_t, in1=bint, cap1=Py_ssize_t, c1=Py_ssize_t,
+                   peak1=Py_ssize_t, stores1=Py_ssize_t)
     cpdef Py_ssize_t offer(self, list keys) except -1
 
     @cython.locals(n=Py_ssize_t, cap=Py_ssize_t, c=Py_ssize_t, s=Py_ssize_t, base=Py_ssize_t, line=list)

@@ -245,7 +245,7 @@ class StackedTiers:
 
     def offer(self, keys: list) -> int:
         """Store each key not held (in order) into tier 0, victims going down; returns the keys stored.
-        (Tier 0 inline, its counters in locals: _enter's loop for i = 0.)"""
+        (Tier 0 inline, its counters in locals: _enter's loop for i = 0; and tier 1 while it has room.)"""
         pos = self._pos
         line = self.line
         base = self.base
@@ -255,6 +255,11 @@ class StackedTiers:
         s0 = self.starts[0]
         peak0 = self.peaks[0]
         stores0 = evictions0 = 0
+        in1 = self.n > 1 and self.caps[1] > 0  # (tier 1 inline: its counters in locals)
+        cap1 = self.caps[1] if in1 else 0
+        c1 = self.counts[1] if in1 else 0
+        peak1 = self.peaks[1] if in1 else 0
+        stores1 = 0
         stored = 0
         for k in keys:
             if _C_TABLE:
@@ -272,22 +277,37 @@ class StackedTiers:
             stored += 1
             if cap0 <= 0:  # holds nothing: the key goes on down
                 s0 = nxt
-                self._enter(1, nxt - 1)
+                j = nxt - 1
+            else:
+                stores0 += 1
+                if c0 < cap0:
+                    c0 += 1
+                    if c0 > peak0:
+                        peak0 = c0
+                    continue
+                evictions0 += 1
+                if cap0 > peak0:
+                    peak0 = cap0
+                j = s0
+                while line[j - base] is None:
+                    j += 1
+                s0 = j + 1
+            # the key at position j enters tier 1
+            if in1 and c1 < cap1:  # (_enter(1, j) inline: tier 1 has room)
+                c1 += 1
+                stores1 += 1
+                if c1 > peak1:
+                    peak1 = c1
                 continue
-            stores0 += 1
-            if c0 < cap0:
-                c0 += 1
-                if c0 > peak0:
-                    peak0 = c0
-                continue
-            evictions0 += 1
-            if cap0 > peak0:
-                peak0 = cap0
-            s = s0
-            while line[s - base] is None:
-                s += 1
-            s0 = s + 1
-            self._enter(1, s)
+            if in1:
+                self.counts[1] = c1
+                self.peaks[1] = peak1
+                self.stores[1] += stores1
+                stores1 = 0
+            self._enter(1, j)
+            if in1:
+                c1 = self.counts[1]
+                peak1 = self.peaks[1]
         self.end = nxt
         self.occ = None
         self.counts[0] = c0
@@ -295,6 +315,10 @@ class StackedTiers:
         self.peaks[0] = peak0
         self.stores[0] += stores0
         self.evictions[0] += evictions0
+        if in1:
+            self.counts[1] = c1
+            self.peaks[1] = peak1
+            self.stores[1] += stores1
         if self.starts[self.n - 1] - base > self.slack + (len(line) >> 1):
             self._trim()
         return stored
