@@ -184,11 +184,9 @@ class TierChain:
                 if n >= self.min_uses:
                     kept.append(k)
             keys = kept
-        stack = self._stack
-        if stack is not None:
-            stored = stack.offer(keys)
-            stack.sync(self.tiers)
-            self.dropped = stack.dropped
+        if self._stack is not None:
+            stored = self._stack.offer(keys)
+            self._sync()
             return stored
         if not self.exclusive:
             for k in keys:
@@ -304,6 +302,18 @@ class TierChain:
         t0.peak = peak0
         return stored
 
+    def _sync(self) -> None:
+        """Copy the StackedTiers' counters to the Tier objects (after each call that changes them)."""
+        stack = self._stack
+        tiers = self.tiers
+        for i in range(len(tiers)):
+            t = tiers[i]
+            t.stores = stack.stores[i]
+            t.loads = stack.loads[i]
+            t.evictions = stack.evictions[i]
+            t.peak = stack.peaks[i]
+        self.dropped = stack.dropped
+
     def _put_down(self, i: int, key: Hashable) -> None:
         victims = self.tiers[i].put(key)
         for v in victims:
@@ -317,12 +327,10 @@ class TierChain:
         gives it back); victims over the new capacity go down the chain as any tier victim does. For the
         lru / lfu / fifo policies: PrefixHashKVManager (kvsim/kvcache/prefix_hash.py) lends only a
         resizable cpu tier; with an arc or s3fifo one, swap keeps its own pool and this is never called."""
-        stack = self._stack
-        if stack is not None:
+        if self._stack is not None:
             self.tiers[i].capacity_blocks = capacity
-            stack.resize(i, capacity)
-            stack.sync(self.tiers)
-            self.dropped = stack.dropped
+            self._stack.resize(i, capacity)
+            self._sync()
             return
         victims = self.tiers[i].resize(capacity)
         if not self.exclusive:
@@ -381,10 +389,9 @@ class TierChain:
         """Account a hit on these keys from these tiers (exclusive: they leave the chain, except a shared
         tier's: other replicas read them too)."""
         chain = self.tiers
-        stack = self._stack
-        if stack is not None:
-            stack.load(keys, tiers)
-            stack.sync(chain)
+        if self._stack is not None:
+            self._stack.load(keys, tiers)
+            self._sync()
             return
         if not self._queues:
             for k, i in zip(keys, tiers, strict=True):
