@@ -11,6 +11,13 @@ from kvsim.kvcache.paged cimport PagedKVManager
 from kvsim.metrics.recorder cimport _Columns, append_values
 
 
+cdef bint _COMPILED
+
+
+@cython.locals(pos=Py_ssize_t, parentpos=Py_ssize_t, t=cython.double, pt=cython.double, less=bint)
+cpdef _push_tick(list heap, tuple item)
+
+
 cdef class Replica:
     cdef public object index, role, env, cost, rec, on_finish, check, pacing, extra_columns, exact
     cdef public Scheduler sched

@@ -21,6 +21,28 @@ from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
 from kvsim.metrics.recorder import IterationRow, Recorder, append_values
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (replica.pxd): the tick goes into the clock's heap by `_push_tick`'s C loop."""
+
+
+def _push_tick(heap: list, item: tuple) -> None:
+    """heapq.heappush(heap, item) for the clock's ticks heap (entries (t, priority, eid, event)): the same
+    sift, comparing the times as C doubles when they differ (the tuples' order then), else the tuples."""
+    heap.append(item)
+    pos = len(heap) - 1
+    t = item[0]
+    while pos > 0:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        pt = parent[0]
+        less = t < pt if t != pt else item < parent
+        if less:
+            heap[pos] = parent
+            pos = parentpos
+            continue
+        break
+    heap[pos] = item
+
 
 class Replica:
     """Runs iterations while it has work; sleeps on an event until a request arrives otherwise (its loop is
@@ -138,7 +160,10 @@ class Replica:
             if tick.callbacks is not None:
                 raise RuntimeError("Tick.at: the tick is already scheduled (in the ticks heap at most once)")
             tick.callbacks = [self._on_tick_cb]
-            heappush(self._ticks, (end, NORMAL, next(env._eid), tick))
+            if _COMPILED:
+                _push_tick(self._ticks, (end, NORMAL, next(env._eid), tick))
+            else:
+                heappush(self._ticks, (end, NORMAL, next(env._eid), tick))
             return
         sched = self.sched
         if not sched.has_work():
