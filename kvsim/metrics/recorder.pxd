@@ -1,7 +1,7 @@
 # C types for recorder.py when Cython compiles it (docs/speed.md): the per-row path reads a table's state
 # from C fields (row counts are C integers) instead of slot descriptors.
 import cython
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from libc.string cimport memcpy
@@ -22,11 +22,12 @@ cdef bint _COMPILED
 
 cdef inline bint _pack_row(_Columns cols, tuple values) except -1:
     """append_values' row, compiled: each value written as the C int64 / double `cols.pack` would pack
-    (native order, the '=' layout), straight into `cols.pending`, when every value of an int column is an
-    int in int64's range and every value of a float column a float (exact types); False, nothing
-    appended, otherwise (struct's path then packs it, or raises its error)."""
+    (native order, the '=' layout), straight into its place in `cols.pending`, when every value of an int
+    column is an int in int64's range and every value of a float column a float (exact types), and the
+    buffer has room; False, nothing written, otherwise (struct's path then packs it, or raises its
+    error)."""
     cdef long long row[32]
-    cdef Py_ssize_t n = len(values), i, size
+    cdef Py_ssize_t n = len(values), i, at
     cdef double d
     cdef int overflow = 0
     cdef bytes codes = cols.codes
@@ -50,10 +51,11 @@ cdef inline bint _pack_row(_Columns cols, tuple values) except -1:
             if overflow:
                 return False
     pending = cols.pending
-    size = PyByteArray_GET_SIZE(pending)
-    PyByteArray_Resize(pending, size + 8 * n)
+    at = cols.npending * 8 * n
+    if PyByteArray_GET_SIZE(pending) < at + 8 * n:
+        return False
     p = PyByteArray_AS_STRING(pending)
-    memcpy(p + size, row, 8 * n)
+    memcpy(p + at, row, 8 * n)
     return True
 
 

@@ -250,7 +250,9 @@ class _Columns:
         self.pack = struct.Struct("=" + self.codes.decode()).pack
         self.row_dtype = np.dtype([(k, "=f8" if t == "d" else "=i8") for k, t in self.row_kinds.items()])
         self._reset()
-        self.pending = bytearray()
+        self.pending = bytearray(_CHUNK * self.row_dtype.itemsize)
+        """The pending rows, packed: row i at i x the row's size (room for _CHUNK rows, made once per flush:
+        no growing per row); `npending` rows of it hold rows."""
         self.npending = 0
         self.rows = 0  # rows in the columns since the last seal (pending ones not counted)
         self.limit = min(_CHUNK, CHUNK_ROWS)
@@ -277,8 +279,8 @@ class _Columns:
         n = self.npending
         if not n:
             return
-        rows = np.frombuffer(self.pending, dtype=self.row_dtype)
-        self.pending = bytearray()  # (a new one: `rows` holds the old one's buffer)
+        rows = np.frombuffer(self.pending, dtype=self.row_dtype, count=n)
+        self.pending = bytearray(len(self.pending))  # (a new one: `rows` holds the old one's buffer)
         self.npending = 0
         for col, name in self.floats:
             col.frombytes(rows[name].tobytes())
@@ -447,7 +449,11 @@ def append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
         raise _unpackable(cols, values) from None
     if extra or cols.groups:
         cols.append_extra(extra)
-    cols.pending += row
+    pending = cols.pending
+    at = cols.npending * len(row)
+    if len(pending) < at + len(row):  # (room for _CHUNK rows, `limit` at most: not reached)
+        pending.extend(bytes(at + len(row) - len(pending)))
+    pending[at:at + len(row)] = row
     cols.npending += 1
     if cols.npending >= cols.limit:
         cols.flush()
