@@ -22,3 +22,7 @@ cdef class Plane:
 
     @cython.locals(coeffs=tuple, key=Py_ssize_t)
     cpdef _keep_cell(self, Py_ssize_t i, Py_ssize_t j)
+
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, v=cython.double)
+cpdef Py_ssize_t _right(list a, double x) except -1

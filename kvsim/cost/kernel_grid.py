@@ -222,7 +222,7 @@ class Plane:
             return None
         ax, ay = self.ax, self.ay
         # (each list item read into a local first: compiled, a C double, no float made per operation)
-        i = bisect_right(ax, x) - 1
+        i = _right(ax, x) - 1
         if i > len(ax) - 2:
             i = len(ax) - 2
         lo_v, hi_v = ax[i], ax[i + 1]
@@ -231,7 +231,7 @@ class Plane:
             tx = (math.log(x) - l0) / (l1 - l0)
         else:
             tx = (x - lo_v) / (hi_v - lo_v)
-        j = bisect_right(ay, y) - 1
+        j = _right(ay, y) - 1
         if j > len(ay) - 2:
             j = len(ay) - 2
         lo_v, hi_v = ay[j], ay[j + 1]
@@ -297,6 +297,20 @@ class Plane:
         p, q, r = (f10 - f00) / dx, (f01 - f00) / dy, e / (dx * dy)
         return (ax[i], ax[i + 1], ay[j], ay[j + 1], f00 - p * x0 - q * y0 + r * x0 * y0, p - r * y0,
                 q - r * x0, r)
+
+
+def _right(a: list, x: float) -> int:
+    """bisect_right(a, x) of a sorted list of numbers (Plane._at2_cell's reads; compiled, a C loop over the
+    items as C doubles: the same comparisons, no float made for x)."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = a[mid]
+        if x < v:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def pick_kernel(rows) -> str:

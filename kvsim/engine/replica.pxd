@@ -5,7 +5,17 @@
 cimport cython
 
 from kvsim.engine.scheduler cimport Scheduler
+from kvsim.kvcache.block_pool cimport BlockPool
+from kvsim.kvcache.block_queue cimport BlockQueue
+from kvsim.kvcache.paged cimport PagedKVManager
 from kvsim.metrics.recorder cimport _Columns, append_values
+
+
+cdef bint _COMPILED
+
+
+@cython.locals(pos=Py_ssize_t, parentpos=Py_ssize_t, t=cython.double, pt=cython.double, less=bint)
+cpdef _push_tick(list heap, tuple item)
 
 
 cdef class Replica:
@@ -16,7 +26,7 @@ cdef class Replica:
     cdef _Columns _timeline
     cdef list _queue, _ticks
     cdef public bint _paged
-    cdef Py_ssize_t _block_size, _slots
+    cdef Py_ssize_t _block_size, _slots, _counts
 
     cpdef wake(self)
 
@@ -26,7 +36,8 @@ cdef class Replica:
     @cython.locals(sched=Scheduler, finished=list, queue=list, ticks=list)
     cpdef _advance(self, now, bint ended)
 
-    @cython.locals(sched=Scheduler)
+    @cython.locals(sched=Scheduler, paged=PagedKVManager, pool=BlockPool, evictable=BlockQueue,
+                   counts=Py_ssize_t, cached=Py_ssize_t, used=Py_ssize_t)
     cpdef _step(self, batch, now)
 
     @cython.locals(sched=Scheduler, n=Py_ssize_t)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 
-from simpy.core import URGENT, Infinity
+from simpy.core import NORMAL, URGENT, Infinity
 from simpy.events import PENDING, Event
 
 from kvsim.cost.base import CostModel
@@ -13,8 +14,34 @@ from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
+from kvsim.kvcache.block_pool import BlockPool
+from kvsim.kvcache.block_queue import BlockQueue
+from kvsim.kvcache.hash_pool import HashCachePool
 from kvsim.kvcache.paged import PagedKVManager
+from kvsim.kvcache.prefix_hash import PrefixHashKVManager
 from kvsim.metrics.recorder import IterationRow, Recorder, append_values
+
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (replica.pxd): the tick goes into the clock's heap by `_push_tick`'s C loop."""
+
+
+def _push_tick(heap: list, item: tuple) -> None:
+    """heapq.heappush(heap, item) for the clock's ticks heap (entries (t, priority, eid, event)): the same
+    sift, comparing the times as C doubles when they differ (the tuples' order then), else the tuples."""
+    heap.append(item)
+    pos = len(heap) - 1
+    t = item[0]
+    while pos > 0:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        pt = parent[0]
+        less = t < pt if t != pt else item < parent
+        if less:
+            heap[pos] = parent
+            pos = parentpos
+            continue
+        break
+    heap[pos] = item
 
 
 class Replica:
@@ -31,7 +58,7 @@ class Replica:
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "_tick", "_on_tick_cb", "_queue",
                  "_ticks", "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown",
-                 "_paged", "_block_size", "_slots", "_schedule")
+                 "_paged", "_block_size", "_slots", "_schedule", "_counts")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -71,6 +98,17 @@ class Replica:
         _step works them out from the scheduler's token slots and the blocks in use, as those do."""
         self._block_size = scheduler.kv.block_size if self._paged else 0
         self._slots = scheduler.kv.num_blocks * self._block_size  # (the capacity in slots: fixed)
+        self._counts = 0
+        """How _step reads the KV manager's used and cached blocks: 0 by its properties; 1 PagedKVManager's
+        (no cache: the pool's `num_used`, 0 cached), 2 PrefixHashKVManager's (the pool's `num_used` and its
+        queue's length), read from the pool's fields while the pool (and queue) are of the types whose
+        properties those are (the properties otherwise)."""
+        if self._paged and getattr(kind, "used_blocks", None) is PagedKVManager.used_blocks:
+            cached = getattr(kind, "cached_blocks", None)
+            if cached is PagedKVManager.cached_blocks:
+                self._counts = 1
+            elif cached is PrefixHashKVManager.cached_blocks:
+                self._counts = 2
         # the loop: callbacks on events (no simpy process), the steps and the event order of a process that
         # yields a timeout per iteration and an event per wait: started as a process is (urgent, now)
         self._tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
@@ -111,13 +149,23 @@ class Replica:
         tick's callback); with nothing scheduled, wait: for work (idle), or for a KV load or a held
         block (`_on_wait`)."""
         env = self.env
-        end = self._advance(env._now, ended)
+        now = env._now
+        end = self._advance(now, ended)
         if end is not None:
-            # at now + dt, as env.timeout(dt) (now + one delay need not reach a sum of several: end)
-            self._tick.at(end).callbacks.append(self._on_tick_cb)
+            # at now + dt, as env.timeout(dt) (now + one delay need not reach a sum of several: end): the
+            # tick's `at(end)` and its callback, inline (once per turn)
+            tick = self._tick
+            if end < now:
+                raise ValueError(f"Tick.at({end}) is before now ({now})")
+            if tick.callbacks is not None:
+                raise RuntimeError("Tick.at: the tick is already scheduled (in the ticks heap at most once)")
+            tick.callbacks = [self._on_tick_cb]
+            if _COMPILED:
+                _push_tick(self._ticks, (end, NORMAL, next(env._eid), tick))
+            else:
+                heappush(self._ticks, (end, NORMAL, next(env._eid), tick))
             return
         sched = self.sched
-        now = env._now
         if not sched.has_work():
             if sched.iterations:
                 self._record_idle(now)
@@ -198,8 +246,24 @@ class Replica:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
         if self._paged:  # (PagedKVManager.token_states and paged_breakdown, unrolled: no tuples)
-            states = sched.token_slots() - kv.shared_dup_tokens
-            used = kv.used_blocks
+            paged = kv
+            states = sched.token_slots() - paged.shared_dup_tokens
+            # (kv.used_blocks and kv.cached_blocks, unrolled where they are the pool's counts: _counts)
+            counts = self._counts
+            pool = paged.pool
+            cached = -1
+            if counts == 2 and type(pool) is HashCachePool:
+                queue = pool.queue
+                if type(queue) is BlockQueue:
+                    evictable = queue
+                    cached = evictable.count
+                    used = pool.num_blocks - pool.free_count - cached
+            elif counts == 1 and type(pool) is BlockPool:
+                cached = 0
+                used = pool.num_blocks - pool.free_count
+            if cached < 0:
+                used = kv.used_blocks
+                cached = kv.cached_blocks
             allocated = used * self._block_size
             reservation, internal, external, free = 0, allocated - states, 0, self._slots - allocated
         else:
@@ -211,13 +275,14 @@ class Replica:
             else:
                 reservation, internal, external, free, unshared = self._breakdown(states, unshared)
             used = kv.used_blocks
+            cached = kv.cached_blocks
         preempted = sched.preempted_now + sched.preempted_unrecorded  # (sched.take_preempted())
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
         swapped = sched.swapped
         values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
                   prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
-                  used, states, kv.cached_blocks, preempted, copy_blocks, reservation, internal,
+                  used, states, cached, preempted, copy_blocks, reservation, internal,
                   external, free, unshared)
         if self.extra_columns is None:  # (Recorder.iteration_values, one call less)
             append_values(self._timeline, values, ())

@@ -31,6 +31,8 @@ from kvsim.metrics.run_tables import RunTables
 if TYPE_CHECKING:
     import pandas as pd
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (recorder.pxd): append_values writes a row's C values itself (`_pack_row`)."""
 _TYPECODES = {"int": "q", "float": "d"}  # field annotation -> array typecode ('q' int64, 'd' float64)
 _CHUNK = 4096
 """Rows held packed (bytes, no objects) before they move into the columns, a column at a time."""
@@ -236,17 +238,21 @@ class _Columns:
     again empty (a flush never crosses that boundary: `limit`)."""
 
     __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "npending", "limit", "pack",
-                 "row_dtype", "rows", "groups", "sealed", "values_of")
+                 "row_dtype", "rows", "groups", "sealed", "values_of", "codes")
 
     def __init__(self, row_type: type) -> None:
         self.row_kinds = columns_of(row_type)
         self.names = tuple(self.row_kinds)
         self.values_of = attrgetter(*self.names)
         """A row object's values, in field order (a tuple)."""
-        self.pack = struct.Struct("=" + "".join(self.row_kinds.values())).pack
+        self.codes = "".join(self.row_kinds.values()).encode()
+        """The columns' struct codes, one byte each ('q' int64, 'd' float64)."""
+        self.pack = struct.Struct("=" + self.codes.decode()).pack
         self.row_dtype = np.dtype([(k, "=f8" if t == "d" else "=i8") for k, t in self.row_kinds.items()])
         self._reset()
-        self.pending = bytearray()
+        self.pending = bytearray(_CHUNK * self.row_dtype.itemsize)
+        """The pending rows, packed: row i at i x the row's size (room for _CHUNK rows, made once per flush:
+        no growing per row); `npending` rows of it hold rows."""
         self.npending = 0
         self.rows = 0  # rows in the columns since the last seal (pending ones not counted)
         self.limit = min(_CHUNK, CHUNK_ROWS)
@@ -273,8 +279,8 @@ class _Columns:
         n = self.npending
         if not n:
             return
-        rows = np.frombuffer(self.pending, dtype=self.row_dtype)
-        self.pending = bytearray()  # (a new one: `rows` holds the old one's buffer)
+        rows = np.frombuffer(self.pending, dtype=self.row_dtype, count=n)
+        self.pending = bytearray(len(self.pending))  # (a new one: `rows` holds the old one's buffer)
         self.npending = 0
         for col, name in self.floats:
             col.frombytes(rows[name].tobytes())
@@ -431,13 +437,23 @@ def append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
     directly (kvsim/engine/replica.py: a C call when compiled)."""
     if len(values) != len(cols.names):
         raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
+    if _COMPILED and not extra and not cols.groups and type(values) is tuple \
+            and _pack_row(cols, values):  # noqa: F821 (recorder.pxd's, compiled only)
+        cols.npending += 1
+        if cols.npending >= cols.limit:
+            cols.flush()
+        return
     try:
         row = cols.pack(*values)  # (first: a value that does not fit appends nothing)
     except struct.error:
         raise _unpackable(cols, values) from None
     if extra or cols.groups:
         cols.append_extra(extra)
-    cols.pending += row
+    pending = cols.pending
+    at = cols.npending * len(row)
+    if len(pending) < at + len(row):  # (room for _CHUNK rows, `limit` at most: not reached)
+        pending.extend(bytes(at + len(row) - len(pending)))
+    pending[at:at + len(row)] = row
     cols.npending += 1
     if cols.npending >= cols.limit:
         cols.flush()
