@@ -43,19 +43,21 @@ class DecodeFastPath:
         s._load_wait = 0.0
         s._now = now
         s._paused = False
-        kv = s.kv
-        copies_before = kv.cow_copies
         it = s.it
         its = s._alloc_its
+        copies = 0  # (only the grow step copies blocks: the KV manager's count is read around it alone)
         if its and its[0] <= it:
+            kv = s.kv
+            copies_before = kv.cow_copies
             s._grow(it)
             if s.preempted_now:
                 return s._schedule_rest(now, copies_before)
+            copies = kv.cow_copies - copies_before
         dec_seqs = s.dec_seqs
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
         no_bytes = s._no_bytes  # (0 x bytes_per_block)
         # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
         return _new(Batch, (dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
-                            s.dec_blocks, no_bytes, no_bytes, kv.cow_copies - copies_before, 0.0, 0.0, 0.0,
+                            s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0,
                             (), (), 0.0, 0.0, 0, 0, 0, 0.0))
