@@ -5,7 +5,7 @@ import cython
 
 from kvsim.kvcache.paged cimport PagedKVManager
 from kvsim.kvcache.hash_pool cimport HashCachePool as _Pool
-from kvsim.kvcache.hashing cimport BlockContent as _Content
+from kvsim.kvcache.hashing cimport BlockContent as _Content, ContentMemo as _Memo
 
 
 cdef class _SeqCache:
@@ -15,9 +15,16 @@ cdef class _SeqCache:
     cdef public object rid, tier_hits
 
 
+cdef dict _GPU_HITS
+
+
+cpdef _gpu_hit(Py_ssize_t tokens)
+
+
 cdef class PrefixHashKVManager(PagedKVManager):
     cdef public dict seqcache
-    cdef public object namespace, _memo
+    cdef public object namespace
+    cdef public _Memo _memo
     cdef public bint _through
     cdef public Py_ssize_t _cpu_blocks
 

@@ -20,6 +20,18 @@ from kvsim.kvcache.tiers import TierChain
 from kvsim.kvcache.view import Hit
 
 
+_GPU_HITS: dict = {}
+"""Hit.gpu(tokens) by tokens: a hit is immutable, made once per size."""
+
+
+def _gpu_hit(tokens: int) -> Hit:
+    """Hit.gpu(tokens), made once per size."""
+    hit = _GPU_HITS.get(tokens)
+    if hit is None:
+        hit = _GPU_HITS[tokens] = Hit.gpu(tokens)
+    return hit
+
+
 class _SeqCache:
     """A sequence's cache state: its content (keys), prompt, the leading table blocks looked up in or
     registered with the cache (`done`) and mapped from it at admission (`hits`), whether it is admitted but
@@ -87,7 +99,7 @@ class PrefixHashKVManager(PagedKVManager):
         anything."""
         keys, m, n = self._peek_gpu(req, prompt_tokens)
         if self.tiers is None:
-            return Hit.gpu(n * self.block_size)
+            return _gpu_hit(n * self.block_size)
         return self._hit(n, self.tiers.match(keys, n, m))
 
     def peek_local(self, req, prompt_tokens: int) -> int | None:
@@ -110,7 +122,7 @@ class PrefixHashKVManager(PagedKVManager):
         """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""
         bs = self.block_size
         if not below:
-            return Hit.gpu(gpu_blocks * bs)
+            return _gpu_hit(gpu_blocks * bs)
         by_tier = [("gpu", gpu_blocks * bs)] if gpu_blocks else []
         for i, t in enumerate(self.tiers.tiers):
             n = below.count(i)
@@ -135,7 +147,7 @@ class PrefixHashKVManager(PagedKVManager):
         st = _SeqCache(content, prompt_tokens, len(table), len(table), True, req.rid)
         self.seqcache[seq] = st
         if self.tiers is None:
-            return Hit.gpu(len(table) * bs)
+            return _gpu_hit(len(table) * bs)
         below = self.tiers.match(keys, len(table), min(limit, len(keys)))
         st.tier_hits = below
         return self._hit(len(table), below)
