@@ -28,6 +28,12 @@ cdef class PrefixHashKVManager(PagedKVManager):
     cdef public bint _through
     cdef public Py_ssize_t _cpu_blocks
 
+    @cython.locals(pool=_Pool)
+    cdef Py_ssize_t _cached(self) except -1
+
+    @cython.locals(pool=_Pool)
+    cdef Py_ssize_t _used(self) except? -1
+
     @cython.locals(pool=_Pool, content=_Content, limit=Py_ssize_t, m=Py_ssize_t, keys=list)
     cpdef tuple _peek_gpu(self, req, Py_ssize_t prompt_tokens)
 

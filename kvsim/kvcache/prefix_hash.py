@@ -88,7 +88,20 @@ class PrefixHashKVManager(PagedKVManager):
 
     @property
     def cached_blocks(self) -> int:
-        return len(self.pool.queue)
+        return self._cached()
+
+    @property
+    def used_blocks(self) -> int:
+        """The pool's num_used, read here (the engine reads it every iteration)."""
+        return self._used()
+
+    def _cached(self) -> int:
+        pool = self.pool
+        return len(pool.queue)
+
+    def _used(self) -> int:
+        pool = self.pool
+        return pool.num_blocks - pool.free_count - len(pool.queue)
 
     @property
     def evictions(self) -> int:
