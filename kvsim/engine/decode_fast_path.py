@@ -57,7 +57,12 @@ class DecodeFastPath:
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
         no_bytes = s._no_bytes  # (0 x bytes_per_block)
+        off = s.dec_held_offset
+        if type(off) is int:  # (integers: the counts summed first, as C integers when compiled; the same sum)
+            context = s.dec_base_sum + dec_seqs * it + off
+        else:
+            context = s.dec_base_sum + off + dec_seqs * it
+        n = dec_seqs  # (compiled: one Python int for both fields)
         # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
-        return _new(Batch, (dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
-                            s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0,
+        return _new(Batch, (n, 0, 0, 0.0, n, context, s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0,
                             (), (), 0.0, 0.0, 0, 0, 0, 0.0))

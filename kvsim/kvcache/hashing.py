@@ -149,10 +149,12 @@ class BlockContent:
                 if chained and _C_HASH:  # (compiled: the same hashes, without the tuples)
                     hc = hash(cid)
                     h = hash(last)
-                    for o in range(off, stop, bs):
+                    o = off
+                    while o < stop:  # (bs > 0: a C loop when compiled)
                         r = pair_hash(h, pair_hash(hc, o if o < _MODULUS else o % _MODULUS))
                         out.append(r)
                         h = int_hash(r)
+                        o += bs
                     if stop > off:
                         last = out[-1]
                 elif chained:
