@@ -19,7 +19,6 @@ from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.tiers import TierChain
 from kvsim.kvcache.view import Hit
 
-
 _GPU_HITS: dict = {}
 """Hit.gpu(tokens) by tokens: a hit is immutable, made once per size."""
 

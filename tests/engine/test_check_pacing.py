@@ -53,7 +53,7 @@ def test_a_large_state_is_checked_less_often_but_at_the_end():
 
 
 def test_a_state_broken_after_the_last_iteration_is_caught_by_the_full_check(monkeypatch):
-    class Leaky(PrefixHashKVManager):  # (the manager is an extension type when compiled: patched by a subclass)
+    class Leaky(PrefixHashKVManager):  # (compiled, the manager is an extension type: patched by a subclass)
         __slots__ = ()
 
         def free(self, seq):
