@@ -9,5 +9,5 @@ from kvsim.engine.admission cimport Admission
 cdef class DecodeFastPath:
     cdef public Admission sched
 
-    @cython.locals(s=Admission, it=Py_ssize_t, dec_seqs=Py_ssize_t, its=list)
+    @cython.locals(s=Admission, it=Py_ssize_t, dec_seqs=Py_ssize_t, its=list, n=object, context=object)
     cpdef schedule(self, now)

@@ -43,19 +43,26 @@ class DecodeFastPath:
         s._load_wait = 0.0
         s._now = now
         s._paused = False
-        kv = s.kv
-        copies_before = kv.cow_copies
         it = s.it
         its = s._alloc_its
+        copies = 0  # (only the grow step copies blocks: the KV manager's count is read around it alone)
         if its and its[0] <= it:
+            kv = s.kv
+            copies_before = kv.cow_copies
             s._grow(it)
             if s.preempted_now:
                 return s._schedule_rest(now, copies_before)
+            copies = kv.cow_copies - copies_before
         dec_seqs = s.dec_seqs
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
         no_bytes = s._no_bytes  # (0 x bytes_per_block)
+        off = s.dec_held_offset
+        if type(off) is int:  # (integers: the counts summed first, as C integers when compiled; the same sum)
+            context = s.dec_base_sum + dec_seqs * it + off
+        else:
+            context = s.dec_base_sum + off + dec_seqs * it
+        n = dec_seqs  # (compiled: one Python int for both fields)
         # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
-        return _new(Batch, (dec_seqs, 0, 0, 0.0, dec_seqs, s.dec_base_sum + s.dec_held_offset + dec_seqs * it,
-                            s.dec_blocks, no_bytes, no_bytes, kv.cow_copies - copies_before, 0.0, 0.0, 0.0,
+        return _new(Batch, (n, 0, 0, 0.0, n, context, s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0,
                             (), (), 0.0, 0.0, 0, 0, 0, 0.0))

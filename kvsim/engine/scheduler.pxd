@@ -11,6 +11,7 @@ from kvsim.engine.admission cimport Admission
 cdef class Scheduler(Admission):
     cpdef has_work(self)
 
+    @cython.locals(paused=Py_ssize_t, held=Py_ssize_t)
     cpdef token_slots(self)
 
     @cython.locals(held=Py_ssize_t)

@@ -5,6 +5,8 @@
 # Python int the free list held).
 import cython
 
+cdef bint _COMPILED
+
 cdef class BlockPool:
     cdef public Py_ssize_t num_blocks, block_size, shared, known, free_count
     cdef public list rc, _free

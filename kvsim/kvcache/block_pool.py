@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from operator import length_hint
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (block_pool.pxd): drop runs its own C loop over the ids."""
+
 CHUNK = 4096
 """Never-used block ids put on the free stack at a time (and per-block state made for them)."""
 
@@ -304,6 +307,41 @@ def drop(rc: list[int], ids: list[int], kept: list[int]) -> list[int]:
     n = len(ids)
     zeroed: list[int] = []
     start = 0  # ids[start:] up to the block under the loop were held once: they reached 0
+    if _COMPILED:  # (the same, indexed: C integers, no iterator)
+        i = 0
+        while i < n:
+            b = ids[i]
+            r = rc[b]
+            if r == 1:
+                i += 1
+                continue
+            if i > start:
+                zeroed += ids[start:i]
+            if r < 1:
+                raise ValueError(f"double free of block {b}")
+            rc[b] = r - 1
+            kept.append(ids[i])
+            i += 1
+            while i < n:  # the run of blocks held elsewhere too that b starts
+                b = ids[i]
+                r = rc[b]
+                if r > 1:
+                    rc[b] = r - 1
+                    kept.append(ids[i])
+                    i += 1
+                elif r == 1:
+                    start = i
+                    i += 1
+                    break
+                else:
+                    raise ValueError(f"double free of block {b}")
+            else:
+                return zeroed
+        if not kept:
+            return ids
+        if start < n:
+            zeroed += ids[start:]
+        return zeroed
     it = iter(ids)
     for b in it:
         if rc[b] == 1:  # the usual case: nothing written, each run of them sliced off at its end

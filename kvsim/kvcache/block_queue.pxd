@@ -21,7 +21,8 @@ cdef class BlockQueue:
 
     cpdef _file(self, list rows, object ticket, object head, object top)
 
-    @cython.locals(rc=list, filed=list, heap=list, kept=list, rows=list)
+    @cython.locals(rc=list, filed=list, heap=list, kept=list, rows=list, t=Py_ssize_t, i=Py_ssize_t,
+                   f=Py_ssize_t)
     cpdef _compact(self)
 
     @cython.locals(filed=list, lost=list)

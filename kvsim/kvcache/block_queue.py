@@ -122,12 +122,15 @@ class BlockQueue:
         self._rows = 0
         for _, ticket, rows, top in self._heap:
             kept = []
+            t = ticket  # (compiled: C integers, the ticket and each row's block and its filed ticket)
             for b in rows:
-                if filed[b] == ticket:
-                    if rc[b] == 0:
+                i = b
+                f = filed[i]
+                if f == t:
+                    if rc[i] == 0:
                         kept.append(b)
                     else:  # a held block's row goes
-                        filed[b] = 0
+                        filed[i] = 0
             rows = kept
             if rows:
                 heap.append((prio(rows[-1]), ticket, rows, top))

@@ -3,7 +3,31 @@
 # (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
 import cython
 
+from kvsim.kvcache.block_pool cimport BlockPool
+
 cdef bint _COMPILED
+
+
+cdef class HashCachePool(BlockPool):
+    cdef public list key_of, last, uses, birth, depth, filed
+    cdef public dict by_key
+    cdef public object queue, spill, clock
+    cdef public Py_ssize_t evictions
+    cdef public bint runs, revives, counts_uses, counts_birth
+
+    cpdef _extend(self, Py_ssize_t k)
+
+    cpdef _evict(self, Py_ssize_t k)
+
+    cpdef _forget(self, list ids)
+
+    cpdef _evict_taken(self, Py_ssize_t m)
+
+    @cython.locals(kept=list, zeroed=list, free=list, cached=list, ascending=bint)
+    cpdef release(self, list ids, bint touch=*)
+
+    @cython.locals(shared=Py_ssize_t)
+    cpdef Py_ssize_t hold(self, list table) except? -1
 
 @cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t, hb=Py_ssize_t)
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
@@ -23,4 +47,4 @@ cpdef forget(dict by_key, list key_of, list rc, list ids, list spill)
 
 @cython.locals(by_key=dict, key_of=list, last=list, depth=list, birth=list, uses=list, j=Py_ssize_t,
                i=Py_ssize_t)
-cpdef register(object pool, list keys, list table, Py_ssize_t lo, Py_ssize_t hi)
+cpdef register(HashCachePool pool, list keys, list table, Py_ssize_t lo, Py_ssize_t hi)

@@ -39,7 +39,7 @@ class HashCachePool(BlockPool):
         self.birth: list[int] = []
         self.depth: list[int] = []
         self.filed: list[int] = []
-        super().__init__(num_blocks, block_size)
+        BlockPool.__init__(self, num_blocks, block_size)
         self.by_key: dict[int, int] = {}
         self.runs = policy in ("lru", "lfu", "length")
         """The queue is a BlockQueue (else an EvictionQueue)."""
@@ -56,7 +56,7 @@ class HashCachePool(BlockPool):
         """When a list (KV tiers with write-back), the keys of evicted blocks are appended to it."""
 
     def _extend(self, k: int) -> None:
-        super()._extend(k)
+        BlockPool._extend(self, k)
         self.key_of += [None] * k
         zeros = [0] * k
         self.last += zeros

@@ -106,7 +106,11 @@ class BlockContent:
         if self.out or prev.bs != self.bs or prev.chained != self.chained:
             return
         pos = 0
-        for (c1, l1), (c2, l2) in zip(prev.segs, self.segs, strict=False):
+        a = prev.segs
+        b = self.segs
+        for j in range(min(len(a), len(b))):  # (the segments both start with: an index loop, C when compiled)
+            c1, l1 = a[j]
+            c2, l2 = b[j]
             if c1 != c2:
                 break
             if l1 != l2:
@@ -145,10 +149,12 @@ class BlockContent:
                 if chained and _C_HASH:  # (compiled: the same hashes, without the tuples)
                     hc = hash(cid)
                     h = hash(last)
-                    for o in range(off, stop, bs):
+                    o = off
+                    while o < stop:  # (bs > 0: a C loop when compiled)
                         r = pair_hash(h, pair_hash(hc, o if o < _MODULUS else o % _MODULUS))
                         out.append(r)
                         h = int_hash(r)
+                        o += bs
                     if stop > off:
                         last = out[-1]
                 elif chained:

@@ -12,8 +12,6 @@ key are never both registered: a block computed while an equal one is cached sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvsim.kvcache.checks import check_tables
 from kvsim.kvcache.hash_pool import HashCachePool, match, register
 from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
@@ -21,17 +19,41 @@ from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.tiers import TierChain
 from kvsim.kvcache.view import Hit
 
+_GPU_HITS: dict = {}
+"""Hit.gpu(tokens) by tokens: a hit is immutable, made once per size."""
 
-@dataclass(slots=True)
+
+def _gpu_hit(tokens: int) -> Hit:
+    """Hit.gpu(tokens), made once per size."""
+    hit = _GPU_HITS.get(tokens)
+    if hit is None:
+        hit = _GPU_HITS[tokens] = Hit.gpu(tokens)
+    return hit
+
+
 class _SeqCache:
-    content: BlockContent
-    prompt: int
-    done: int      # leading table blocks looked up in or registered with the cache
-    hits: int      # leading table blocks mapped from the cache at admission
-    pending: bool  # admitted, but not yet allocated: the scheduler may still undo it
-    rid: int       # its request
-    tier_hits: list[int] | None = None  # tier index of each block after the GPU hit (loaded at allocation)
-    computed: int = -1  # tokens with KV, when the scheduler said (set_computed_tokens); -1: not said
+    """A sequence's cache state: its content (keys), prompt, the leading table blocks looked up in or
+    registered with the cache (`done`) and mapped from it at admission (`hits`), whether it is admitted but
+    not yet allocated (`pending`: the scheduler may still undo it), its request, the tier index of each block
+    after the GPU hit (`tier_hits`, loaded at allocation) and the tokens with KV when the scheduler said
+    (`computed`, set_computed_tokens; -1: not said)."""
+
+    __slots__ = ("content", "prompt", "done", "hits", "pending", "rid", "tier_hits", "computed")
+
+    def __init__(self, content: BlockContent, prompt: int, done: int, hits: int, pending: bool, rid: int,
+                 tier_hits: list[int] | None = None, computed: int = -1) -> None:
+        self.content = content
+        self.prompt = prompt
+        self.done = done
+        self.hits = hits
+        self.pending = pending
+        self.rid = rid
+        self.tier_hits = tier_hits
+        self.computed = computed
+
+    def __reduce__(self):
+        return _SeqCache, (self.content, self.prompt, self.done, self.hits, self.pending, self.rid,
+                           self.tier_hits, self.computed)
 
 
 class PrefixHashKVManager(PagedKVManager):
@@ -46,9 +68,9 @@ class PrefixHashKVManager(PagedKVManager):
     def __init__(self, num_blocks: int, block_size: int, swap_capacity_blocks: int = 0,
                  eviction: str = "lru", namespace: str | int = "", tiers: TierChain | None = None,
                  write_through: bool = False, memo: ContentMemo | None = None) -> None:
-        super().__init__(num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
-        self.pool: HashCachePool = HashCachePool(num_blocks, block_size, eviction)
-        self.seqcache: dict[int, _SeqCache] = {}
+        PagedKVManager.__init__(self, num_blocks, block_size, swap_capacity_blocks=swap_capacity_blocks)
+        self.pool = HashCachePool(num_blocks, block_size, eviction)
+        self.seqcache = {}  # seq -> _SeqCache
         self.namespace = namespace
         self._memo = memo or ContentMemo(block_size, chained=True, namespace=namespace)
         self.tiers = tiers
@@ -65,7 +87,20 @@ class PrefixHashKVManager(PagedKVManager):
 
     @property
     def cached_blocks(self) -> int:
-        return len(self.pool.queue)
+        return self._cached()
+
+    @property
+    def used_blocks(self) -> int:
+        """The pool's num_used, read here (the engine reads it every iteration)."""
+        return self._used()
+
+    def _cached(self) -> int:
+        pool = self.pool
+        return len(pool.queue)
+
+    def _used(self) -> int:
+        pool = self.pool
+        return pool.num_blocks - pool.free_count - len(pool.queue)
 
     @property
     def evictions(self) -> int:
@@ -76,7 +111,7 @@ class PrefixHashKVManager(PagedKVManager):
         anything."""
         keys, m, n = self._peek_gpu(req, prompt_tokens)
         if self.tiers is None:
-            return Hit.gpu(n * self.block_size)
+            return _gpu_hit(n * self.block_size)
         return self._hit(n, self.tiers.match(keys, n, m))
 
     def peek_local(self, req, prompt_tokens: int) -> int | None:
@@ -92,13 +127,14 @@ class PrefixHashKVManager(PagedKVManager):
         content = self._memo.get(req)
         keys = content.upto(limit)
         m = min(limit, len(keys))
-        return keys, m, len(match(self.pool.by_key, self.pool.key_of, keys, m, content.hint))
+        pool = self.pool
+        return keys, m, len(match(pool.by_key, pool.key_of, keys, m, content.hint))
 
     def _hit(self, gpu_blocks: int, below: list[int]) -> Hit:
         """The Hit of gpu_blocks cached blocks followed by blocks from tiers `below` (tier indices)."""
         bs = self.block_size
         if not below:
-            return Hit.gpu(gpu_blocks * bs)
+            return _gpu_hit(gpu_blocks * bs)
         by_tier = [("gpu", gpu_blocks * bs)] if gpu_blocks else []
         for i, t in enumerate(self.tiers.tiers):
             n = below.count(i)
@@ -123,7 +159,7 @@ class PrefixHashKVManager(PagedKVManager):
         st = _SeqCache(content, prompt_tokens, len(table), len(table), True, req.rid)
         self.seqcache[seq] = st
         if self.tiers is None:
-            return Hit.gpu(len(table) * bs)
+            return _gpu_hit(len(table) * bs)
         below = self.tiers.match(keys, len(table), min(limit, len(keys)))
         st.tier_hits = below
         return self._hit(len(table), below)
@@ -142,8 +178,9 @@ class PrefixHashKVManager(PagedKVManager):
         if st is not None:
             if st.pending:
                 st.pending = False
-                if self.pool.counts_uses:
-                    uses = self.pool.uses
+                pool = self.pool
+                if pool.counts_uses:
+                    uses = pool.uses
                     for b in self.tables[seq][: st.hits]:
                         uses[b] += 1
                 if st.tier_hits:  # the blocks below the GPU are loaded into the blocks just allocated
@@ -170,7 +207,8 @@ class PrefixHashKVManager(PagedKVManager):
 
     def _spill(self) -> None:
         """Write-back: the blocks the GPU cache just evicted go down the chain."""
-        spill = self.pool.spill
+        pool = self.pool
+        spill = pool.spill
         if spill:
             self.tiers.offer(spill)
             spill.clear()
@@ -198,7 +236,8 @@ class PrefixHashKVManager(PagedKVManager):
     def _take_each(self, k: int) -> list[int] | None:
         """The grow steps' evictions (PagedKVManager hook); write-back: the evicted blocks go down the
         chain in eviction order (TierChain.offer takes them one by one, as grow_one_block's would)."""
-        ids = self.pool.take_each(k)
+        pool = self.pool
+        ids = pool.take_each(k)
         self._spill()
         return ids
 
@@ -222,7 +261,8 @@ class PrefixHashKVManager(PagedKVManager):
                     self._register(seq, st, upto)
         table = self.tables.pop(seq)
         ntok = self.ntok.pop(seq)
-        kept = self.pool.release(table, touch)
+        pool = self.pool
+        kept = pool.release(table, touch)
         if st is not None:
             self._memo.keep(st.rid, st.content, table)
         if kept:

@@ -7,6 +7,7 @@ import pytest
 
 from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.simulation import Simulation
+from kvsim.kvcache import factory
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
 from kvsim.scenario import load_scenario
 from kvsim.workload.request import Request
@@ -52,15 +53,16 @@ def test_a_large_state_is_checked_less_often_but_at_the_end():
 
 
 def test_a_state_broken_after_the_last_iteration_is_caught_by_the_full_check(monkeypatch):
-    free = PrefixHashKVManager.free
+    class Leaky(PrefixHashKVManager):  # (compiled, the manager is an extension type: patched by a subclass)
+        __slots__ = ()
 
-    def leaky_free(self, seq):
-        n = free(self, seq)
-        if not self.tables:  # the last request left: a block keeps a reference no table holds
-            self.pool.rc[0] += 1
-        return n
+        def free(self, seq):
+            n = PrefixHashKVManager.free(self, seq)
+            if not self.tables:  # the last request left: a block keeps a reference no table holds
+                self.pool.rc[0] += 1
+            return n
 
-    monkeypatch.setattr(PrefixHashKVManager, "free", leaky_free)
+    monkeypatch.setattr(factory, "PrefixHashKVManager", Leaky)
     s = _sim("kv.num_gpu_blocks_override=64")
     s.build_requests = lambda: [Request(0, 0.0, 40, 3)]
     with pytest.raises(AssertionError, match="refcounts do not match block tables"):
