@@ -103,11 +103,13 @@ class Replica:
         (no cache: the pool's `num_used`, 0 cached), 2 PrefixHashKVManager's (the pool's `num_used` and its
         queue's length), read from the pool's fields while the pool (and queue) are of the types whose
         properties those are (the properties otherwise)."""
-        if self._paged and getattr(kind, "used_blocks", None) is PagedKVManager.used_blocks:
+        if self._paged:
+            used = getattr(kind, "used_blocks", None)
             cached = getattr(kind, "cached_blocks", None)
-            if cached is PagedKVManager.cached_blocks:
+            if used is PagedKVManager.used_blocks and cached is PagedKVManager.cached_blocks:
                 self._counts = 1
-            elif cached is PrefixHashKVManager.cached_blocks:
+            elif (used is PagedKVManager.used_blocks or used is PrefixHashKVManager.used_blocks) \
+                    and cached is PrefixHashKVManager.cached_blocks:
                 self._counts = 2
         # the loop: callbacks on events (no simpy process), the steps and the event order of a process that
         # yields a timeout per iteration and an event per wait: started as a process is (urgent, now)
