@@ -434,8 +434,7 @@ class Simulation:
         if self.sparse:
             parts.append(sched.sizing.timeline_values)
         if self.tier_media:
-            chain = sched.kv.tiers
-            parts.append(lambda: tier_columns.timeline_values(chain))
+            parts.append(sched.kv.tiers.occupancy)  # (tier_columns.timeline_values, one call less)
         if self.lora is not None:
             slots = sched.lora
             parts.append(lambda: slots.last)

@@ -238,7 +238,8 @@ class _Columns:
     again empty (a flush never crosses that boundary: `limit`)."""
 
     __slots__ = ("names", "row_kinds", "store", "floats", "ints", "pending", "npending", "limit", "pack",
-                 "row_dtype", "rows", "groups", "sealed", "values_of", "codes")
+                 "row_dtype", "rows", "groups", "sealed", "values_of", "codes", "xcodes", "xsizes",
+                 "xdtype", "xpending", "nx")
 
     def __init__(self, row_type: type) -> None:
         self.row_kinds = columns_of(row_type)
@@ -258,6 +259,15 @@ class _Columns:
         self.limit = min(_CHUNK, CHUNK_ROWS)
         self.groups: list[_Group] = []
         self.sealed: ColumnStore | None = None
+        self.xcodes: bytes | None = None
+        """Compiled only: the groups' columns' storage codes ('q' int64, 'd' float64), one byte each, in
+        order; the rows whose group values were all given (exact ints / floats) are packed into `xpending`
+        (`nx` of them, the `xdtype` layout) and moved into the groups' arrays at `flush_extra` (before any
+        group value appended another way, and at every flush). None: no groups."""
+        self.xsizes = b""  # each group's column count, one byte each
+        self.xdtype = None
+        self.xpending = bytearray()
+        self.nx = 0
 
     def _reset(self) -> None:
         self.store: dict[str, array | IntColumn] = {
@@ -272,13 +282,35 @@ class _Columns:
         clash = taken.intersection(spec.columns)
         if clash:
             raise ValueError(f"columns registered twice: {sorted(clash)}")
-        self.groups.append(_Group(spec))
+        group = _Group(spec)
+        self.groups.append(group)
+        arrays = [(k, a) for g in self.groups for k, a in g.arrays.items()]
+        if len(arrays) <= 64 and all(len(g.arrays) < 256 for g in self.groups):
+            self.xcodes = "".join(a.typecode for _, a in arrays).encode()
+            self.xsizes = bytes(len(g.arrays) for g in self.groups)
+            self.xdtype = np.dtype([(k, "=f8" if a.typecode == "d" else "=i8") for k, a in arrays])
+            self.xpending = bytearray(_CHUNK * self.xdtype.itemsize)
+        else:  # (no C row that wide: every row's group values appended one by one)
+            self.xcodes = None
+
+    def flush_extra(self) -> None:
+        """Move the group values packed in `xpending` into the groups' arrays."""
+        n = self.nx
+        if not n:
+            return
+        rows = np.frombuffer(self.xpending, dtype=self.xdtype, count=n)
+        self.xpending = bytearray(len(self.xpending))  # (a new one: `rows` holds the old one's buffer)
+        self.nx = 0
+        for g in self.groups:
+            for name, arr in g.arrays.items():
+                arr.frombytes(rows[name].tobytes())
 
     def flush(self) -> None:
         """Move the pending rows into the columns (and seal them every CHUNK_ROWS rows)."""
         n = self.npending
         if not n:
             return
+        self.flush_extra()
         rows = np.frombuffer(self.pending, dtype=self.row_dtype, count=n)
         self.pending = bytearray(len(self.pending))  # (a new one: `rows` holds the old one's buffer)
         self.npending = 0
@@ -294,6 +326,8 @@ class _Columns:
 
     def append_extra(self, extra: tuple) -> None:
         """Append one row's values of the registered groups (None or left out: the group's default)."""
+        if self.nx:
+            self.flush_extra()  # (the rows before this one first)
         groups = self.groups
         if len(extra) > len(groups):
             raise ValueError(f"{len(extra)} extra value groups for {len(groups)} registered column groups")
@@ -437,8 +471,8 @@ def append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
     directly (kvsim/engine/replica.py: a C call when compiled)."""
     if len(values) != len(cols.names):
         raise ValueError(f"{len(values)} values for {len(cols.names)} columns")
-    if _COMPILED and not extra and not cols.groups and type(values) is tuple \
-            and _pack_row(cols, values):  # noqa: F821 (recorder.pxd's, compiled only)
+    if _COMPILED and type(values) is tuple and _pack_row(cols, values) \
+            and ((not extra and not cols.groups) or _pack_extra(cols, extra)):  # noqa: F821 (recorder.pxd's)
         cols.npending += 1
         if cols.npending >= cols.limit:
             cols.flush()

@@ -239,3 +239,47 @@ def test_packed_rows_keep_their_values_and_groups_across_seals_that_are_no_multi
     with pytest.raises(OverflowError, match="int column 'waiting' value 9223372036854775808 out of int64"):
         rec.iteration(busy(0, 0, 0.0, waiting=2**63))
     assert rec.timeline_frame()["iteration"].tolist() == list(range(n))  # a refused row appends nothing
+
+
+def test_group_values_keep_their_rows_whichever_way_they_are_appended(monkeypatch):
+    """Group values given as exact ints / floats are packed with their row (compiled), the others (None:
+    the default, numpy numbers, groups left out) appended one by one; either way each value stays in its
+    row, in order, across flushes and seals, stored as the array's append would store it."""
+    import kvsim.metrics.recorder as recorder
+
+    monkeypatch.setattr(recorder, "CHUNK_ROWS", 23)
+    monkeypatch.setattr(recorder, "_CHUNK", 7)
+    rec = Recorder()
+    rec.add_timeline_columns(ColumnGroup({"a": "q", "b": "d"}, default=0))
+    rec.add_timeline_columns(ColumnGroup({"c": "q", "d": "d"}, default=math.nan))
+    want: dict[str, list] = {"a": [], "b": [], "c": [], "d": []}
+    n = 80
+    for i in range(n):
+        if i % 11 == 5:
+            extra: tuple = (None, None)
+            got = (0, 0.0, math.nan, math.nan)
+        elif i % 13 == 7:
+            extra = ((np.int64(i), np.float64(i / 4)),)
+            got = (i, i / 4, math.nan, math.nan)
+        elif i % 17 == 3:
+            extra = ()
+            got = (0, 0.0, math.nan, math.nan)
+        else:
+            extra = ((i - 40, i if i % 2 else i / 8),
+                     (2**60 + i if i % 3 else i, -0.0 if i == 4 else i * 1.5))
+            got = (i - 40, float(i) if i % 2 else i / 8, float(2**60 + i if i % 3 else i),
+                   -0.0 if i == 4 else i * 1.5)
+        rec.iteration(busy(0, i, float(i)), *extra)
+        for k, v in zip(want, got, strict=True):
+            want[k].append(v)
+        if i == 50:
+            mid = rec.timeline_frame()
+            assert mid["a"].tolist() == want["a"] and len(mid) == 51
+    tl = rec.timeline_frame()
+    assert tl["iteration"].tolist() == list(range(n))
+    assert tl.dtypes["a"] == "int64" and tl.dtypes["c"] == "float64" and tl.dtypes["b"] == "float64"
+    for k in want:
+        np.testing.assert_array_equal(tl[k].to_numpy(), np.array(want[k], dtype=tl.dtypes[k]))
+    assert math.copysign(1.0, tl["d"][4]) == -1.0
+    with pytest.raises(TypeError):
+        rec.iteration(busy(0, 0, 0.0), (1.5, 0.0))
