@@ -272,8 +272,9 @@ class _Columns:
     def _reset(self) -> None:
         self.store: dict[str, array | IntColumn] = {
             k: array("d") if t == "d" else IntColumn() for k, t in self.row_kinds.items()}
-        self.floats = tuple((c, k) for k, c in self.store.items() if isinstance(c, array))
-        self.ints = tuple((c, k) for k, c in self.store.items() if isinstance(c, IntColumn))
+        # (column, its index in the row)
+        self.floats = tuple((c, j) for j, c in enumerate(self.store.values()) if isinstance(c, array))
+        self.ints = tuple((c, j) for j, c in enumerate(self.store.values()) if isinstance(c, IntColumn))
 
     def register(self, spec: ColumnGroup) -> None:
         if self.rows or self.npending or self.sealed is not None:
@@ -298,12 +299,14 @@ class _Columns:
         n = self.nx
         if not n:
             return
-        rows = np.frombuffer(self.xpending, dtype=self.xdtype, count=n)
-        self.xpending = bytearray(len(self.xpending))  # (a new one: `rows` holds the old one's buffer)
+        width = len(self.xcodes)
+        cols = np.frombuffer(self.xpending, dtype="=i8", count=n * width).reshape(n, width).T.copy()
         self.nx = 0
+        j = 0
         for g in self.groups:
-            for name, arr in g.arrays.items():
-                arr.frombytes(rows[name].tobytes())
+            for arr in g.arrays.values():
+                arr.frombytes(cols[j].tobytes())
+                j += 1
 
     def flush(self) -> None:
         """Move the pending rows into the columns (and seal them every CHUNK_ROWS rows)."""
@@ -311,13 +314,15 @@ class _Columns:
         if not n:
             return
         self.flush_extra()
-        rows = np.frombuffer(self.pending, dtype=self.row_dtype, count=n)
-        self.pending = bytearray(len(self.pending))  # (a new one: `rows` holds the old one's buffer)
+        width = len(self.names)
+        # the rows' 8-byte values column by column (one transposing copy: each column contiguous; a float
+        # column's int64 values are its float64 bits)
+        cols = np.frombuffer(self.pending, dtype="=i8", count=n * width).reshape(n, width).T.copy()
         self.npending = 0
-        for col, name in self.floats:
-            col.frombytes(rows[name].tobytes())
-        for icol, name in self.ints:
-            icol.extend_array(rows[name])
+        for col, j in self.floats:
+            col.frombytes(cols[j].tobytes())
+        for icol, j in self.ints:
+            icol.extend_array(cols[j])
         self.rows += n
         if self.rows >= CHUNK_ROWS:
             self.seal()
