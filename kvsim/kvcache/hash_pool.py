@@ -22,7 +22,7 @@ the old one the list slot held is not freed)."""
 
 def _depths(n: int) -> list[int]:
     """_DEPTHS, at least n long."""
-    if len(_DEPTHS) < n:
+    if n > 256 and len(_DEPTHS) < n:
         _DEPTHS.extend(range(len(_DEPTHS), 2 * n))
     return _DEPTHS
 
@@ -314,7 +314,7 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
         if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
             key_of[i] = k
             last[i] = now
-            depth[i] = depths[j]
+            depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
             if birth is not None:
                 birth[i] = now
             if uses is not None:
