@@ -6,6 +6,9 @@ import cython
 from kvsim.kvcache.block_pool cimport BlockPool
 
 cdef bint _COMPILED
+cdef list _DEPTHS
+
+cdef list _depths(Py_ssize_t n)
 
 
 cdef class HashCachePool(BlockPool):
@@ -45,6 +48,6 @@ cpdef Py_ssize_t hold(list rc, list table, object discard) except? -1
 @cython.locals(b=Py_ssize_t)
 cpdef forget(dict by_key, list key_of, list rc, list ids, list spill)
 
-@cython.locals(by_key=dict, key_of=list, last=list, depth=list, birth=list, uses=list, j=Py_ssize_t,
+@cython.locals(by_key=dict, key_of=list, last=list, depth=list, depths=list, birth=list, uses=list, j=Py_ssize_t,
                i=Py_ssize_t)
 cpdef register(HashCachePool pool, list keys, list table, Py_ssize_t lo, Py_ssize_t hi)

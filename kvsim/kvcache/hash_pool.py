@@ -15,6 +15,16 @@ from kvsim.kvcache.eviction import EvictionQueue
 
 _COMPILED = not __file__.endswith(".py")
 """Compiled by Cython (hash_pool.pxd): match checks a hint in its own C loop."""
+_DEPTHS: list[int] = []
+"""The ints 0, 1, 2, ... made once: register stores a block's depth from here (no int made per block, and
+the old one the list slot held is not freed)."""
+
+
+def _depths(n: int) -> list[int]:
+    """_DEPTHS, at least n long."""
+    if n > 256 and len(_DEPTHS) < n:
+        _DEPTHS.extend(range(len(_DEPTHS), 2 * n))
+    return _DEPTHS
 
 
 class HashCachePool(BlockPool):
@@ -296,6 +306,7 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     birth = pool.birth if pool.counts_birth else None
     uses = pool.uses if pool.counts_uses else None
     now = pool.clock
+    depths = _depths(hi)
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
@@ -303,7 +314,7 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
         if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
             key_of[i] = k
             last[i] = now
-            depth[i] = j
+            depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
             if birth is not None:
                 birth[i] = now
             if uses is not None:
