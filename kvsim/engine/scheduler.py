@@ -176,8 +176,7 @@ class Scheduler(Admission):
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
         transfer included; a prefill-only iteration (vLLM V0) decodes no token, so holds none for it."""
         paused = self.dec_seqs if self._paused else 0
-        off = self.dec_held_offset
-        if type(off) is int:  # (integers: the counts summed first, as C integers when compiled; the same sum)
+        if type(off := self.dec_held_offset) is int:  # (integers: summed first, C integers when compiled)
             held = self.dec_base_sum + self.dec_seqs * self.it - paused + self.prefill_tokens_held
             return held + off + self.handoff.tokens
         return (self.dec_base_sum + off + self.dec_seqs * self.it - paused
