@@ -49,9 +49,25 @@ cpdef Py_ssize_t common_pages(RadixNode node, PageRuns pr, Py_ssize_t i, Py_ssiz
 cpdef tuple _cut(list starts, list counts, Py_ssize_t j, Py_ssize_t bs)
 
 
+cdef class LeafQueue:
+    cdef public object key
+    cdef public int kind
+    cdef public list _heap
+    cdef public dict live
+    cdef public long long _ticket
+
+    @cython.locals(ticket=cython.longlong, kind=int, heap=list, live=dict, prio=object, t=cython.ulonglong)
+    cpdef add(self, RadixNode node)
+
+    cpdef discard(self, node)
+
+    @cython.locals(heap=list, live=dict, row=tuple, node=RadixNode)
+    cpdef RadixNode pop(self)
+
+
 cdef class RadixTree:
     cdef public RadixNode root
-    cdef public object queue
+    cdef public LeafQueue queue
     cdef public long long clock
     cdef public Py_ssize_t bs
 
