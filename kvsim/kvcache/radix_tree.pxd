@@ -25,6 +25,9 @@ cdef class PageRuns:
     cpdef tuple runs(self, Py_ssize_t i, Py_ssize_t j)
 
 
+@cython.locals(pr=PageRuns)
+cpdef PageRuns new_runs(list segs, Py_ssize_t block_size)
+
 @cython.locals(parts=list, need=Py_ssize_t, nseg=Py_ssize_t, length=Py_ssize_t, take=Py_ssize_t)
 cpdef tuple _cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
 

@@ -153,6 +153,21 @@ class PageRuns:
         return out_s, out_c
 
 
+def new_runs(segs: list, block_size: int) -> PageRuns:
+    """PageRuns(segs, block_size) of segs already as it keeps them (positive lengths, (int, length) tuples),
+    taking the list (when compiled, C stores: no argument parsing, no copy)."""
+    pr = PageRuns.__new__(PageRuns)
+    pr.bs = block_size
+    pr.segs = segs
+    pr.starts = []
+    pr.counts = []
+    pr.firsts = []
+    pr.pages = 0
+    pr._i = 0
+    pr._off = 0
+    return pr
+
+
 def _cross_page(segs: list, i: int, off: int, bs: int) -> tuple[tuple | None, int, int]:
     """hashing.cross_page, typed here (radix_tree.pxd: a C call from PageRuns.upto): the page of bs tokens
     starting at offset off of segment i that crosses into the segments after it, as its (cid, offset,
