@@ -56,7 +56,7 @@ class PageRuns:
             cid, length = segs[i]
             if length - off >= bs:  # whole pages inside segment i: one run
                 k = min(n - pages, (length - off) // bs)
-                self.starts.append(cid * SHIFT + off)
+                self.starts.append((cid << 64) + off)  # (cid * SHIFT + off: a shift costs less)
                 self.counts.append(k)
                 self.firsts.append(pages)
                 pages += k
