@@ -40,6 +40,12 @@ cpdef Py_ssize_t _cached_free(RadixPool pool) except? -1
 cpdef Py_ssize_t _first_shared(list rc, list table, Py_ssize_t i, Py_ssize_t end) except? -1
 
 
+@cython.locals(out=list, short=object, n=object)
+cpdef list _content_segs(req)
+
+cpdef tuple _seg(cid, n)
+
+
 cdef class _SeqPath:
     cdef public PageRuns content
     cdef public Py_ssize_t prompt, pages, computed

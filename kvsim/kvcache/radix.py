@@ -14,9 +14,17 @@ from __future__ import annotations
 
 from kvsim.kvcache.block_pool import BlockPool
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hashing import KEPT, ContentMemo, cached_upto, request_content
+from kvsim.kvcache.hashing import (
+    KEPT,
+    OUTPUT_ID_BASE,
+    PAD_ID_BASE,
+    UNBOUNDED,
+    UNIQUE_ID_BASE,
+    ContentMemo,
+    cached_upto,
+)
 from kvsim.kvcache.paged import PagedKVManager
-from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, common_pages
+from kvsim.kvcache.radix_tree import PageRuns, RadixNode, RadixTree, common_pages, new_runs
 from kvsim.kvcache.view import Hit
 
 
@@ -123,6 +131,37 @@ def _first_shared(rc: list[int], table: list[int], i: int, end: int) -> int:
     return end
 
 
+def _content_segs(req) -> list:
+    """The segments PageRuns(hashing.request_content(req), bs) keeps (those of positive length, each an
+    (int, length) tuple), built without the content tuple."""
+    rid = req.rid
+    plen = req.prompt_len
+    segs = req.segments
+    out = []
+    if not segs:
+        if plen > 0:
+            out.append(_seg(UNIQUE_ID_BASE + rid, plen))
+    else:
+        short = plen
+        for s in segs:
+            n = s[1]
+            short -= n
+            if n > 0:
+                out.append(s if type(s) is tuple and type(s[0]) is int else (int(s[0]), n))
+        if short > 0:
+            out.append(_seg(PAD_ID_BASE + rid, short))
+    out_id = req.output_id
+    if out_id < 0:
+        out_id = OUTPUT_ID_BASE + rid
+    out.append(_seg(out_id, UNBOUNDED))
+    return out
+
+
+def _seg(cid, n) -> tuple:
+    """(cid, n) as PageRuns keeps a segment (an int id)."""
+    return (cid, n) if type(cid) is int else (int(cid), n)
+
+
 class _SeqPath:
     """A sequence's place in the tree. (A plain class, not a dataclass: a dataclass's generated __init__
     runs interpreted even when this module is compiled, once per admission; an extension type when compiled,
@@ -191,7 +230,7 @@ class RadixKVManager(PagedKVManager):
         """req's pages as runs (the last request's kept: a waiting request is offered every iteration); a
         follow-up (a conversation's next turn) starts from the runs of the request it follows, when kept."""
         if self._runs_rid != req.rid or self._runs is None:
-            runs = PageRuns(request_content(req), self.block_size)
+            runs = new_runs(_content_segs(req), self.block_size)
             if req.after >= 0 and self._kept:
                 prev = self._kept.pop(req.after, None)
                 if prev is not None:

@@ -25,6 +25,9 @@ cdef class PageRuns:
     cpdef tuple runs(self, Py_ssize_t i, Py_ssize_t j)
 
 
+@cython.locals(pr=PageRuns)
+cpdef PageRuns new_runs(list segs, Py_ssize_t block_size)
+
 @cython.locals(parts=list, need=Py_ssize_t, nseg=Py_ssize_t, length=Py_ssize_t, take=Py_ssize_t)
 cpdef tuple _cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
 
@@ -49,9 +52,25 @@ cpdef Py_ssize_t common_pages(RadixNode node, PageRuns pr, Py_ssize_t i, Py_ssiz
 cpdef tuple _cut(list starts, list counts, Py_ssize_t j, Py_ssize_t bs)
 
 
+cdef class LeafQueue:
+    cdef public object key
+    cdef public int kind
+    cdef public list _heap
+    cdef public dict live
+    cdef public long long _ticket
+
+    @cython.locals(ticket=cython.longlong, kind=int, heap=list, live=dict, prio=object, t=cython.ulonglong)
+    cpdef add(self, RadixNode node)
+
+    cpdef discard(self, node)
+
+    @cython.locals(heap=list, live=dict, row=tuple, node=RadixNode)
+    cpdef RadixNode pop(self)
+
+
 cdef class RadixTree:
     cdef public RadixNode root
-    cdef public object queue
+    cdef public LeafQueue queue
     cdef public long long clock
     cdef public Py_ssize_t bs
 

@@ -17,7 +17,9 @@ are rounded down to whole pages, as in SGLang's paged cache.
 
 from __future__ import annotations
 
-from kvsim.kvcache.eviction import EvictionQueue
+from heapq import heapify, heappop, heappush
+
+from kvsim.kvcache.eviction import DEPTH_BITS, fifo_key, get_policy, lru_key
 
 SHIFT = 1 << 64
 """A page inside segment cid at offset off has key cid * SHIFT + off (offsets stay below 2^63)."""
@@ -54,7 +56,7 @@ class PageRuns:
             cid, length = segs[i]
             if length - off >= bs:  # whole pages inside segment i: one run
                 k = min(n - pages, (length - off) // bs)
-                self.starts.append(cid * SHIFT + off)
+                self.starts.append((cid << 64) + off)  # (cid * SHIFT + off: a shift costs less)
                 self.counts.append(k)
                 self.firsts.append(pages)
                 pages += k
@@ -149,6 +151,21 @@ class PageRuns:
             r += 1
             u = 0
         return out_s, out_c
+
+
+def new_runs(segs: list, block_size: int) -> PageRuns:
+    """PageRuns(segs, block_size) of segs already as it keeps them (positive lengths, (int, length) tuples),
+    taking the list (when compiled, C stores: no argument parsing, no copy)."""
+    pr = PageRuns.__new__(PageRuns)
+    pr.bs = block_size
+    pr.segs = segs
+    pr.starts = []
+    pr.counts = []
+    pr.firsts = []
+    pr.pages = 0
+    pr._i = 0
+    pr._off = 0
+    return pr
 
 
 def _cross_page(segs: list, i: int, off: int, bs: int) -> tuple[tuple | None, int, int]:
@@ -261,6 +278,73 @@ def _cut(starts: list, counts: list, j: int, bs: int) -> tuple[list, list, list,
     return ([*starts[:r], a], [*counts[:r], j], [a + j * bs, *starts[r + 1:]], [c - j, *counts[r + 1:]])
 
 
+assert DEPTH_BITS == 24  # (LeafQueue.add inlines lru_key and fifo_key with it, and 2^24 - 1, in C)
+
+
+class LeafQueue:
+    """The evictable leaves, smallest priority first, ties to the leaf filed first: eviction.EvictionQueue's
+    order for entries filed one at a time (its batches of one: a heap of (priority, ticket) with lazy
+    invalidation), shaped for radix nodes: one heap row per filing, the lru and fifo keys computed inline
+    (radix_tree.pxd: C integers), stale rows compacted when they outnumber live ones."""
+
+    __slots__ = ("key", "kind", "_heap", "live", "_ticket")
+
+    def __init__(self, policy: str = "lru") -> None:
+        self.key = get_policy(policy)
+        self.kind = 1 if self.key is lru_key else 2 if self.key is fifo_key else 0
+        self._heap: list = []
+        self.live: dict = {}
+        """node -> ticket of its live row."""
+        self._ticket = 0
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def __contains__(self, node) -> bool:
+        return node in self.live
+
+    def add(self, node: RadixNode) -> None:
+        """File a leaf under its key now (a filing replaces any before)."""
+        self._ticket += 1
+        ticket = self._ticket
+        self.live[node] = ticket
+        kind = self.kind
+        if kind == 1:
+            t = node.last  # (unsigned: times below 2^40 shift within 64 bits)
+            prio = (t << 24) | (16777215 - node.depth)
+        elif kind == 2:
+            t = node.birth
+            prio = (t << 24) | (16777215 - node.depth)
+        else:
+            prio = self.key(node.last, node.uses, node.birth, node.depth)
+        heap = self._heap
+        heappush(heap, (prio, ticket, node))
+        if len(heap) > 2 * len(self.live) + 64:
+            live = self.live
+            heap = [row for row in heap if live.get(row[2]) == row[1]]
+            heapify(heap)
+            self._heap = heap
+
+    def discard(self, node) -> None:
+        self.live.pop(node, None)
+
+    def pop(self) -> RadixNode:
+        """Remove and return the leaf with the smallest priority. IndexError when empty."""
+        heap = self._heap
+        live = self.live
+        while heap:
+            row = heappop(heap)
+            node = row[2]
+            if live.get(node) == row[1]:
+                del live[node]
+                return node
+        raise IndexError("no evictable entry")
+
+    def items(self) -> list:
+        """The live leaves (for invariant checks), in no particular order."""
+        return list(self.live)
+
+
 class RadixTree:
     """Nodes, locks and the evictable leaves (smallest eviction key first)."""
 
@@ -269,11 +353,11 @@ class RadixTree:
     def __init__(self, policy: str = "lru", block_size: int = 1) -> None:
         self.bs = block_size
         self.root = RadixNode([], [], [], None, 0, {}, 1, 0, 1, 0)  # lock 1: never evicted
-        self.queue = EvictionQueue(policy)
+        self.queue = LeafQueue(policy)
         self.clock = 0
 
     def _enqueue(self, node: RadixNode) -> None:
-        self.queue.add(node, node.last, node.uses, node.birth, node.depth)
+        self.queue.add(node)
 
     def match(self, pr: PageRuns, n: int) -> tuple[RadixNode, list[int]]:
         """The deepest node whose path is a prefix of pr's first n pages (split so the path ends at a node
