@@ -34,8 +34,7 @@ LOG="$CAL_DIR/run_gpu.log"
   timeout $((BUDGET_S + 150)) "$PY" -m kvsim.cli calibrate --profile "$PROFILE" --device "$DEVICE" \
     --model "$MODEL" --budget-s "$BUDGET_S" ${GRID:+--grid "$GRID"} --out "$RUN_OUT" --install \
     ${FORCE:+--force}
-} 2>&1 | tee "$LOG"
-status=${PIPESTATUS[0]}
+} 2>&1 | tee "$LOG" && status=0 || status=$?
 if [ -n "${OUT:-}" ]; then
   cp "$RUN_OUT/measurements.csv" "$RUN_OUT/$PROFILE.yaml" "$LOG" "$OUT"/ || true
 fi

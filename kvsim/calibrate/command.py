@@ -115,13 +115,17 @@ def _has_triton() -> bool:
 def fit_profile(profile: str, csv: Path, folds: int = FOLDS, source: str | None = None) -> dict[str, Any]:
     """Fit every kernel in csv and return the `calibration` mapping for PROFILE (nothing is written).
     source: the measurements file the mapping names (default: csv, relative to the repo root when it lies
-    there). KvsimError if a kernel's held-out MAPE exceeds MAPE_CEILING (smoke grids are not gated)."""
+    there). KvsimError if the held-out MAPE of a kernel that times a cost-model term (fit.terms: the
+    first fitted of TERM_KERNELS' candidates) exceeds MAPE_CEILING; a fallback another kernel outranks (the
+    torch reference beside the Triton decode kernel) is fitted and reported, not gated. Smoke grids are
+    not gated."""
     hw = load_hardware(profile)
     prov, df = read_measurements(csv)
     kernels = fit_all(df, hw.peak_flops, folds)
+    timing = set(terms(kernels).values())
     bad = [] if prov.get("grid") == "smoke" else [
-        f"{k}/{dt} {f['heldout_mape']:.3f}" for k, by in kernels.items() for dt, f in by.items()
-           if f["heldout_mape"] > MAPE_CEILING]
+        f"{k}/{dt} {f['heldout_mape']:.3f}" for k, by in kernels.items() if k in timing
+        for dt, f in by.items() if f["heldout_mape"] > MAPE_CEILING]
     if bad:
         raise KvsimError(f"{csv}: held-out MAPE above {MAPE_CEILING}: {', '.join(bad)}")
     if source is None:

@@ -15,7 +15,8 @@ from kvsim.calibrate.features import PARAMS, derived, feature_matrix
 
 FOLDS = 5
 MAPE_CEILING = 0.35
-"""No kernel's held-out MAPE may exceed this, whatever its gate: above it the fit is not a model."""
+"""No held-out MAPE of a kernel that times a cost-model term (fit.terms) may exceed this, whatever its gate:
+above it the fit is not a model. A fallback kernel that another one outranks is reported, not gated."""
 
 TERM_KERNELS = {
     "decode_attention": ("paged_decode_triton", "paged_decode_torch"),

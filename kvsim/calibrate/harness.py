@@ -45,9 +45,17 @@ def group_blocks(group: list[Case], min_bytes: float) -> int:
         return max(int(min_bytes // c0.block_bytes), 5 * max(c.blocks for c in group))
     if not pool_key(c0):
         return 0
-    biggest = max(2.0 * c.batch * (c.max_tokens() + c0.block_size) * c.kv_heads * c.head_dim
+    biggest = max(2.0 * case_pool_blocks(c) * c.block_size * c.kv_heads * c.head_dim
                   * (1 if c.dtype == "fp8" else 2 if c.dtype != "fp32" else 4) for c in group)
     return pool_blocks(c0, min_bytes, biggest)
+
+
+def case_pool_blocks(c: Case) -> int:
+    """Pool blocks one case's block tables hold: each sequence's own blocks, summed over the batch (not
+    batch x the longest sequence, which for a skewed batch of 256 is ~40x the total)."""
+    if c.family == "prefill":
+        return c.batch * -(-(c.prefix + c.chunk) // c.block_size)
+    return c.blocks_read()
 
 
 def measure(cases: list[Case], cfg: HarnessConfig, log: Callable[[str], None] = print) -> list[dict]:

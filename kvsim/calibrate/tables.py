@@ -87,11 +87,13 @@ def compare_with_tables(measurements: pd.DataFrame, tables: KernelTables) -> tup
 
 
 def comparison_summary(cmp: pd.DataFrame) -> list[dict]:
-    """Per family: rows, median ratio, and the share within 10% of the table."""
+    """Per family and kernel: rows, the median, 10th and 90th percentile of measured / table, and the
+    share within 10% of the table."""
     rows = []
-    for fam, g in cmp.groupby("family", sort=True):
+    for (fam, kernel), g in cmp.groupby(["family", "kernel"], sort=True):
         r = g["ratio"].to_numpy(np.float64)
-        rows.append({"family": fam, "rows": len(g), "median_ratio": float(np.median(r)),
+        rows.append({"family": fam, "kernel": kernel, "rows": len(g), "median_ratio": float(np.median(r)),
+                     "p10_ratio": float(np.quantile(r, 0.1)), "p90_ratio": float(np.quantile(r, 0.9)),
                      "within_10pct": float(np.mean(np.abs(r - 1) <= 0.10))})
     return rows
 
@@ -114,7 +116,8 @@ def report(tables: KernelTables, log: Callable[[str], None],
     cmp, unmatched = compare_with_tables(measurements, tables)
     log(f"own measurements against the tables ({len(cmp)} matched, {unmatched} outside the tables):")
     for s in comparison_summary(cmp):
-        log(f"  {s['family']}: {s['rows']} rows, median measured / table {s['median_ratio']:.3f}, "
+        log(f"  {s['family']} {s['kernel']}: {s['rows']} rows, measured / table median "
+            f"{s['median_ratio']:.3g} (p10 {s['p10_ratio']:.3g}, p90 {s['p90_ratio']:.3g}), "
             f"{s['within_10pct']:.0%} within 10%")
 
 

@@ -122,3 +122,23 @@ def test_check_refuses_another_device(calibrated, tmp_path):
     other.write_text(other.read_text().replace("# device: ", "# device: Other "))
     res = runner.invoke(app, ["calibrate", "--check", "toy", "--measurements", str(other)])
     assert res.exit_code == 2 and "baseline measured on" in res.output
+
+
+def test_the_gate_applies_to_the_kernel_that_times_a_term_not_to_an_outranked_fallback(tmp_path, monkeypatch):
+    """The stored H200 run: the Triton decode kernel times decode_attention and misses the ceiling (its
+    held-out MAPE is ~0.55), so the fit is refused naming it; the torch reference it outranks (~0.38) is
+    not named. Without the Triton rows the torch reference times the term and is gated itself."""
+    from kvsim.calibrate.command import fit_profile
+    from kvsim.errors import KvsimError
+
+    monkeypatch.delenv("KVSIM_HARDWARE_DIR", raising=False)  # the module's fixture points it at a toy repo
+    csv = REPO / "calibration" / "h200" / "measurements.csv"
+    with pytest.raises(KvsimError) as err:
+        fit_profile("h200", csv)
+    msg = str(err.value)
+    assert "paged_decode_triton/bf16" in msg and "paged_decode_torch" not in msg
+    prov, df = read_measurements(csv)
+    rows = df[df["kernel"] != "paged_decode_triton"].to_dict("records")
+    write_measurements(tmp_path / "m.csv", prov, rows)
+    with pytest.raises(KvsimError, match="paged_decode_torch/bf16"):
+        fit_profile("h200", tmp_path / "m.csv")

@@ -60,3 +60,26 @@ def test_the_command_reports_the_shipped_tables_and_refuses_a_profile_without():
     assert bad.exit_code != 0
     assert "hardware profile 'mi300x' has no kernel tables" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_the_stored_h200_run_against_the_h200_tables():
+    """calibration/h200/measurements.csv (run_gpu.sh on an H200, 2026-12-04) against AIConfigurator's H200
+    tables: kvsim's Triton decode kernel (one program per sequence and KV head, no split over the context)
+    is near the tables only when the batch fills the GPU; torch's GEMMs are within about 1.5x."""
+    from pathlib import Path
+
+    from kvsim.calibrate.measurements import read_measurements
+    from kvsim.specs.kernel_tables import load_kernel_tables
+
+    repo = Path(__file__).resolve().parents[2]
+    _, df = read_measurements(repo / "calibration" / "h200" / "measurements.csv")
+    cmp, unmatched = compare_with_tables(df, load_kernel_tables("h200"))
+    assert (len(cmp), unmatched) == (689, 416)
+    summary = {s["kernel"]: s for s in comparison_summary(cmp)}
+    assert 1.0 < summary["gemm_torch"]["median_ratio"] < 1.5
+    tri = cmp[cmp["kernel"] == "paged_decode_triton"]
+    batch = tri["shape"].str.extract(r"b=(\d+) ctx=(\d+)").astype(int)
+    saturated = tri["ratio"][(batch[0] >= 64)]
+    one_long = tri["ratio"][(batch[0] == 1) & (batch[1] >= 8192)]
+    assert 0.8 < saturated.median() < 2.0
+    assert one_long.min() > 10.0 and one_long.median() > 30.0
