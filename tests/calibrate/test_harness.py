@@ -1,4 +1,4 @@
-"""Pool sizing of a measurement group (kvsim/calibrate/harness.py): the blocks the cases' tables hold."""
+"""kvsim/calibrate/harness.py: the pool a measurement group shares is sized by the blocks its cases hold."""
 
 from __future__ import annotations
 
