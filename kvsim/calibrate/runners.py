@@ -19,8 +19,11 @@ TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bflo
                 "fp8": getattr(torch, "float8_e4m3fn", None)}
 
 TIMED = {
-    "paged_decode_triton": "Triton _paged_decode_kernel, one launch, grid (batch, kv_heads), output "
-                           "preallocated",
+    "paged_decode_triton": "Triton _paged_decode_kernel, one launch, grid (batch, kv_heads); or, when "
+                           "batch x kv_heads < 2 x SMs and the longest context > 256, split over the context "
+                           "(flash-decoding): _paged_decode_split_kernel grid (batch, kv_heads, S) and "
+                           "_merge_splits_kernel, S = triton_decode.splits_for, scratch allocated per call; "
+                           "output preallocated",
     "paged_decode_torch": "torch per sequence: slots from the block table, K/V gather, fp32 scores, softmax "
                           "and weighted V as batched matmuls over KV heads",
     "contiguous_decode_sdpa": "torch scaled_dot_product_attention over contiguous per-sequence K/V "
@@ -127,7 +130,8 @@ def prepare(case: Case, pools: Pools, nblocks: int = 0) -> Callable[[], object]:
 
             lens_t = torch.tensor(lens, dtype=torch.int32, device=dev)
             out = torch.empty_like(q)
-            return lambda: paged_decode_triton(q, k, v, tables, lens_t, scale, out)
+            longest = max(lens)
+            return lambda: paged_decode_triton(q, k, v, tables, lens_t, scale, out, max_context=longest)
         return lambda: paged_decode_torch(q, k, v, tables, lens, scale)
     if case.kernel == "contiguous_decode_sdpa":
         ctx = case.ctx_total // case.batch

@@ -57,7 +57,8 @@ def run(device: str, cases: int = len(CASES)) -> int:
             outs = {"torch": paged_decode_torch(*args, lens, d**-0.5)} if dt != "fp8" else {}
             if paged_decode_triton is not None and (dev.type == "cuda" or dt != "fp8"):
                 lens_t = torch.tensor(lens, dtype=torch.int32, device=dev)
-                outs["triton"] = paged_decode_triton(*args, lens_t, d**-0.5)
+                outs["triton"] = paged_decode_triton(*args, lens_t, d**-0.5, splits=1)
+                outs["split3"] = paged_decode_triton(*args, lens_t, d**-0.5, splits=3)  # flash-decoding
             for impl, out in outs.items():
                 err = float(np.abs(out.float().cpu().numpy() - ref).max())
                 ok = err <= TOL[dt]

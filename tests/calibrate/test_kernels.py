@@ -90,3 +90,27 @@ def test_prefill_over_cached_prefix_matches_float64(prefix, chunk, bs):
     np.testing.assert_allclose(k_all[prefix:], kn.numpy())  # the chunk was written into its slots
     ref = prefill_reference(q.numpy(), k_all, v_all, prefix, d**-0.5)
     np.testing.assert_allclose(out.numpy(), ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("lens,bs,qh,kvh,d,splits", [
+    ([5, 37, 16], 16, 8, 2, 16, 3),   # slices of one tile; a slice past a short sequence's end is empty
+    ([300, 9], 16, 4, 2, 16, 4),
+    ([9, 1, 23], 1, 4, 2, 16, 2),
+])
+def test_triton_split_context_decode_matches_float64(lens, bs, qh, kvh, d, splits):
+    """The flash-decoding path: slices of the context merged by their running max and sum."""
+    pytest.importorskip("triton")
+    from kvsim.calibrate.triton_decode import paged_decode_triton
+
+    q, k, v, tables = paged_inputs(4, lens, bs, qh, kvh, d, torch.float16, pool_blocks=80)
+    out = paged_decode_triton(q, k, v, tables, torch.tensor(lens, dtype=torch.int32), d**-0.5, splits=splits)
+    np.testing.assert_allclose(out.float().numpy(), reference(q, k, v, tables, lens, d**-0.5), atol=3e-3)
+
+
+def test_splits_fill_the_gpu_with_slices_of_at_least_256_tokens():
+    from kvsim.calibrate.triton_decode import splits_for
+
+    assert splits_for(1, 8, 32768, 264) == 33     # 8 programs -> 264 with 33 slices of ~993 tokens
+    assert splits_for(1, 8, 2048, 264) == 8       # capped by 2048 / 256
+    assert splits_for(64, 8, 8192, 264) == 1      # 512 programs already
+    assert splits_for(4, 8, 200, 264) == 1        # short context: one slice
