@@ -62,24 +62,36 @@ def test_the_command_reports_the_shipped_tables_and_refuses_a_profile_without():
     assert "Traceback" not in bad.output
 
 
-def test_the_stored_h200_run_against_the_h200_tables():
-    """calibration/h200/measurements.csv (run_gpu.sh on an H200, 2026-12-04) against AIConfigurator's H200
-    tables: kvsim's Triton decode kernel (one program per sequence and KV head, no split over the context)
-    is near the tables only when the batch fills the GPU; torch's GEMMs are within about 1.5x."""
+def _stored_h200(name: str) -> tuple[pd.DataFrame, int]:
     from pathlib import Path
 
     from kvsim.calibrate.measurements import read_measurements
     from kvsim.specs.kernel_tables import load_kernel_tables
 
     repo = Path(__file__).resolve().parents[2]
-    _, df = read_measurements(repo / "calibration" / "h200" / "measurements.csv")
-    cmp, unmatched = compare_with_tables(df, load_kernel_tables("h200"))
+    _, df = read_measurements(repo / "calibration" / "h200" / name)
+    return compare_with_tables(df, load_kernel_tables("h200"))
+
+
+def _triton_by_shape(cmp: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(measured / table of the Triton decode kernel at batch >= 64; at batch 1 with >= 8,192 tokens)"""
+    tri = cmp[cmp["kernel"] == "paged_decode_triton"]
+    shape = tri["shape"].str.extract(r"b=(\d+) ctx=(\d+)").astype(int)
+    return tri["ratio"][shape[0] >= 64], tri["ratio"][(shape[0] == 1) & (shape[1] >= 8192)]
+
+
+def test_the_stored_h200_runs_against_the_h200_tables():
+    """kvsim's kernels timed on an H200 (run_gpu.sh, 2026-12-04) against AIConfigurator's H200 tables of
+    vLLM's kernels. The single-launch Triton decode kernel (one program per sequence and KV head) is near
+    the tables only when the batch fills the GPU and 30x+ slower for one long sequence; split over the
+    context (flash-decoding, the kernel now) it is within ~3x everywhere. torch's GEMMs are within ~1.5x."""
+    cmp, unmatched = _stored_h200("measurements-single-launch-kernel.csv")
     assert (len(cmp), unmatched) == (689, 416)
+    saturated, one_long = _triton_by_shape(cmp)
+    assert 0.8 < saturated.median() < 2.0 and one_long.min() > 10.0 and one_long.median() > 30.0
+    cmp, unmatched = _stored_h200("measurements.csv")
+    assert (len(cmp), unmatched) == (370, 262)
     summary = {s["kernel"]: s for s in comparison_summary(cmp)}
     assert 1.0 < summary["gemm_torch"]["median_ratio"] < 1.5
-    tri = cmp[cmp["kernel"] == "paged_decode_triton"]
-    batch = tri["shape"].str.extract(r"b=(\d+) ctx=(\d+)").astype(int)
-    saturated = tri["ratio"][(batch[0] >= 64)]
-    one_long = tri["ratio"][(batch[0] == 1) & (batch[1] >= 8192)]
-    assert 0.8 < saturated.median() < 2.0
-    assert one_long.min() > 10.0 and one_long.median() > 30.0
+    saturated, one_long = _triton_by_shape(cmp)
+    assert 0.5 < saturated.median() < 2.0 and 1.5 < one_long.median() < 4.0
