@@ -21,9 +21,9 @@ TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bflo
 TIMED = {
     "paged_decode_triton": "Triton _paged_decode_kernel, one launch, grid (batch, kv_heads); or, when "
                            "batch x kv_heads < 2 x SMs and the longest context > 256, split over the context "
-                           "(flash-decoding): _paged_decode_split_kernel grid (batch, kv_heads, S) and "
-                           "_merge_splits_kernel, S = triton_decode.splits_for, scratch allocated per call; "
-                           "output preallocated",
+                           "(flash-decoding): grid (batch, kv_heads, S) then _merge_splits_kernel, "
+                           "S = triton_decode.splits_for, slice buffers allocated per call; output "
+                           "preallocated",
     "paged_decode_torch": "torch per sequence: slots from the block table, K/V gather, fp32 scores, softmax "
                           "and weighted V as batched matmuls over KV heads",
     "contiguous_decode_sdpa": "torch scaled_dot_product_attention over contiguous per-sequence K/V "

@@ -23,50 +23,14 @@ import triton.language as tl
 
 
 @triton.jit
-def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, scale,
+def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, scale,
                          stride_qb, stride_qh, stride_kb, stride_kt, stride_kh, stride_btb,
                          stride_ob, stride_oh,
                          GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
-                         BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, DOT_DTYPE: tl.constexpr):
-    seq = tl.program_id(0)
-    kvh = tl.program_id(1)
-    ctx = tl.load(lens_ptr + seq)
-    g = tl.arange(0, GROUP_PAD)
-    d = tl.arange(0, HEAD_DIM)
-    gmask = g < GROUP
-    qh = kvh * GROUP + g
-    q = tl.load(q_ptr + seq * stride_qb + qh[:, None] * stride_qh + d[None, :], mask=gmask[:, None],
-                other=0.0).to(DOT_DTYPE)
-    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUP_PAD], tl.float32)
-    acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
-    t = tl.arange(0, TILE)
-    for start in range(0, ctx, TILE):
-        pos = start + t
-        valid = pos < ctx
-        blk = tl.load(bt_ptr + seq * stride_btb + pos // BLOCK_SIZE, mask=valid, other=0)
-        off = blk.to(tl.int64) * stride_kb + (pos % BLOCK_SIZE) * stride_kt + kvh * stride_kh
-        k = tl.load(k_ptr + off[:, None] + d[None, :], mask=valid[:, None], other=0.0).to(q.dtype)
-        v = tl.load(v_ptr + off[:, None] + d[None, :], mask=valid[:, None], other=0.0).to(q.dtype)
-        s = tl.dot(q, tl.trans(k)) * scale
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v)
-        m_i = m_new
-    out = acc / l_i[:, None]
-    tl.store(out_ptr + seq * stride_ob + qh[:, None] * stride_oh + d[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=gmask[:, None])
-
-
-@triton.jit
-def _paged_decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, m_ptr, l_ptr, acc_ptr, scale,
-                               stride_qb, stride_qh, stride_kb, stride_kt, stride_kh, stride_btb,
-                               GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                               SPLITS: tl.constexpr):
+                         BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                         SPLITS: tl.constexpr):
+    """Program (sequence, KV head, slice): SPLITS == 1 walks the whole context and writes out; otherwise
+    it walks slice program_id(2) and writes its running max, sum and unnormalised output (m, l, acc)."""
     seq = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -99,10 +63,15 @@ def _paged_decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, m_ptr, l_p
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v)
         m_i = m_new
-    row = (seq * tl.num_programs(1) + kvh) * SPLITS + split  # [batch, kv_heads, SPLITS] row-major
-    tl.store(m_ptr + row * GROUP_PAD + g, m_i)
-    tl.store(l_ptr + row * GROUP_PAD + g, l_i)
-    tl.store(acc_ptr + (row * GROUP_PAD + g[:, None]) * HEAD_DIM + d[None, :], acc)
+    if SPLITS == 1:
+        out = acc / l_i[:, None]
+        tl.store(out_ptr + seq * stride_ob + qh[:, None] * stride_oh + d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=gmask[:, None])
+    else:
+        row = (seq * tl.num_programs(1) + kvh) * SPLITS + split  # [batch, kv_heads, SPLITS] row-major
+        tl.store(m_ptr + row * GROUP_PAD + g, m_i)
+        tl.store(l_ptr + row * GROUP_PAD + g, l_i)
+        tl.store(acc_ptr + (row * GROUP_PAD + g[:, None]) * HEAD_DIM + d[None, :], acc)
 
 
 @triton.jit
@@ -185,26 +154,22 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, scale: 
             if max_context is None:
                 max_context = int(context_lens.max())
             splits = splits_for(batch, kv_heads, max_context, 2 * _multiprocessors(q.device.index))
-    if splits <= 1:
-        _paged_decode_kernel[(batch, kv_heads)](
-            q, k_cache, v_cache, block_tables, context_lens, out, scale,
-            q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-            block_tables.stride(0), out.stride(0), out.stride(1),
-            GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=head_dim, BLOCK_SIZE=block_size, TILE=tile,
-            DOT_DTYPE=dot)
-        return out
-    import torch
+    m = l_ = acc = out  # (one launch: the slice buffers are not read; nothing allocated per call)
+    if splits > 1:
+        import torch
 
-    rows = batch * kv_heads * splits * group_pad
-    m = torch.empty(rows, dtype=torch.float32, device=q.device)
-    l_ = torch.empty(rows, dtype=torch.float32, device=q.device)
-    acc = torch.empty(rows * head_dim, dtype=torch.float32, device=q.device)
-    _paged_decode_split_kernel[(batch, kv_heads, splits)](
-        q, k_cache, v_cache, block_tables, context_lens, m, l_, acc, scale,
+        rows = batch * kv_heads * splits * group_pad
+        m = torch.empty(rows, dtype=torch.float32, device=q.device)
+        l_ = torch.empty(rows, dtype=torch.float32, device=q.device)
+        acc = torch.empty(rows * head_dim, dtype=torch.float32, device=q.device)
+    _paged_decode_kernel[(batch, kv_heads, splits)](
+        q, k_cache, v_cache, block_tables, context_lens, out, m, l_, acc, scale,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        block_tables.stride(0),
+        block_tables.stride(0), out.stride(0), out.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=head_dim, BLOCK_SIZE=block_size, TILE=tile,
         DOT_DTYPE=dot, SPLITS=splits)
+    if splits == 1:
+        return out
     _merge_splits_kernel[(batch, kv_heads)](
         m, l_, acc, out, out.stride(0), out.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=head_dim, SPLITS=splits)
