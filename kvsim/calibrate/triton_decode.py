@@ -35,7 +35,8 @@ def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, m_ptr, 
     kvh = tl.program_id(1)
     split = tl.program_id(2)
     ctx = tl.load(lens_ptr + seq)
-    per = tl.cdiv(tl.cdiv(ctx, SPLITS), TILE) * TILE  # this sequence's slice, whole tiles
+    per = ((ctx + SPLITS - 1) // SPLITS + TILE - 1) // TILE * TILE  # this sequence's slice, whole tiles
+    # (no tl.cdiv: a @triton.jit helper, which the interpreter cannot call when triton was imported first)
     lo = split * per
     hi = tl.minimum(lo + per, ctx)
     g = tl.arange(0, GROUP_PAD)
