@@ -36,7 +36,6 @@ def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, m_ptr, 
     split = tl.program_id(2)
     ctx = tl.load(lens_ptr + seq)
     per = ((ctx + SPLITS - 1) // SPLITS + TILE - 1) // TILE * TILE  # this sequence's slice, whole tiles
-    # (no tl.cdiv: a @triton.jit helper, which the interpreter cannot call when triton was imported first)
     lo = split * per
     hi = tl.minimum(lo + per, ctx)
     g = tl.arange(0, GROUP_PAD)
