@@ -49,6 +49,12 @@ def test_measurements_matched_to_the_tables_by_hand():
     assert cmp["shape"].tolist()[2] == "o m=64 n=4096 k=1024"
     summary = {s["family"]: s for s in comparison_summary(cmp)}
     assert summary["gemm"]["within_10pct"] == 1.0 and summary["decode"]["median_ratio"] == pytest.approx(2.0)
+    assert summary["decode"]["kernel"] == "paged_decode_triton"
+    assert summary["decode"]["p10_ratio"] == summary["decode"]["p90_ratio"] == pytest.approx(2.0)  # one row
+    two = pd.DataFrame({"family": "gemm", "kernel": "gemm_torch", "ratio": [1.0, 2.0]})
+    (s,) = comparison_summary(two)  # numpy's linear quantiles: 1 + 0.1 x (2 - 1), 1 + 0.9 x (2 - 1)
+    got = (s["median_ratio"], s["p10_ratio"], s["p90_ratio"], s["within_10pct"])
+    assert got == pytest.approx((1.5, 1.1, 1.9, 0.5))
 
 
 def test_the_command_reports_the_shipped_tables_and_refuses_a_profile_without():
