@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvsim.cost.attention import AttentionWork
-from kvsim.cost.batch import Batch
+from kvsim.cost.batch import DECODE_CONTEXT_TOKENS, DECODE_SEQS, Batch
 from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
 from kvsim.specs.kernel_tables import KernelTables
 from kvsim.specs.layers import LayerGroup, window_caps
@@ -180,12 +180,12 @@ class MeanContextOp(AttentionOp):
         self.at, self.plane = grid, grid.plane
 
     def time(self, batch: Batch) -> float:
-        n = batch.decode_seqs
+        n = batch[DECODE_SEQS]  # (by position: kvsim/cost/batch.py)
         plane = self.plane
         if plane is not None:
-            t = plane.at2(n, batch.decode_context_tokens / n)
+            t = plane.at2(n, batch[DECODE_CONTEXT_TOKENS] / n)
         else:
-            t = self.at(n, batch.decode_context_tokens / n)
+            t = self.at(n, batch[DECODE_CONTEXT_TOKENS] / n)
         if t is not None:
             return self.factor * t
         return self.outside(batch)

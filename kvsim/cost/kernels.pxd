@@ -8,6 +8,8 @@ from kvsim.cost.roofline cimport RooflineCost
 cdef class KernelCost(RooflineCost):
     cdef public dict _dense_memo
     cdef public object _decode, _prefill, _moe, _fallbacks
+    cdef object _last_tokens, _last_seqs, _last_dense
+    cdef bint _last_graph
 
     @cython.locals(graph=bint)
     cpdef forward_time(self, batch)

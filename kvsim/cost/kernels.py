@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from kvsim.cost.batch import Batch
+from kvsim.cost.batch import DECODE_SEQS, PREFILL_SEQS, PREFILL_TOKENS, SPEC_TOKENS, Batch
 from kvsim.cost.kernel_attention import DECODE, PREFILL, KernelAttention
 from kvsim.cost.kernel_fp8_block import REFERENCE_DTYPE, fp8_block_rows
 from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
@@ -122,6 +122,9 @@ class KernelCost(RooflineCost):
         self._linear_memo: dict[tuple[int, int], float] = {}
         self._dense_memo: dict[tuple[int, int, bool], float] = {}
         """(tokens, sequences, CUDA graph) -> forward_time's terms before attention (see _dense)."""
+        self._last_tokens = self._last_seqs = self._last_dense = None
+        self._last_graph = False
+        """The key forward_time last read from _dense_memo, and its value (forward_time)."""
 
     # ----------------------------------------------------------------- building the grids
     def _linear_curves(self, model: ModelSpec, tp: int) -> tuple[_Curve | None, _Curve | None]:
@@ -264,19 +267,26 @@ class KernelCost(RooflineCost):
     def forward_time(self, batch: Batch) -> float:
         # once per iteration: the terms that depend on (tokens, sequences, graph) alone -- the per-layer
         # overhead, linear and all-reduce -- come from a memo when every one was on its table (a fallback
-        # is counted per iteration: those keys are never kept); attention is read each time. (The batch's
-        # fields by name: see RooflineCost.step_time)
-        prefill_seqs, prefill, b, spec = batch.prefill_seqs, batch.prefill_tokens, batch.decode_seqs, \
-            batch.spec_tokens
+        # is counted per iteration: those keys are never kept); attention is read each time. The last key
+        # read from the memo and its value are kept too (`_last_*`): consecutive iterations mostly repeat
+        # it, and its value is the memo's (a key is kept only with the bits working it out gives). (The
+        # batch's fields by position: see RooflineCost.step_time)
+        prefill_seqs, prefill, b, spec = batch[PREFILL_SEQS], batch[PREFILL_TOKENS], batch[DECODE_SEQS], \
+            batch[SPEC_TOKENS]
         tokens = prefill + b + spec
         if not tokens:
             return 0.0
         seqs = prefill_seqs + b + spec  # (a verify step's LM head: every position)
         graph = not prefill and b <= CUDA_GRAPH_MAX_SEQS
-        key = (tokens, seqs, graph)
-        t = self._dense_memo.get(key)
-        if t is None:
-            t = self._dense(tokens, seqs, graph, key)
+        if tokens == self._last_tokens and seqs == self._last_seqs and graph == self._last_graph:
+            t = self._last_dense
+        else:
+            key = (tokens, seqs, graph)
+            t = self._dense_memo.get(key)
+            if t is None:
+                t = self._dense(tokens, seqs, graph, key)
+            else:
+                self._last_tokens, self._last_seqs, self._last_graph, self._last_dense = tokens, seqs, graph, t
         if prefill:
             t += self._prefill(batch)
         if b:
