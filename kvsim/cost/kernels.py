@@ -29,7 +29,6 @@ prefetch overlap) are the roofline's.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ import numpy as np
 from kvsim.cost.batch import DECODE_SEQS, PREFILL_SEQS, PREFILL_TOKENS, SPEC_TOKENS, Batch
 from kvsim.cost.kernel_attention import DECODE, PREFILL, KernelAttention
 from kvsim.cost.kernel_fp8_block import REFERENCE_DTYPE, fp8_block_rows
-from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
+from kvsim.cost.kernel_grid import KernelGrid, _right, fastest_grid
 from kvsim.cost.kernel_moe import MoeKernels, nonexpert_gemms
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.specs.hardware import HardwareSpec
@@ -81,11 +80,16 @@ class _Curve:
         self.log_t: list[float] = np.log(seconds).tolist()
 
     def __call__(self, x: float) -> float | None:
+        return self.at(x)
+
+    def at(self, x: float) -> float | None:
+        """__call__ (compiled, a C call: math.log / math.exp are C's log / exp, which Python's call for a
+        positive finite argument, and _right is bisect_right on the list's floats)."""
         if x < self.lo or x > self.hi:
             return None
         lx = math.log(x)
         xs, ys = self.log_m, self.log_t
-        j = bisect_right(xs, lx) - 1
+        j = _right(xs, lx) - 1
         if j < 0:  # (log(lo) rounded above log(x) for x == lo: numpy.interp's left value)
             return math.exp(ys[0])
         if j >= len(xs) - 1 or xs[j] == lx:
@@ -224,7 +228,7 @@ class KernelCost(RooflineCost):
     def _linear_uncached(self, tokens: int, seqs: int) -> float:
         """The linear layers' time, negated when it is the roofline's (the table did not reach)."""
         if self._linear is not None:
-            body, head = self._linear(tokens), self._lm_head(max(1, seqs))
+            body, head = self._linear.at(tokens), self._lm_head.at(max(1, seqs))
             if body is not None and head is not None:
                 return body + head
         return -self.dense_linear_time(tokens)
