@@ -290,7 +290,8 @@ class KernelCost(RooflineCost):
             if t is None:
                 t = self._dense(tokens, seqs, graph, key)
             else:
-                self._last_tokens, self._last_seqs, self._last_graph, self._last_dense = tokens, seqs, graph, t
+                self._last_tokens, self._last_seqs, self._last_graph = tokens, seqs, graph
+                self._last_dense = t
         if prefill:
             t += self._prefill(batch)
         if b:
