@@ -65,3 +65,11 @@ class Batch(NamedTuple):
     @property
     def num_tokens(self) -> int:
         return self.prefill_tokens + self.decode_seqs + self.spec_tokens
+
+
+PREFILL_SEQS, PREFILL_TOKENS, DECODE_SEQS, DECODE_CONTEXT_TOKENS, SPEC_TOKENS = (
+    Batch._fields.index(f) for f in ("prefill_seqs", "prefill_tokens", "decode_seqs", "decode_context_tokens",
+                                     "spec_tokens"))
+"""Positions of Batch fields the cost model reads each iteration as `batch[POSITION]` (Python ints: an
+object index takes a tuple subclass's mapping slot, tuple's own subscript; a C integer index would take
+its sequence slot, which a Python subclass of tuple routes through a Python-level __getitem__ call)."""

@@ -23,7 +23,7 @@ cdef class MeanContextOp(AttentionOp):
     cdef public object at
     cdef public Plane plane
 
-    @cython.locals(plane=Plane)
+    @cython.locals(plane=Plane, n_c=cython.longlong, context_c=cython.longlong, x=cython.double)
     cpdef time(self, batch)
 
 

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvsim.cost.attention import AttentionWork
-from kvsim.cost.batch import Batch
+from kvsim.cost.batch import DECODE_CONTEXT_TOKENS, DECODE_SEQS, Batch
 from kvsim.cost.kernel_grid import KernelGrid, attention_class, fastest_grid, pick_kernel
 from kvsim.specs.kernel_tables import KernelTables
 from kvsim.specs.layers import LayerGroup, window_caps
@@ -180,12 +180,21 @@ class MeanContextOp(AttentionOp):
         self.at, self.plane = grid, grid.plane
 
     def time(self, batch: Batch) -> float:
-        n = batch.decode_seqs
+        n, context = batch[DECODE_SEQS], batch[DECODE_CONTEXT_TOKENS]  # (by position: kvsim/cost/batch.py)
         plane = self.plane
         if plane is not None:
-            t = plane.at2(n, batch.decode_context_tokens / n)
+            if type(n) is int and type(context) is int and 0 < n <= 9007199254740992 and \
+                    0 <= context <= 9007199254740992:
+                # (compiled, C integers and doubles: both at most 2 ** 53, exact as doubles, so context / n
+                # is the one correctly rounded division Python's int / int makes, and n the double at2
+                # reads)
+                n_c, context_c = n, context
+                x = n_c
+                t = plane.at2(x, context_c / x)
+            else:
+                t = plane.at2(n, context / n)
         else:
-            t = self.at(n, batch.decode_context_tokens / n)
+            t = self.at(n, context / n)
         if t is not None:
             return self.factor * t
         return self.outside(batch)

@@ -29,15 +29,14 @@ prefetch overlap) are the roofline's.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from typing import Any
 
 import numpy as np
 
-from kvsim.cost.batch import Batch
+from kvsim.cost.batch import DECODE_SEQS, PREFILL_SEQS, PREFILL_TOKENS, SPEC_TOKENS, Batch
 from kvsim.cost.kernel_attention import DECODE, PREFILL, KernelAttention
 from kvsim.cost.kernel_fp8_block import REFERENCE_DTYPE, fp8_block_rows
-from kvsim.cost.kernel_grid import KernelGrid, fastest_grid
+from kvsim.cost.kernel_grid import KernelGrid, _right, fastest_grid
 from kvsim.cost.kernel_moe import MoeKernels, nonexpert_gemms
 from kvsim.cost.roofline import CUDA_GRAPH_MAX_SEQS, RooflineCost
 from kvsim.specs.hardware import HardwareSpec
@@ -81,11 +80,16 @@ class _Curve:
         self.log_t: list[float] = np.log(seconds).tolist()
 
     def __call__(self, x: float) -> float | None:
+        return self.at(x)
+
+    def at(self, x: float) -> float | None:
+        """__call__ (compiled, a C call: math.log / math.exp are C's log / exp, which Python's call for a
+        positive finite argument, and _right is bisect_right on the list's floats)."""
         if x < self.lo or x > self.hi:
             return None
         lx = math.log(x)
         xs, ys = self.log_m, self.log_t
-        j = bisect_right(xs, lx) - 1
+        j = _right(xs, lx) - 1
         if j < 0:  # (log(lo) rounded above log(x) for x == lo: numpy.interp's left value)
             return math.exp(ys[0])
         if j >= len(xs) - 1 or xs[j] == lx:
@@ -122,6 +126,9 @@ class KernelCost(RooflineCost):
         self._linear_memo: dict[tuple[int, int], float] = {}
         self._dense_memo: dict[tuple[int, int, bool], float] = {}
         """(tokens, sequences, CUDA graph) -> forward_time's terms before attention (see _dense)."""
+        self._last_tokens = self._last_seqs = self._last_dense = None
+        self._last_graph = False
+        """The key forward_time last read from _dense_memo, and its value (forward_time)."""
 
     # ----------------------------------------------------------------- building the grids
     def _linear_curves(self, model: ModelSpec, tp: int) -> tuple[_Curve | None, _Curve | None]:
@@ -221,7 +228,7 @@ class KernelCost(RooflineCost):
     def _linear_uncached(self, tokens: int, seqs: int) -> float:
         """The linear layers' time, negated when it is the roofline's (the table did not reach)."""
         if self._linear is not None:
-            body, head = self._linear(tokens), self._lm_head(max(1, seqs))
+            body, head = self._linear.at(tokens), self._lm_head.at(max(1, seqs))
             if body is not None and head is not None:
                 return body + head
         return -self.dense_linear_time(tokens)
@@ -264,19 +271,27 @@ class KernelCost(RooflineCost):
     def forward_time(self, batch: Batch) -> float:
         # once per iteration: the terms that depend on (tokens, sequences, graph) alone -- the per-layer
         # overhead, linear and all-reduce -- come from a memo when every one was on its table (a fallback
-        # is counted per iteration: those keys are never kept); attention is read each time. (The batch's
-        # fields by name: see RooflineCost.step_time)
-        prefill_seqs, prefill, b, spec = batch.prefill_seqs, batch.prefill_tokens, batch.decode_seqs, \
-            batch.spec_tokens
+        # is counted per iteration: those keys are never kept); attention is read each time. The last key
+        # read from the memo and its value are kept too (`_last_*`): consecutive iterations mostly repeat
+        # it, and its value is the memo's (a key is kept only with the bits working it out gives). (The
+        # batch's fields by position: see RooflineCost.step_time)
+        prefill_seqs, prefill, b, spec = batch[PREFILL_SEQS], batch[PREFILL_TOKENS], batch[DECODE_SEQS], \
+            batch[SPEC_TOKENS]
         tokens = prefill + b + spec
         if not tokens:
             return 0.0
         seqs = prefill_seqs + b + spec  # (a verify step's LM head: every position)
         graph = not prefill and b <= CUDA_GRAPH_MAX_SEQS
-        key = (tokens, seqs, graph)
-        t = self._dense_memo.get(key)
-        if t is None:
-            t = self._dense(tokens, seqs, graph, key)
+        if tokens == self._last_tokens and seqs == self._last_seqs and graph == self._last_graph:
+            t = self._last_dense
+        else:
+            key = (tokens, seqs, graph)
+            t = self._dense_memo.get(key)
+            if t is None:
+                t = self._dense(tokens, seqs, graph, key)
+            else:
+                self._last_tokens, self._last_seqs, self._last_graph = tokens, seqs, graph
+                self._last_dense = t
         if prefill:
             t += self._prefill(batch)
         if b:

@@ -233,9 +233,11 @@ class RooflineCost:
         return ring + self.ar_calls * ALLREDUCE_LATENCY_S
 
     def step_time(self, batch: Batch) -> float:
-        # (once per iteration: the batch's fields unpacked at once, cheaper than reading each by name)
+        # (once per iteration: the batch's first 17 fields unpacked at once from a slice -- a tuple, whose
+        # unpacking reads its items directly, cheaper than unpacking all 21 through an iterator or reading
+        # each by name; the positions are Batch's, pinned by tests/cost/test_batch.py)
         (_, prefill_seqs, _, _, decode_seqs, _, _, swap_in, swap_out, copy_blocks, recall, offload, kv_copy,
-         _, _, _, prefetch, _, _, _, _) = batch
+         _, _, _, prefetch) = batch[:17]
         t = self.forward_time(batch) + self.overhead + (prefill_seqs + decode_seqs) * self.seq_overhead
         if swap_in or swap_out:
             t += (swap_in + swap_out) / self.host_bw

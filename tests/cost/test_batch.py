@@ -6,7 +6,8 @@ from kvsim.cost.batch import Batch
 def test_batch_fields_keep_the_order_the_hot_paths_unpack_by_position():
     """Replica._step and RooflineCost.step_time unpack a Batch by position (one statement per iteration
     instead of a read per field): adding, removing or reordering a field means changing those two
-    statements with this list."""
+    statements with this list (kvsim/cost/batch.py's positions, which KernelCost.forward_time and
+    MeanContextOp.time read, follow the names)."""
     assert Batch._fields == (
         "num_seqs", "prefill_seqs", "prefill_tokens", "prefill_attn_pairs", "decode_seqs",
         "decode_context_tokens", "decode_blocks", "swap_in_bytes", "swap_out_bytes", "copy_blocks",

@@ -187,3 +187,16 @@ def test_the_terms_before_attention_come_from_a_memo_with_the_same_bits_and_fall
     assert used.fallback_iterations == anew.fallback_iterations
     assert used.fallback_iterations["linear"] == 4
     assert (5000, 2, False) not in used._dense_memo and (100, 2, False) in used._dense_memo
+
+
+def test_the_decode_read_of_integer_inputs_has_the_bits_of_python_division():
+    """MeanContextOp.time divides integer contexts as doubles (compiled) where both are exact as doubles:
+    the bits of Python's int / int, the same as a float context of the same value; and the last dense
+    key forward_time keeps gives the memo's bits."""
+    c, d = _cost(), _cost()
+    for b, ctx in ((1, 1), (3, 1000), (7, 12345), (64, 300 * 64 + 5), (5, 2 ** 40 + 3)):
+        ints = Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=ctx)
+        floats = Batch(num_seqs=b, decode_seqs=b, decode_context_tokens=float(ctx))
+        want = d._decode(floats)
+        assert c._decode(ints) == want and c._decode(floats) == want
+        assert c.forward_time(ints) == c.forward_time(ints) == d.forward_time(floats)
