@@ -19,7 +19,8 @@ from kvsim.kvcache.block_queue import BlockQueue
 from kvsim.kvcache.hash_pool import HashCachePool
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
-from kvsim.metrics.recorder import IterationRow, Recorder, append_values
+from kvsim.kvcache.radix import RadixKVManager, RadixPool
+from kvsim.metrics.recorder import IterationRow, Recorder, append_timeline, append_values
 
 _COMPILED = not __file__.endswith(".py")
 """Compiled by Cython (replica.pxd): the tick goes into the clock's heap by `_push_tick`'s C loop."""
@@ -101,8 +102,9 @@ class Replica:
         self._counts = 0
         """How _step reads the KV manager's used and cached blocks: 0 by its properties; 1 PagedKVManager's
         (no cache: the pool's `num_used`, 0 cached), 2 PrefixHashKVManager's (the pool's `num_used` and its
-        queue's length), read from the pool's fields while the pool (and queue) are of the types whose
-        properties those are (the properties otherwise)."""
+        queue's length), 3 RadixKVManager's (the RadixPool's `num_used` and `num_cached_free`), read from the
+        pool's fields while the pool (and queue) are of the types whose properties those are (the properties
+        otherwise)."""
         if self._paged:
             used = getattr(kind, "used_blocks", None)
             cached = getattr(kind, "cached_blocks", None)
@@ -111,6 +113,8 @@ class Replica:
             elif (used is PagedKVManager.used_blocks or used is PrefixHashKVManager.used_blocks) \
                     and cached is PrefixHashKVManager.cached_blocks:
                 self._counts = 2
+            elif used is PagedKVManager.used_blocks and cached is RadixKVManager.cached_blocks:
+                self._counts = 3
         # the loop: callbacks on events (no simpy process), the steps and the event order of a process that
         # yields a timeout per iteration and an event per wait: started as a process is (urgent, now)
         self._tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
@@ -263,6 +267,10 @@ class Replica:
             elif counts == 1 and type(pool) is BlockPool:
                 cached = 0
                 used = pool.num_blocks - pool.free_count
+            elif counts == 3 and type(pool) is RadixPool:
+                radix = pool
+                cached = radix.num_cached_free
+                used = radix.num_blocks - radix.free_count - cached
             if cached < 0:
                 used = kv.used_blocks
                 cached = kv.cached_blocks
@@ -282,13 +290,17 @@ class Replica:
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
         swapped = sched.swapped
-        values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
-                  prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
-                  used, states, cached, preempted, copy_blocks, reservation, internal,
-                  external, free, unshared)
-        if self.extra_columns is None:  # (Recorder.iteration_values, one call less)
-            append_values(self._timeline, values, ())
+        if self.extra_columns is None:  # (Recorder.iteration_values, one call less: C values when compiled)
+            append_timeline(self._timeline, self.index, sched.iterations, now, dt, len(sched.running),
+                            num_seqs, prefill_seqs, prefill_tokens, decode_seqs,
+                            len(waiting) if waiting else 0, len(swapped) if swapped else 0, used, states,
+                            cached, preempted, copy_blocks,
+                            reservation, internal, external, free, unshared)
         else:
+            values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
+                      prefill_tokens, decode_seqs, len(waiting) if waiting else 0,
+                      len(swapped) if swapped else 0, used, states, cached, preempted, copy_blocks,
+                      reservation, internal, external, free, unshared)
             append_values(self._timeline, values, tuple(self.extra_columns()))
         if self.check:
             self.check_invariants()
