@@ -8,6 +8,7 @@ from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
 
 from kvsim.engine.admission cimport Admission
+from kvsim.kvcache.paged cimport PagedKVManager
 
 
 cdef bint _COMPILED
@@ -29,5 +30,5 @@ cdef class DecodeFastPath:
     cdef public Admission sched
 
     @cython.locals(s=Admission, it=Py_ssize_t, dec_seqs=Py_ssize_t, its=list, n=object, context=object,
-                   fields=tuple)
+                   fields=tuple, paged=PagedKVManager)
     cpdef schedule(self, now)

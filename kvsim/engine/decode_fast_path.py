@@ -50,11 +50,12 @@ class DecodeFastPath:
         copies = 0  # (only the grow step copies blocks: the KV manager's count is read around it alone)
         if its and its[0] <= it:
             kv = s.kv
-            copies_before = kv.cow_copies
+            paged = s._paged  # (the paged manager: its count read as a C field when compiled)
+            copies_before = kv.cow_copies if paged is None else paged.cow_copies
             s._grow(it)
             if s.preempted_now:
                 return s._schedule_rest(now, copies_before)
-            copies = kv.cow_copies - copies_before
+            copies = (kv.cow_copies if paged is None else paged.cow_copies) - copies_before
         dec_seqs = s.dec_seqs
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
