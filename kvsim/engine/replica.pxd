@@ -4,6 +4,7 @@
 # rows appended by a C call into the recorder.
 cimport cython
 
+from kvsim.engine.decode_fast_path cimport DecodeFastPath
 from kvsim.engine.scheduler cimport Scheduler
 from kvsim.kvcache.block_pool cimport BlockPool
 from kvsim.kvcache.block_queue cimport BlockQueue
@@ -27,6 +28,7 @@ cdef class Replica:
     cdef _Columns _timeline
     cdef list _queue, _ticks
     cdef public bint _paged
+    cdef DecodeFastPath _fast_path
     cdef Py_ssize_t _block_size, _slots, _counts
 
     cpdef wake(self)
@@ -34,7 +36,7 @@ cdef class Replica:
     @cython.locals(sched=Scheduler)
     cpdef _turn(self, bint ended)
 
-    @cython.locals(sched=Scheduler, finished=list, queue=list, ticks=list)
+    @cython.locals(sched=Scheduler, finished=list, queue=list, ticks=list, fast_path=DecodeFastPath)
     cpdef _advance(self, now, bint ended)
 
     @cython.locals(sched=Scheduler, paged=PagedKVManager, pool=BlockPool, evictable=BlockQueue, radix=RadixPool,
@@ -43,5 +45,5 @@ cdef class Replica:
                    free=Py_ssize_t, unshared=Py_ssize_t, preempted=Py_ssize_t)
     cpdef _step(self, batch, now)
 
-    @cython.locals(sched=Scheduler, n=Py_ssize_t)
+    @cython.locals(sched=Scheduler, n=Py_ssize_t, fast_path=DecodeFastPath)
     cpdef _fast_forward(self, end, horizon)

@@ -12,6 +12,7 @@ from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock, Tick
+from kvsim.engine.decode_fast_path import DecodeFastPath
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
 from kvsim.kvcache.block_pool import BlockPool
@@ -59,7 +60,7 @@ class Replica:
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "_tick", "_on_tick_cb", "_queue",
                  "_ticks", "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown",
-                 "_paged", "_block_size", "_slots", "_schedule", "_counts")
+                 "_paged", "_block_size", "_slots", "_schedule", "_counts", "_fast_path")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -86,6 +87,9 @@ class Replica:
         """Iterations run back to back without the event loop so far."""
         self._wakeup: Event | None = None
         self._schedule = scheduler.schedule  # (the scheduling step the loop calls: set when it starts)
+        self._fast_path: DecodeFastPath | None = None
+        """The DecodeFastPath whose schedule is `_schedule` when it is (set when the loop starts): called as a
+        C method when compiled."""
         # the methods _step calls every iteration, bound once
         self._step_time = cost.step_time
         self._timeline = recorder._timeline  # (recorder.iteration_values' table: rows appended directly)
@@ -143,6 +147,9 @@ class Replica:
         sched = self.sched
         self.fast = not self.exact and not sched.calls_out()
         self._schedule = sched.schedule_decodes if self.fast else sched.schedule
+        owner = getattr(self._schedule, "__self__", None)
+        if type(owner) is DecodeFastPath and owner.sched is sched and self._schedule == owner.schedule:
+            self._fast_path = owner
         self._turn(False)
 
     def _on_tick(self, _event) -> None:
@@ -218,7 +225,8 @@ class Replica:
                     on_finish(g)
         if not sched.has_work():
             return None
-        batch = self._schedule(now)
+        fast_path = self._fast_path
+        batch = self._schedule(now) if fast_path is None else fast_path.schedule(now)
         if batch is None:
             return None
         end = now + self._step(batch, now)
@@ -314,10 +322,11 @@ class Replica:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
         schedule = sched.schedule_decodes
+        fast_path = self._fast_path if schedule == self._schedule else None  # (its C method when compiled)
         n = 0
         while end < horizon and sched.completes_quietly():  # (C calls when compiled: sched is typed)
             sched.complete(end)
-            batch = schedule(end)
+            batch = schedule(end) if fast_path is None else fast_path.schedule(end)
             if batch is None:
                 self.fast_iterations += n
                 raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")
