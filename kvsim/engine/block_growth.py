@@ -8,6 +8,61 @@ from heapq import heappop, heappush
 from kvsim.engine.group import RUNNING, Group
 from kvsim.engine.preemption import Preemption
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (block_growth.pxd): the iterations heap is kept by _its_push / _its_pop's C loops."""
+
+
+def _its_push(heap: list[int], item: int) -> None:
+    """heapq.heappush(heap, item) for a heap of ints (the same sift: the same list), compared as C
+    integers when compiled (`v`, `pv`: the C values of item and parent)."""
+    heap.append(item)
+    pos = len(heap) - 1
+    v = item
+    while pos > 0:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        pv = parent
+        if v < pv:
+            heap[pos] = parent
+            pos = parentpos
+            continue
+        break
+    heap[pos] = item
+
+
+def _its_pop(heap: list[int]) -> int:
+    """heapq.heappop(heap) for a heap of ints (heapq's sift: down to a leaf by the smaller child, then up:
+    the same list), compared as C integers when compiled."""
+    last = heap.pop()
+    if not heap:
+        return last
+    top = heap[0]
+    end = len(heap)
+    pos = 0
+    child = 1
+    while child < end:
+        right = child + 1
+        if right < end:
+            a = heap[child]
+            b = heap[right]
+            if not a < b:
+                child = right
+        heap[pos] = heap[child]
+        pos = child
+        child = 2 * pos + 1
+    v = last
+    while pos > 0:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        pv = parent
+        if v < pv:
+            heap[pos] = parent
+            pos = parentpos
+            continue
+        break
+    heap[pos] = last
+    return top
+
 
 class BlockGrowth(Preemption):
     """The block-growth part of `Scheduler` (kvsim/engine/scheduler.py), in its chain Preemption <-
@@ -27,7 +82,10 @@ class BlockGrowth(Preemption):
         due = self._alloc_due.get(it)
         if due is None:
             due = self._alloc_due[it] = []
-            heappush(self._alloc_its, it)
+            if _COMPILED:
+                _its_push(self._alloc_its, it)
+            else:
+                heappush(self._alloc_its, it)
         return due
 
     def _schedule_next_alloc(self, g: Group, next_decode: int | None = None) -> None:
@@ -52,7 +110,7 @@ class BlockGrowth(Preemption):
         grown = 0  # blocks the fast path added, not yet in dec_blocks
         running = RUNNING  # (a C integer when compiled)
         while its and its[0] <= it:
-            entries = due.pop(heappop(its))
+            entries = due.pop(_its_pop(its) if _COMPILED else heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
                 live = entries  # (the list itself while every entry is live)
                 single = True
@@ -77,7 +135,10 @@ class BlockGrowth(Preemption):
                     grown += len(live)
                     if later is None:  # (nothing is due at nxt yet: the live entries are its list)
                         later = due[nxt] = live
-                        heappush(its, nxt)
+                        if _COMPILED:
+                            _its_push(its, nxt)
+                        else:
+                            heappush(its, nxt)
                     else:
                         later += live
                     continue

@@ -3,11 +3,32 @@
 # declared in preemption.pxd), so its fields are read as C fields and _grow is called as a C method.
 cimport cython
 
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.type cimport PyType_GenericAlloc
+
 from kvsim.engine.admission cimport Admission
+from kvsim.kvcache.paged cimport PagedKVManager
+
+
+cdef bint _COMPILED
+
+
+cdef inline object _new_batch(type cls, tuple fields):
+    """tuple.__new__(cls, fields) for a tuple subclass made by a class statement (its tp_alloc is
+    PyType_GenericAlloc, as tuple.__new__ calls it): the instance allocated, each field put in its place."""
+    cdef Py_ssize_t i, n = len(fields)
+    b = PyType_GenericAlloc(cls, n)
+    for i in range(n):
+        o = fields[i]
+        Py_INCREF(o)
+        PyTuple_SET_ITEM(b, i, o)
+    return b
 
 
 cdef class DecodeFastPath:
     cdef public Admission sched
 
-    @cython.locals(s=Admission, it=Py_ssize_t, dec_seqs=Py_ssize_t, its=list, n=object, context=object)
+    @cython.locals(s=Admission, it=Py_ssize_t, dec_seqs=Py_ssize_t, its=list, n=object, context=object,
+                   fields=tuple, paged=PagedKVManager)
     cpdef schedule(self, now)

@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from kvsim.engine.scheduler import Scheduler
 
 _new = tuple.__new__
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (decode_fast_path.pxd): the batch is made by `_new_batch`'s C calls."""
 
 
 class DecodeFastPath:
@@ -48,11 +50,12 @@ class DecodeFastPath:
         copies = 0  # (only the grow step copies blocks: the KV manager's count is read around it alone)
         if its and its[0] <= it:
             kv = s.kv
-            copies_before = kv.cow_copies
+            paged = s._paged  # (the paged manager: its count read as a C field when compiled)
+            copies_before = kv.cow_copies if paged is None else paged.cow_copies
             s._grow(it)
             if s.preempted_now:
                 return s._schedule_rest(now, copies_before)
-            copies = kv.cow_copies - copies_before
+            copies = (kv.cow_copies if paged is None else paged.cow_copies) - copies_before
         dec_seqs = s.dec_seqs
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
@@ -64,5 +67,8 @@ class DecodeFastPath:
             context = s.dec_base_sum + off + dec_seqs * it
         n = dec_seqs  # (compiled: one Python int for both fields)
         # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
-        return _new(Batch, (n, 0, 0, 0.0, n, context, s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0,
-                            (), (), 0.0, 0.0, 0, 0, 0, 0.0))
+        fields = (n, 0, 0, 0.0, n, context, s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0, (), (),
+                  0.0, 0.0, 0, 0, 0, 0.0)
+        if _COMPILED:  # (tuple.__new__(Batch, fields) in C, without the call through tuple.__new__)
+            return _new_batch(Batch, fields)  # noqa: F821 (decode_fast_path.pxd's)
+        return _new(Batch, fields)

@@ -4,11 +4,13 @@
 # rows appended by a C call into the recorder.
 cimport cython
 
+from kvsim.engine.decode_fast_path cimport DecodeFastPath
 from kvsim.engine.scheduler cimport Scheduler
 from kvsim.kvcache.block_pool cimport BlockPool
 from kvsim.kvcache.block_queue cimport BlockQueue
 from kvsim.kvcache.paged cimport PagedKVManager
-from kvsim.metrics.recorder cimport _Columns, append_values
+from kvsim.kvcache.radix cimport RadixPool
+from kvsim.metrics.recorder cimport _Columns, append_timeline, append_values
 
 
 cdef bint _COMPILED
@@ -26,6 +28,7 @@ cdef class Replica:
     cdef _Columns _timeline
     cdef list _queue, _ticks
     cdef public bint _paged
+    cdef DecodeFastPath _fast_path
     cdef Py_ssize_t _block_size, _slots, _counts
 
     cpdef wake(self)
@@ -33,12 +36,14 @@ cdef class Replica:
     @cython.locals(sched=Scheduler)
     cpdef _turn(self, bint ended)
 
-    @cython.locals(sched=Scheduler, finished=list, queue=list, ticks=list)
+    @cython.locals(sched=Scheduler, finished=list, queue=list, ticks=list, fast_path=DecodeFastPath)
     cpdef _advance(self, now, bint ended)
 
-    @cython.locals(sched=Scheduler, paged=PagedKVManager, pool=BlockPool, evictable=BlockQueue,
-                   counts=Py_ssize_t, cached=Py_ssize_t, used=Py_ssize_t)
+    @cython.locals(sched=Scheduler, paged=PagedKVManager, pool=BlockPool, evictable=BlockQueue, radix=RadixPool,
+                   counts=Py_ssize_t, cached=Py_ssize_t, used=Py_ssize_t, allocated=Py_ssize_t,
+                   states=Py_ssize_t, reservation=Py_ssize_t, internal=Py_ssize_t, external=Py_ssize_t,
+                   free=Py_ssize_t, unshared=Py_ssize_t, preempted=Py_ssize_t)
     cpdef _step(self, batch, now)
 
-    @cython.locals(sched=Scheduler, n=Py_ssize_t)
+    @cython.locals(sched=Scheduler, n=Py_ssize_t, fast_path=DecodeFastPath)
     cpdef _fast_forward(self, end, horizon)

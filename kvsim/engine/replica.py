@@ -12,6 +12,7 @@ from kvsim.cost.base import CostModel
 from kvsim.engine.breakdown import breakdown_of, check_scheduler_breakdown
 from kvsim.engine.check_pacing import CheckPacing
 from kvsim.engine.clock import Clock, Tick
+from kvsim.engine.decode_fast_path import DecodeFastPath
 from kvsim.engine.group import Group
 from kvsim.engine.scheduler import Scheduler
 from kvsim.kvcache.block_pool import BlockPool
@@ -19,7 +20,8 @@ from kvsim.kvcache.block_queue import BlockQueue
 from kvsim.kvcache.hash_pool import HashCachePool
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.prefix_hash import PrefixHashKVManager
-from kvsim.metrics.recorder import IterationRow, Recorder, append_values
+from kvsim.kvcache.radix import RadixKVManager, RadixPool
+from kvsim.metrics.recorder import IterationRow, Recorder, append_timeline, append_values
 
 _COMPILED = not __file__.endswith(".py")
 """Compiled by Cython (replica.pxd): the tick goes into the clock's heap by `_push_tick`'s C loop."""
@@ -58,7 +60,7 @@ class Replica:
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "_tick", "_on_tick_cb", "_queue",
                  "_ticks", "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown",
-                 "_paged", "_block_size", "_slots", "_schedule", "_counts")
+                 "_paged", "_block_size", "_slots", "_schedule", "_counts", "_fast_path")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -85,6 +87,9 @@ class Replica:
         """Iterations run back to back without the event loop so far."""
         self._wakeup: Event | None = None
         self._schedule = scheduler.schedule  # (the scheduling step the loop calls: set when it starts)
+        self._fast_path: DecodeFastPath | None = None
+        """The DecodeFastPath whose schedule is `_schedule` when it is (set when the loop starts): called as a
+        C method when compiled."""
         # the methods _step calls every iteration, bound once
         self._step_time = cost.step_time
         self._timeline = recorder._timeline  # (recorder.iteration_values' table: rows appended directly)
@@ -101,8 +106,9 @@ class Replica:
         self._counts = 0
         """How _step reads the KV manager's used and cached blocks: 0 by its properties; 1 PagedKVManager's
         (no cache: the pool's `num_used`, 0 cached), 2 PrefixHashKVManager's (the pool's `num_used` and its
-        queue's length), read from the pool's fields while the pool (and queue) are of the types whose
-        properties those are (the properties otherwise)."""
+        queue's length), 3 RadixKVManager's (the RadixPool's `num_used` and `num_cached_free`), read from the
+        pool's fields while the pool (and queue) are of the types whose properties those are (the properties
+        otherwise)."""
         if self._paged:
             used = getattr(kind, "used_blocks", None)
             cached = getattr(kind, "cached_blocks", None)
@@ -111,6 +117,8 @@ class Replica:
             elif (used is PagedKVManager.used_blocks or used is PrefixHashKVManager.used_blocks) \
                     and cached is PrefixHashKVManager.cached_blocks:
                 self._counts = 2
+            elif used is PagedKVManager.used_blocks and cached is RadixKVManager.cached_blocks:
+                self._counts = 3
         # the loop: callbacks on events (no simpy process), the steps and the event order of a process that
         # yields a timeout per iteration and an event per wait: started as a process is (urgent, now)
         self._tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
@@ -139,6 +147,9 @@ class Replica:
         sched = self.sched
         self.fast = not self.exact and not sched.calls_out()
         self._schedule = sched.schedule_decodes if self.fast else sched.schedule
+        owner = getattr(self._schedule, "__self__", None)
+        if type(owner) is DecodeFastPath and owner.sched is sched and self._schedule == owner.schedule:
+            self._fast_path = owner
         self._turn(False)
 
     def _on_tick(self, _event) -> None:
@@ -214,7 +225,8 @@ class Replica:
                     on_finish(g)
         if not sched.has_work():
             return None
-        batch = self._schedule(now)
+        fast_path = self._fast_path
+        batch = self._schedule(now) if fast_path is None else fast_path.schedule(now)
         if batch is None:
             return None
         end = now + self._step(batch, now)
@@ -263,6 +275,10 @@ class Replica:
             elif counts == 1 and type(pool) is BlockPool:
                 cached = 0
                 used = pool.num_blocks - pool.free_count
+            elif counts == 3 and type(pool) is RadixPool:
+                radix = pool
+                cached = radix.num_cached_free
+                used = radix.num_blocks - radix.free_count - cached
             if cached < 0:
                 used = kv.used_blocks
                 cached = kv.cached_blocks
@@ -282,13 +298,17 @@ class Replica:
         sched.preempted_unrecorded = 0
         # the row's values in TIMELINE_COLUMNS order (IterationRow's fields), no row object
         swapped = sched.swapped
-        values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
-                  prefill_tokens, decode_seqs, len(waiting) if waiting else 0, len(swapped) if swapped else 0,
-                  used, states, cached, preempted, copy_blocks, reservation, internal,
-                  external, free, unshared)
-        if self.extra_columns is None:  # (Recorder.iteration_values, one call less)
-            append_values(self._timeline, values, ())
+        if self.extra_columns is None:  # (Recorder.iteration_values, one call less: C values when compiled)
+            append_timeline(self._timeline, self.index, sched.iterations, now, dt, len(sched.running),
+                            num_seqs, prefill_seqs, prefill_tokens, decode_seqs,
+                            len(waiting) if waiting else 0, len(swapped) if swapped else 0, used, states,
+                            cached, preempted, copy_blocks,
+                            reservation, internal, external, free, unshared)
         else:
+            values = (self.index, sched.iterations, now, dt, len(sched.running), num_seqs, prefill_seqs,
+                      prefill_tokens, decode_seqs, len(waiting) if waiting else 0,
+                      len(swapped) if swapped else 0, used, states, cached, preempted, copy_blocks,
+                      reservation, internal, external, free, unshared)
             append_values(self._timeline, values, tuple(self.extra_columns()))
         if self.check:
             self.check_invariants()
@@ -302,10 +322,11 @@ class Replica:
         the event loop resumes this replica then, exactly as if it had stepped through each."""
         sched = self.sched
         schedule = sched.schedule_decodes
+        fast_path = self._fast_path if schedule == self._schedule else None  # (its C method when compiled)
         n = 0
         while end < horizon and sched.completes_quietly():  # (C calls when compiled: sched is typed)
             sched.complete(end)
-            batch = schedule(end)
+            batch = schedule(end) if fast_path is None else fast_path.schedule(end)
             if batch is None:
                 self.fast_iterations += n
                 raise RuntimeError(f"replica {self.index} ({self.role}) has work but scheduled nothing")

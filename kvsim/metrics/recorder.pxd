@@ -129,9 +129,67 @@ cdef inline bint _pack_extra(_Columns cols, tuple extra) except -1:
     return True
 
 
+cdef inline bint _pack_timeline(_Columns cols, long long replica, long long iteration, double t_s, double dt_s,
+                                long long running_reqs, long long num_seqs, long long prefill_seqs,
+                                long long prefill_tokens, long long decode_seqs, long long waiting,
+                                long long swapped, long long kv_used_blocks, long long kv_token_states,
+                                long long kv_cached_blocks, long long preempted, long long cow_copies,
+                                long long kv_reservation, long long kv_internal_frag,
+                                long long kv_external_frag, long long kv_free,
+                                long long kv_unshared_blocks) except -1:
+    """append_timeline's row, compiled: its C values written as `cols.pack` would pack them (native order:
+    'qqdd' then 17 'q', TIMELINE_COLUMNS) into their place in `cols.pending`, when `cols` has exactly those
+    codes, no registered group and room; False, nothing written, otherwise."""
+    cdef long long row[21]
+    cdef Py_ssize_t i, at
+    cdef bytes codes = cols.codes
+    cdef const char* c
+    cdef bytearray pending
+    if codes is None or len(codes) != 21 or cols.groups:
+        return False
+    c = codes
+    for i in range(21):
+        if c[i] != (100 if i == 2 or i == 3 else 113):  # 'd' for t_s and dt_s, 'q' for the rest
+            return False
+    pending = cols.pending
+    at = cols.npending * 168
+    if PyByteArray_GET_SIZE(pending) < at + 168:
+        return False
+    row[0] = replica
+    row[1] = iteration
+    memcpy(&row[2], &t_s, 8)
+    memcpy(&row[3], &dt_s, 8)
+    row[4] = running_reqs
+    row[5] = num_seqs
+    row[6] = prefill_seqs
+    row[7] = prefill_tokens
+    row[8] = decode_seqs
+    row[9] = waiting
+    row[10] = swapped
+    row[11] = kv_used_blocks
+    row[12] = kv_token_states
+    row[13] = kv_cached_blocks
+    row[14] = preempted
+    row[15] = cow_copies
+    row[16] = kv_reservation
+    row[17] = kv_internal_frag
+    row[18] = kv_external_frag
+    row[19] = kv_free
+    row[20] = kv_unshared_blocks
+    memcpy(PyByteArray_AS_STRING(pending) + at, row, 168)
+    return True
+
+
 cdef class Recorder:
     cdef public _Columns _timeline, _requests
 
 
 @cython.locals(row=bytes)
 cpdef append_values(_Columns cols, object values, tuple extra)
+
+cpdef append_timeline(_Columns cols, long long replica, long long iteration, double t_s, double dt_s,
+                      long long running_reqs, long long num_seqs, long long prefill_seqs, long long prefill_tokens,
+                      long long decode_seqs, long long waiting, long long swapped, long long kv_used_blocks,
+                      long long kv_token_states, long long kv_cached_blocks, long long preempted,
+                      long long cow_copies, long long kv_reservation, long long kv_internal_frag,
+                      long long kv_external_frag, long long kv_free, long long kv_unshared_blocks)

@@ -498,6 +498,30 @@ def append_values(cols: _Columns, values: tuple, extra: tuple) -> None:
         cols.flush()
 
 
+def append_timeline(cols: _Columns, replica: int, iteration: int, t_s: float, dt_s: float, running_reqs: int,
+                    num_seqs: int, prefill_seqs: int, prefill_tokens: int, decode_seqs: int, waiting: int,
+                    swapped: int, kv_used_blocks: int, kv_token_states: int, kv_cached_blocks: int,
+                    preempted: int, cow_copies: int, kv_reservation: int, kv_internal_frag: int,
+                    kv_external_frag: int, kv_free: int, kv_unshared_blocks: int) -> None:
+    """append_values(cols, (replica, ..., kv_unshared_blocks), ()) for a timeline row (TIMELINE_COLUMNS
+    order) without registered groups: the engine's per-iteration path (kvsim/engine/replica.py). Compiled,
+    the values arrive as C values (recorder.pxd: int64 / double, as the row packs them) and are written
+    into `cols.pending` by `_pack_timeline`, no tuple and no int objects, when the table is a timeline
+    (its codes) with no groups and the buffer has room; append_values' path otherwise (the same bytes)."""
+    if _COMPILED and _pack_timeline(  # noqa: F821 (recorder.pxd's)
+            cols, replica, iteration, t_s, dt_s, running_reqs, num_seqs, prefill_seqs, prefill_tokens,
+            decode_seqs, waiting, swapped, kv_used_blocks, kv_token_states, kv_cached_blocks, preempted,
+            cow_copies, kv_reservation, kv_internal_frag, kv_external_frag, kv_free, kv_unshared_blocks):
+        cols.npending += 1
+        if cols.npending >= cols.limit:
+            cols.flush()
+        return
+    append_values(cols, (replica, iteration, t_s, dt_s, running_reqs, num_seqs, prefill_seqs, prefill_tokens,
+                         decode_seqs, waiting, swapped, kv_used_blocks, kv_token_states, kv_cached_blocks,
+                         preempted, cow_copies, kv_reservation, kv_internal_frag, kv_external_frag, kv_free,
+                         kv_unshared_blocks), ())
+
+
 def _unpackable(cols: _Columns, values: tuple) -> Exception:
     """The error naming the first column whose value does not pack (an int column takes an int in int64's
     range, a float column a number)."""

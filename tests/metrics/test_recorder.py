@@ -18,6 +18,7 @@ from kvsim.metrics.recorder import (
     IterationRow,
     Recorder,
     RequestRow,
+    append_timeline,
 )
 
 
@@ -215,6 +216,25 @@ def test_values_rows_are_the_rows_of_their_fields():
     pd.testing.assert_frame_equal(by_row.requests_frame(), by_values.requests_frame())
     with pytest.raises(ValueError, match="values for"):
         Recorder().request_values((1, 2, 3))
+
+
+def test_append_timeline_rows_are_the_rows_of_their_fields():
+    """append_timeline (the engine's per-iteration path: the values as arguments, C values when compiled)
+    gives the rows iteration gives, exact (ints past 2**53, negative zero, an int time), across flushes;
+    with a registered group it falls back to append_values' path (the group's default)."""
+    for group in (False, True):
+        by_row, by_args = Recorder(), Recorder()
+        if group:
+            for rec in (by_row, by_args):
+                rec.add_timeline_columns(ColumnGroup({"x": "q"}))
+        for i in range(2 * _CHUNK + 3):
+            row = busy(i % 2, i, -0.0 if i == 3 else 0.25 * i, kv_free=i * 1000, kv_used_blocks=2**60 + i)
+            if i == 5:
+                row.t_s = 5  # (an int time: packed as the float)
+            by_row.iteration(row)
+            append_timeline(by_args._timeline, *(getattr(row, f.name) for f in fields(row)))
+        pd.testing.assert_frame_equal(by_row.timeline_frame(), by_args.timeline_frame())
+        assert by_args.timeline_frame()["kv_used_blocks"].iloc[-1] == 2**60 + 2 * _CHUNK + 2
 
 
 def test_packed_rows_keep_their_values_and_groups_across_seals_that_are_no_multiple_of_a_flush(monkeypatch):
