@@ -1,3 +1,4 @@
+# cython: boundscheck=False
 """Physical KV block pool: refcounts and an O(1) free list, state only for blocks handed out."""
 
 from __future__ import annotations

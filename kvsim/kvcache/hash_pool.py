@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False
 """The hash prefix cache's block pool: keyed blocks stay cached at refcount 0 until evicted.
 
 The per-block work of the cache (hits, releases, registrations, evictions) is done by the module's
