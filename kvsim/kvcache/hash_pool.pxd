@@ -42,6 +42,11 @@ cpdef tuple settle(list key_of, list rc, list filed, list last, list zeroed, obj
                b=Py_ssize_t)
 cpdef tuple settle_run(list key_of, list rc, list filed, list last, list depth, list zeroed, object now)
 
+@cython.locals(rc=list, key_of=list, filed=list, last=list, depth=list, shared=Py_ssize_t, n=Py_ssize_t,
+               j=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t, lo=Py_ssize_t, prev=Py_ssize_t, ascending=bint,
+               cut=Py_ssize_t, mixed=bint, d=Py_ssize_t, kept=list, free=list, cached=list, rest=list)
+cpdef tuple settle_drop(HashCachePool pool, list ids, object now)
+
 @cython.locals(shared=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t)
 cpdef Py_ssize_t hold(list rc, list table, object discard) except? -1
 

@@ -114,7 +114,8 @@ class HashCachePool(BlockPool):
         (touch=False keeps the previous last use: an admission the scheduler undid)."""
         self.clock += 1
         now = self.clock
-        kept, zeroed = self.drop_refs(ids)
+        if not touch or not self.revives:
+            kept, zeroed = self.drop_refs(ids)
         if not touch and self.revives:  # their rows may still be in the queue: made live again there
             free, cached = settle(self.key_of, self.rc, None, None, zeroed, now)
             if free:
@@ -123,8 +124,7 @@ class HashCachePool(BlockPool):
                 self.queue.revive(cached, now)
             return kept
         if touch and self.revives:  # (lru, length: a run whose depths ascend is filed as it is)
-            free, cached, ascending = settle_run(self.key_of, self.rc, self.filed, self.last, self.depth,
-                                                 zeroed, now)
+            kept, free, cached, ascending = settle_drop(self, ids, now)
             if free:
                 self._put_free(free)
             if cached:
@@ -270,6 +270,88 @@ def settle_run(key_of: list, rc: list[int], filed: list[int], last: list[int], d
     if not mixed:
         return zeroed[cut:], zeroed[:cut], ascending
     return [b for b in zeroed if key_of[b] is None], [b for b in zeroed if key_of[b] is not None], ascending
+
+
+def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list[int], list[int], list[int], bool]:
+    """pool.drop_refs(ids) and settle_run of the blocks it brings to refcount 0, in one pass over ids:
+    (blocks still referenced, the unkeyed and the keyed of those at 0, whether the keyed ones' depths
+    ascend). The usual release, the blocks held elsewhere too leading (a shared prefix), then the table's
+    own blocks, keyed then unkeyed, is split by slicing; anything else is sorted block by block. A block
+    at rc 0 (cached, no table holds it) raises, as drop_refs, where it reads the counts (pool.shared)."""
+    rc = pool.rc
+    key_of = pool.key_of
+    filed = pool.filed
+    last = pool.last
+    depth = pool.depth
+    shared = pool.shared
+    n = len(ids)
+    j = 0
+    if shared:
+        while j < n:  # the leading run of blocks held elsewhere too
+            b = ids[j]
+            r = rc[b]
+            if r <= 1:
+                break
+            rc[b] = r - 1
+            j += 1
+    lo = j  # ids[:lo] kept
+    prev = -1
+    ascending = True
+    cut = -1  # the position of the first unkeyed block at 0
+    mixed = False  # a keyed block after an unkeyed one
+    while j < n:
+        b = ids[j]
+        if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
+            break
+        if key_of[b] is None:
+            if cut < 0:
+                cut = j
+        else:
+            if cut >= 0:
+                mixed = True
+            rc[b] = 0
+            filed[b] = now
+            last[b] = now
+            d = depth[b]
+            if d <= prev:
+                ascending = False
+            prev = d
+        j += 1
+    kept = ids[:lo]
+    if cut < 0:
+        free = []
+        cached = ids[lo:j]
+    elif not mixed:
+        free = ids[cut:j]
+        cached = ids[lo:cut]
+    else:
+        rest = ids[lo:j]
+        free = [b for b in rest if key_of[b] is None]
+        cached = [b for b in rest if key_of[b] is not None]
+    while j < n:
+        b = ids[j]
+        r = rc[b]
+        if r > 1:
+            rc[b] = r - 1
+            kept.append(ids[j])
+        elif r == 1:
+            if key_of[b] is None:
+                free.append(ids[j])
+            else:
+                rc[b] = 0
+                filed[b] = now
+                last[b] = now
+                cached.append(ids[j])
+                d = depth[b]
+                if d <= prev:
+                    ascending = False
+                prev = d
+        else:
+            pool.shared = shared - len(kept)
+            raise ValueError(f"double free of block {b}")
+        j += 1
+    pool.shared = shared - len(kept)
+    return kept, free, cached, ascending
 
 
 def hold(rc: list[int], table: list[int], discard) -> int:
