@@ -272,7 +272,7 @@ def settle_run(key_of: list, rc: list[int], filed: list[int], last: list[int], d
     return [b for b in zeroed if key_of[b] is None], [b for b in zeroed if key_of[b] is not None], ascending
 
 
-def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list[int], list[int], list[int], bool]:
+def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, list, list, bool]:
     """pool.drop_refs(ids) and settle_run of the blocks it brings to refcount 0, in one pass over ids:
     (blocks still referenced, the unkeyed and the keyed of those at 0, whether the keyed ones' depths
     ascend). The usual release, the blocks held elsewhere too leading (a shared prefix), then the table's
