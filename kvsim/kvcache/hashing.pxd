@@ -11,7 +11,7 @@ cdef class BlockContent:
     cdef public object _last, hint
 
     @cython.locals(m=Py_ssize_t, i=Py_ssize_t, t=Py_ssize_t, segs=list, pos=Py_ssize_t, a=list, b=list,
-                   j=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t)
+                   j=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t, sl=Py_ssize_t)
     cpdef resume(self, BlockContent prev, list table)
 
     @cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
