@@ -35,6 +35,10 @@ cdef class HashCachePool(BlockPool):
 @cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t, hb=Py_ssize_t)
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
 
+@cython.locals(key_of=list, rc=list, by_key=dict, table=list, shared=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t,
+               n=Py_ssize_t, hb=Py_ssize_t, r=Py_ssize_t, i=Py_ssize_t)
+cpdef tuple match_hold(HashCachePool pool, list keys, Py_ssize_t m, list hint)
+
 @cython.locals(free=list, cached=list)
 cpdef tuple settle(list key_of, list rc, list filed, list last, list zeroed, object now)
 

@@ -215,6 +215,53 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     return table
 
 
+def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) -> tuple[list[int], int]:
+    """match(pool.by_key, pool.key_of, keys, m, hint) and pool.hold of the blocks it finds (a pool whose
+    queue is a BlockQueue: `runs`): (the blocks, how many were held already). Compiled, in one pass: each
+    block is held as it is found (match changes nothing else, and hold takes them in the same order)."""
+    if not _COMPILED:
+        table = match(pool.by_key, pool.key_of, keys, m, hint)
+        return table, pool.hold(table)
+    key_of = pool.key_of
+    rc = pool.rc
+    shared = 0
+    j = 0
+    if hint is None:
+        table = []
+    else:
+        h = min(m, len(hint))
+        n = len(key_of)
+        while j < h:
+            hb = hint[j]
+            if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
+                break
+            kb = key_of[hb]
+            k = keys[j]
+            if kb is not k and kb != k:
+                break
+            r = rc[hb]
+            if r:
+                shared += 1
+            rc[hb] = r + 1
+            j += 1
+        table = hint[:j]
+    by_key = pool.by_key
+    while j < m:
+        b = by_key.get(keys[j], -1)
+        if b < 0:
+            break
+        table.append(b)
+        i = b
+        r = rc[i]
+        if r:
+            shared += 1
+        rc[i] = r + 1
+        j += 1
+    pool.queue.count -= len(table) - shared
+    pool.shared += shared
+    return table, shared
+
+
 def settle(key_of: list, rc: list[int], filed: list[int] | None, last: list[int] | None, zeroed: list[int],
            now: int) -> tuple[list[int], list[int]]:
     """Split blocks that reached refcount 0 into the unkeyed (truly free) and the keyed (cached: rc 0,
