@@ -28,7 +28,7 @@ cdef class BlockPool:
     @cython.locals(free=list, got=list)
     cpdef take_evicting(self)
 
-    @cython.locals(free=list, n=Py_ssize_t, ids=list)
+    @cython.locals(free=list, n=Py_ssize_t, ids=list, _j=Py_ssize_t)
     cpdef take_free(self, Py_ssize_t k)
 
     @cython.locals(n=Py_ssize_t, ids=list)
