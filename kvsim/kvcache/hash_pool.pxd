@@ -3,7 +3,7 @@
 # (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
 import cython
 
-from kvsim.kvcache.block_pool cimport BlockPool
+from kvsim.kvcache.block_pool cimport BlockPool, _put
 
 cdef bint _COMPILED
 cdef list _DEPTHS

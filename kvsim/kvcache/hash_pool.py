@@ -242,7 +242,7 @@ def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) 
             r = rc[hb]
             if r:
                 shared += 1
-            rc[hb] = r + 1
+            _put(rc, hb, r + 1)  # noqa: F821 (compiled only: block_pool.pxd)
             j += 1
         table = hint[:j]
     by_key = pool.by_key
@@ -255,7 +255,7 @@ def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) 
         r = rc[i]
         if r:
             shared += 1
-        rc[i] = r + 1
+        _put(rc, i, r + 1)  # noqa: F821
         j += 1
     pool.queue.count -= len(table) - shared
     pool.shared += shared
@@ -356,9 +356,14 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
         else:
             if cut >= 0:
                 mixed = True
-            rc[b] = 0
-            filed[b] = now
-            last[b] = now
+            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
+                _put(rc, b, 0)  # noqa: F821
+                _put(filed, b, now)  # noqa: F821
+                _put(last, b, now)  # noqa: F821
+            else:
+                rc[b] = 0
+                filed[b] = now
+                last[b] = now
             d = depth[b]
             if d <= prev:
                 ascending = False
@@ -442,9 +447,14 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
         b = table[j]
         i = b  # (compiled: a C index, b stays the Python int that is stored)
         if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
-            key_of[i] = k
-            last[i] = now
-            depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
+            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
+                _put(key_of, i, k)  # noqa: F821
+                _put(last, i, now)  # noqa: F821
+                _put(depth, i, j if j < 256 else depths[j])  # noqa: F821
+            else:
+                key_of[i] = k
+                last[i] = now
+                depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
             if birth is not None:
                 birth[i] = now
             if uses is not None:
