@@ -427,8 +427,12 @@ def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: lis
         if spill is not None:
             spill.append(k)
         del by_key[k]
-        key_of[b] = None
-        rc[b] = 1
+        if _COMPILED:
+            _put(key_of, b, None)  # noqa: F821 (block_pool.pxd: a C inline)
+            _put(rc, b, 1)  # noqa: F821
+        else:
+            key_of[b] = None
+            rc[b] = 1
 
 
 def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int) -> None:
