@@ -4,8 +4,19 @@
 # positions are C integers in the per-block loop (the lists keep Python ints; a block id handed out stays the
 # Python int the free list held).
 import cython
+from cpython.list cimport PyList_GET_ITEM, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 
 cdef bint _COMPILED
+
+
+cdef inline void _put(list items, Py_ssize_t i, object v) noexcept:
+    """items[i] = v without the checks (i a valid index of items): the per-block stores of the compiled loops
+    (block_pool.py, hash_pool.py call it only where _COMPILED; as Python, the item assignment)."""
+    cdef PyObject* old = PyList_GET_ITEM(items, i)
+    Py_INCREF(v)
+    PyList_SET_ITEM(items, i, v)
+    Py_XDECREF(old)
 
 cdef class BlockPool:
     cdef public Py_ssize_t num_blocks, block_size, shared, known, free_count
@@ -28,7 +39,7 @@ cdef class BlockPool:
     @cython.locals(free=list, got=list)
     cpdef take_evicting(self)
 
-    @cython.locals(free=list, n=Py_ssize_t, ids=list)
+    @cython.locals(free=list, n=Py_ssize_t, ids=list, _j=Py_ssize_t)
     cpdef take_free(self, Py_ssize_t k)
 
     @cython.locals(n=Py_ssize_t, ids=list)

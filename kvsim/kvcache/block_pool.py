@@ -1,3 +1,4 @@
+# cython: boundscheck=False
 """Physical KV block pool: refcounts and an O(1) free list, state only for blocks handed out."""
 
 from __future__ import annotations
@@ -151,8 +152,13 @@ class BlockPool:
         if k > n:
             self._more(k - n)
             n = len(free)
-        ids = free[: -k - 1 : -1]
-        del free[n - k:]
+        if _COMPILED and k <= 32:  # (a grow step's few blocks: popped in a C loop, no slice objects)
+            ids = []
+            for _j in range(k):
+                ids.append(free.pop())
+        else:
+            ids = free[: -k - 1 : -1]
+            del free[n - k:]
         if not free and self.known < self.num_blocks:
             self._more(CHUNK)
         self.free_count -= k

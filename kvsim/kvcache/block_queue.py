@@ -1,3 +1,4 @@
+# cython: boundscheck=False
 """The hash cache's eviction queue: evictable block ids, smallest priority first, without a row per block.
 
 `BlockQueue` is eviction.EvictionQueue's lazy heap of batches, shaped for the blocks of a hash cache

@@ -3,7 +3,7 @@
 # (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
 import cython
 
-from kvsim.kvcache.block_pool cimport BlockPool
+from kvsim.kvcache.block_pool cimport BlockPool, _put
 
 cdef bint _COMPILED
 cdef list _DEPTHS
@@ -35,12 +35,21 @@ cdef class HashCachePool(BlockPool):
 @cython.locals(table=list, got=list, j=Py_ssize_t, h=Py_ssize_t, n=Py_ssize_t, hb=Py_ssize_t)
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
 
+@cython.locals(key_of=list, rc=list, by_key=dict, table=list, shared=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t,
+               n=Py_ssize_t, hb=Py_ssize_t, r=Py_ssize_t, i=Py_ssize_t)
+cpdef tuple match_hold(HashCachePool pool, list keys, Py_ssize_t m, list hint)
+
 @cython.locals(free=list, cached=list)
 cpdef tuple settle(list key_of, list rc, list filed, list last, list zeroed, object now)
 
 @cython.locals(prev=Py_ssize_t, d=Py_ssize_t, ascending=bint, cut=Py_ssize_t, mixed=bint, j=Py_ssize_t,
                b=Py_ssize_t)
 cpdef tuple settle_run(list key_of, list rc, list filed, list last, list depth, list zeroed, object now)
+
+@cython.locals(rc=list, key_of=list, filed=list, last=list, depth=list, shared=Py_ssize_t, n=Py_ssize_t,
+               j=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t, lo=Py_ssize_t, prev=Py_ssize_t, ascending=bint,
+               cut=Py_ssize_t, mixed=bint, d=Py_ssize_t, kept=list, free=list, cached=list, rest=list)
+cpdef tuple settle_drop(HashCachePool pool, list ids, object now)
 
 @cython.locals(shared=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t)
 cpdef Py_ssize_t hold(list rc, list table, object discard) except? -1

@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False
 """The hash prefix cache's block pool: keyed blocks stay cached at refcount 0 until evicted.
 
 The per-block work of the cache (hits, releases, registrations, evictions) is done by the module's
@@ -113,7 +114,8 @@ class HashCachePool(BlockPool):
         (touch=False keeps the previous last use: an admission the scheduler undid)."""
         self.clock += 1
         now = self.clock
-        kept, zeroed = self.drop_refs(ids)
+        if not touch or not self.revives:
+            kept, zeroed = self.drop_refs(ids)
         if not touch and self.revives:  # their rows may still be in the queue: made live again there
             free, cached = settle(self.key_of, self.rc, None, None, zeroed, now)
             if free:
@@ -122,8 +124,7 @@ class HashCachePool(BlockPool):
                 self.queue.revive(cached, now)
             return kept
         if touch and self.revives:  # (lru, length: a run whose depths ascend is filed as it is)
-            free, cached, ascending = settle_run(self.key_of, self.rc, self.filed, self.last, self.depth,
-                                                 zeroed, now)
+            kept, free, cached, ascending = settle_drop(self, ids, now)
             if free:
                 self._put_free(free)
             if cached:
@@ -214,6 +215,53 @@ def match(by_key: dict, key_of: list, keys: list, m: int, hint: list[int] | None
     return table
 
 
+def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) -> tuple[list[int], int]:
+    """match(pool.by_key, pool.key_of, keys, m, hint) and pool.hold of the blocks it finds (a pool whose
+    queue is a BlockQueue: `runs`): (the blocks, how many were held already). Compiled, in one pass: each
+    block is held as it is found (match changes nothing else, and hold takes them in the same order)."""
+    if not _COMPILED:
+        table = match(pool.by_key, pool.key_of, keys, m, hint)
+        return table, pool.hold(table)
+    key_of = pool.key_of
+    rc = pool.rc
+    shared = 0
+    j = 0
+    if hint is None:
+        table = []
+    else:
+        h = min(m, len(hint))
+        n = len(key_of)
+        while j < h:
+            hb = hint[j]
+            if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
+                break
+            kb = key_of[hb]
+            k = keys[j]
+            if kb is not k and kb != k:
+                break
+            r = rc[hb]
+            if r:
+                shared += 1
+            _put(rc, hb, r + 1)  # noqa: F821 (compiled only: block_pool.pxd)
+            j += 1
+        table = hint[:j]
+    by_key = pool.by_key
+    while j < m:
+        b = by_key.get(keys[j], -1)
+        if b < 0:
+            break
+        table.append(b)
+        i = b
+        r = rc[i]
+        if r:
+            shared += 1
+        _put(rc, i, r + 1)  # noqa: F821
+        j += 1
+    pool.queue.count -= len(table) - shared
+    pool.shared += shared
+    return table, shared
+
+
 def settle(key_of: list, rc: list[int], filed: list[int] | None, last: list[int] | None, zeroed: list[int],
            now: int) -> tuple[list[int], list[int]]:
     """Split blocks that reached refcount 0 into the unkeyed (truly free) and the keyed (cached: rc 0,
@@ -271,6 +319,93 @@ def settle_run(key_of: list, rc: list[int], filed: list[int], last: list[int], d
     return [b for b in zeroed if key_of[b] is None], [b for b in zeroed if key_of[b] is not None], ascending
 
 
+def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, list, list, bool]:
+    """pool.drop_refs(ids) and settle_run of the blocks it brings to refcount 0, in one pass over ids:
+    (blocks still referenced, the unkeyed and the keyed of those at 0, whether the keyed ones' depths
+    ascend). The usual release, the blocks held elsewhere too leading (a shared prefix), then the table's
+    own blocks, keyed then unkeyed, is split by slicing; anything else is sorted block by block. A block
+    at rc 0 (cached, no table holds it) raises, as drop_refs, where it reads the counts (pool.shared)."""
+    rc = pool.rc
+    key_of = pool.key_of
+    filed = pool.filed
+    last = pool.last
+    depth = pool.depth
+    shared = pool.shared
+    n = len(ids)
+    j = 0
+    if shared:
+        while j < n:  # the leading run of blocks held elsewhere too
+            b = ids[j]
+            r = rc[b]
+            if r <= 1:
+                break
+            rc[b] = r - 1
+            j += 1
+    lo = j  # ids[:lo] kept
+    prev = -1
+    ascending = True
+    cut = -1  # the position of the first unkeyed block at 0
+    mixed = False  # a keyed block after an unkeyed one
+    while j < n:
+        b = ids[j]
+        if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
+            break
+        if key_of[b] is None:
+            if cut < 0:
+                cut = j
+        else:
+            if cut >= 0:
+                mixed = True
+            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
+                _put(rc, b, 0)  # noqa: F821
+                _put(filed, b, now)  # noqa: F821
+                _put(last, b, now)  # noqa: F821
+            else:
+                rc[b] = 0
+                filed[b] = now
+                last[b] = now
+            d = depth[b]
+            if d <= prev:
+                ascending = False
+            prev = d
+        j += 1
+    kept = ids[:lo]
+    if cut < 0:
+        free = []
+        cached = ids[lo:j]
+    elif not mixed:
+        free = ids[cut:j]
+        cached = ids[lo:cut]
+    else:
+        rest = ids[lo:j]
+        free = [b for b in rest if key_of[b] is None]
+        cached = [b for b in rest if key_of[b] is not None]
+    while j < n:
+        b = ids[j]
+        r = rc[b]
+        if r > 1:
+            rc[b] = r - 1
+            kept.append(ids[j])
+        elif r == 1:
+            if key_of[b] is None:
+                free.append(ids[j])
+            else:
+                rc[b] = 0
+                filed[b] = now
+                last[b] = now
+                cached.append(ids[j])
+                d = depth[b]
+                if d <= prev:
+                    ascending = False
+                prev = d
+        else:
+            pool.shared = shared - len(kept)
+            raise ValueError(f"double free of block {b}")
+        j += 1
+    pool.shared = shared - len(kept)
+    return kept, free, cached, ascending
+
+
 def hold(rc: list[int], table: list[int], discard) -> int:
     """Add a reference to each block of table; return how many were referenced already (the others were
     evictable: discard(b) each, unless discard is None)."""
@@ -292,8 +427,12 @@ def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: lis
         if spill is not None:
             spill.append(k)
         del by_key[k]
-        key_of[b] = None
-        rc[b] = 1
+        if _COMPILED:
+            _put(key_of, b, None)  # noqa: F821 (block_pool.pxd: a C inline)
+            _put(rc, b, 1)  # noqa: F821
+        else:
+            key_of[b] = None
+            rc[b] = 1
 
 
 def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int) -> None:
@@ -312,9 +451,14 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
         b = table[j]
         i = b  # (compiled: a C index, b stays the Python int that is stored)
         if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
-            key_of[i] = k
-            last[i] = now
-            depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
+            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
+                _put(key_of, i, k)  # noqa: F821
+                _put(last, i, now)  # noqa: F821
+                _put(depth, i, j if j < 256 else depths[j])  # noqa: F821
+            else:
+                key_of[i] = k
+                last[i] = now
+                depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
             if birth is not None:
                 birth[i] = now
             if uses is not None:

@@ -11,7 +11,7 @@ cdef class BlockContent:
     cdef public object _last, hint
 
     @cython.locals(m=Py_ssize_t, i=Py_ssize_t, t=Py_ssize_t, segs=list, pos=Py_ssize_t, a=list, b=list,
-                   j=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t)
+                   j=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t, sl=Py_ssize_t)
     cpdef resume(self, BlockContent prev, list table)
 
     @cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
@@ -44,3 +44,9 @@ cdef Py_hash_t pair_hash(Py_hash_t a, Py_hash_t b) noexcept
 
 @cython.locals(u=cython.ulonglong, h=Py_hash_t)
 cdef Py_hash_t int_hash(Py_hash_t r) noexcept
+
+# cross_page: a C call from BlockContent.upto (the pages that cross a segment's end), over C integers.
+@cython.locals(parts=list, need=Py_ssize_t, nseg=Py_ssize_t, length=Py_ssize_t, take=Py_ssize_t)
+cpdef tuple cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
+
+cpdef tuple request_content(req)

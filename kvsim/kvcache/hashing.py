@@ -125,8 +125,11 @@ class BlockContent:
         segs = self.segs
         i = 0
         t = m * self.bs
-        while i < len(segs) and t >= segs[i][1]:
-            t -= segs[i][1]
+        while i < len(segs):  # (the segment lengths read once each, C integers when compiled)
+            sl = segs[i][1]
+            if t < sl:
+                break
+            t -= sl
             i += 1
         self._i, self._off = i, t
         if self.chained:

@@ -13,7 +13,7 @@ key are never both registered: a block computed while an equal one is cached sta
 from __future__ import annotations
 
 from kvsim.kvcache.checks import check_tables
-from kvsim.kvcache.hash_pool import HashCachePool, match, register
+from kvsim.kvcache.hash_pool import HashCachePool, match, match_hold, register
 from kvsim.kvcache.hashing import BlockContent, ContentMemo, cached_upto
 from kvsim.kvcache.paged import PagedKVManager
 from kvsim.kvcache.tiers import TierChain
@@ -151,8 +151,11 @@ class PrefixHashKVManager(PagedKVManager):
         keys = content.upto(limit)
         pool = self.pool
         m = min(limit, len(keys))
-        table = match(pool.by_key, pool.key_of, keys, m, content.hint)
-        shared = pool.hold(table)
+        if pool.runs:
+            table, shared = match_hold(pool, keys, m, content.hint)
+        else:
+            table = match(pool.by_key, pool.key_of, keys, m, content.hint)
+            shared = pool.hold(table)
         self.shared_dup_tokens += shared * bs
         self.tables[seq] = table
         self.ntok[seq] = len(table) * bs
