@@ -12,12 +12,15 @@ from kvsim.kvcache.paged cimport PagedKVManager
 cdef bint _COMPILED
 
 
-@cython.locals(pos=Py_ssize_t, parentpos=Py_ssize_t, v=Py_ssize_t, pv=Py_ssize_t)
 cpdef _its_push(list heap, item)
 
 
-@cython.locals(end=Py_ssize_t, pos=Py_ssize_t, child=Py_ssize_t, right=Py_ssize_t, parentpos=Py_ssize_t,
-               a=Py_ssize_t, b=Py_ssize_t, v=Py_ssize_t, pv=Py_ssize_t)
+@cython.locals(parentpos=Py_ssize_t, v=Py_ssize_t, pv=Py_ssize_t)
+cpdef _its_sift_up(list heap, Py_ssize_t pos, item)
+
+
+@cython.locals(end=Py_ssize_t, pos=Py_ssize_t, child=Py_ssize_t, right=Py_ssize_t, a=Py_ssize_t,
+               b=Py_ssize_t)
 cpdef _its_pop(list heap)
 
 

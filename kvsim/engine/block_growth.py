@@ -14,9 +14,14 @@ _COMPILED = not __file__.endswith(".py")
 
 def _its_push(heap: list[int], item: int) -> None:
     """heapq.heappush(heap, item) for a heap of ints (the same sift: the same list), compared as C
-    integers when compiled (`v`, `pv`: the C values of item and parent)."""
+    integers when compiled."""
     heap.append(item)
-    pos = len(heap) - 1
+    _its_sift_up(heap, len(heap) - 1, item)
+
+
+def _its_sift_up(heap: list[int], pos: int, item: int) -> None:
+    """Put item at pos after moving the larger parents above it down (heapq's _siftdown from the root;
+    `v`, `pv`: the C values of item and parent when compiled)."""
     v = item
     while pos > 0:
         parentpos = (pos - 1) >> 1
@@ -50,17 +55,7 @@ def _its_pop(heap: list[int]) -> int:
         heap[pos] = heap[child]
         pos = child
         child = 2 * pos + 1
-    v = last
-    while pos > 0:
-        parentpos = (pos - 1) >> 1
-        parent = heap[parentpos]
-        pv = parent
-        if v < pv:
-            heap[pos] = parent
-            pos = parentpos
-            continue
-        break
-    heap[pos] = last
+    _its_sift_up(heap, pos, last)
     return top
 
 
