@@ -2,6 +2,8 @@
 # for page counts, positions, block ids, locks and logical times (page keys stay Python objects).
 cimport cython
 
+from kvsim.kvcache.hashing cimport cross_page
+
 
 cdef class PageRuns:
     cdef public Py_ssize_t bs
@@ -27,9 +29,6 @@ cdef class PageRuns:
 
 @cython.locals(pr=PageRuns)
 cpdef PageRuns new_runs(list segs, Py_ssize_t block_size)
-
-@cython.locals(parts=list, need=Py_ssize_t, nseg=Py_ssize_t, length=Py_ssize_t, take=Py_ssize_t)
-cpdef tuple _cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, f=Py_ssize_t)
 cpdef Py_ssize_t _run_of(list firsts, Py_ssize_t i) except? -2

@@ -20,6 +20,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from kvsim.kvcache.eviction import DEPTH_BITS, fifo_key, get_policy, lru_key
+from kvsim.kvcache.hashing import cross_page
 
 SHIFT = 1 << 64
 """A page inside segment cid at offset off has key cid * SHIFT + off (offsets stay below 2^63)."""
@@ -64,7 +65,7 @@ class PageRuns:
                 if off == length:
                     i, off = i + 1, 0
                 continue
-            page, i, off = _cross_page(segs, i, off, bs)
+            page, i, off = cross_page(segs, i, off, bs)
             if page is None:
                 break  # content ended inside this page: it is not full
             self.starts.append(page)
@@ -166,24 +167,6 @@ def new_runs(segs: list, block_size: int) -> PageRuns:
     pr._i = 0
     pr._off = 0
     return pr
-
-
-def _cross_page(segs: list, i: int, off: int, bs: int) -> tuple[tuple | None, int, int]:
-    """hashing.cross_page, typed here (radix_tree.pxd: a C call from PageRuns.upto): the page of bs tokens
-    starting at offset off of segment i that crosses into the segments after it, as its (cid, offset,
-    length) pieces (None when the content ends inside it), and the segment index and offset past it."""
-    parts = []
-    need = bs
-    nseg = len(segs)
-    while need and i < nseg:
-        cid, length = segs[i]
-        take = min(length - off, need)
-        parts.append((cid, off, take))
-        need -= take
-        off += take
-        if off == length:
-            i, off = i + 1, 0
-    return (None if need else tuple(parts)), i, off
 
 
 def _run_of(firsts: list[int], i: int) -> int:

@@ -183,14 +183,3 @@ def test_a_follow_up_starts_from_the_runs_of_the_turn_before():
     assert start(m, 1, b) == 20
 
 
-@settings(max_examples=200, deadline=None)
-@given(segs=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 13)), min_size=1, max_size=6),
-       bs=st.sampled_from([1, 2, 4, 5, 16]), data=st.data())
-def test_cross_page_is_hashing_s(segs, bs, data):
-    """radix_tree._cross_page (typed there) gives what hashing.cross_page gives."""
-    from kvsim.kvcache.hashing import cross_page
-    from kvsim.kvcache.radix_tree import _cross_page
-
-    i = data.draw(st.integers(0, len(segs) - 1), label="i")
-    off = data.draw(st.integers(0, segs[i][1] - 1), label="off")
-    assert _cross_page(list(segs), i, off, bs) == cross_page(list(segs), i, off, bs)
