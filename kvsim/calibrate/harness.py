@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kvsim.calibrate.cases import Case
+from kvsim.calibrate.cases import DTYPE_BYTES, Case
 from kvsim.calibrate.provenance import triton_version
 from kvsim.calibrate.runners import TIMED, Pools, pool_blocks, prepare
 from kvsim.calibrate.timing import Timer
@@ -45,8 +45,8 @@ def group_blocks(group: list[Case], min_bytes: float) -> int:
         return max(int(min_bytes // c0.block_bytes), 5 * max(c.blocks for c in group))
     if not pool_key(c0):
         return 0
-    biggest = max(2.0 * case_pool_blocks(c) * c.block_size * c.kv_heads * c.head_dim
-                  * (1 if c.dtype == "fp8" else 2 if c.dtype != "fp32" else 4) for c in group)
+    biggest = max(2.0 * case_pool_blocks(c) * c.block_size * c.kv_heads * c.head_dim * DTYPE_BYTES[c.dtype]
+                  for c in group)
     return pool_blocks(c0, min_bytes, biggest)
 
 
