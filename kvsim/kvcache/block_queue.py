@@ -30,6 +30,10 @@ import heapq
 
 from kvsim.kvcache.eviction import _DMAX, DEPTH_BITS, get_policy
 
+_COMPILED = not __file__.endswith(".py")
+_BITS = DEPTH_BITS
+_MAXD = _DMAX
+
 
 class BlockQueue:
     """The evictable blocks of a hash cache pool, smallest priority first; its per-block lists (`rc`,
@@ -77,6 +81,10 @@ class BlockQueue:
 
     def prio(self, b: int) -> int:
         """Block b's priority, from its bookkeeping now."""
+        if _COMPILED and self._runs:  # (lru, length: in C integers where they fit, the same int)
+            p = _prio_c(self.last, self.depth, b, self._lru)  # noqa: F821 (block_queue.pxd)
+            if p is not None:
+                return p
         if self._lru:
             return (self.last[b] << DEPTH_BITS) | (_DMAX - self.depth[b])
         return self.key(self.last[b], self.uses[b], self.birth[b], self.depth[b])
@@ -109,7 +117,10 @@ class BlockQueue:
         self._file([b for _, b in by], ticket, by[-1][0], by[0][0])
 
     def _file(self, rows: list[int], ticket: int, head: int, top: int) -> None:
-        heapq.heappush(self._heap, (head, ticket, rows, top))
+        if _COMPILED:  # (block_queue.pxd: heapq's push in C)
+            _push(self._heap, (head, ticket, rows, top))  # noqa: F821
+        else:
+            heapq.heappush(self._heap, (head, ticket, rows, top))
         self.count += len(rows)
         self._rows += len(rows)
         if self._rows > 2 * self.count + 64:
@@ -122,8 +133,13 @@ class BlockQueue:
         heap = []
         self._rows = 0
         for _, ticket, rows, top in self._heap:
-            kept = []
             t = ticket  # (compiled: C integers, the ticket and each row's block and its filed ticket)
+            if _COMPILED:  # (block_queue.pxd: the loop below in C, rows kept in place)
+                if _keep(rows, filed, rc, t, 0):  # noqa: F821
+                    heap.append((self.prio(rows[-1]), ticket, rows, top))
+                    self._rows += len(rows)
+                continue
+            kept = []
             for b in rows:
                 i = b
                 f = filed[i]
@@ -171,6 +187,7 @@ class BlockQueue:
         need = k
         while need:
             _, ticket, rows, top = heap[0]
+            t = ticket  # (compiled: a C integer, as each row's filed ticket read)
             n = len(heap)
             if n == 1:
                 bound = top
@@ -180,10 +197,16 @@ class BlockQueue:
                 bound = heap[2][0]
             was = len(rows)
             if top <= bound:  # every live row of the root batch sorts before every other batch's
+                if _COMPILED:  # (block_queue.pxd: the loop below in C)
+                    need = _take(rows, filed, rc, t, need, out, 0)  # noqa: F821
+                    self._rows -= was - len(rows)
+                    if not rows:
+                        _pop(heap)  # noqa: F821
+                    continue
                 while rows and need:
                     b = rows.pop()
                     i = b  # (compiled: a C index, b stays the Python int that is stored)
-                    if filed[i] == ticket:  # b's row (live, or its block held): gone now
+                    if filed[i] == t:  # b's row (live, or its block held): gone now
                         filed[i] = 0
                         if rc[i] == 0:
                             out.append(b)
@@ -196,23 +219,30 @@ class BlockQueue:
             late = False
             while rows and need:
                 b = rows[-1]
-                if filed[b] != ticket:
+                i = b
+                f = filed[i]
+                if f != t:
                     rows.pop()
                     continue
-                if rc[b]:
+                if rc[i]:
                     rows.pop()
-                    filed[b] = 0
+                    filed[i] = 0
                     continue
                 head = self.prio(b)
                 if head > bound:
                     late = True
                     break
                 rows.pop()
-                filed[b] = 0
+                filed[i] = 0
                 out.append(b)
                 need -= 1
             self._rows -= was - len(rows)
-            if not rows:
+            if _COMPILED:  # (block_queue.pxd: heapq's pop and replace in C)
+                if not rows:
+                    _pop(heap)  # noqa: F821
+                elif late:
+                    _replace(heap, (head, ticket, rows, top))  # noqa: F821
+            elif not rows:
                 heapq.heappop(heap)
             elif late:  # its live head sorts after another batch's key: sift it down
                 heapq.heapreplace(heap, (head, ticket, rows, top))
