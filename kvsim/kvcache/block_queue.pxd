@@ -5,7 +5,7 @@
 # (the same algorithm, so the same heap after every step), comparing entries (head, ticket, rows, top) by
 # their head and ticket as C integers where they fit (else as the tuples compare).
 import cython
-from cpython.object cimport Py_LT
+from cpython.object cimport Py_LE, Py_LT
 from cpython.ref cimport PyObject
 
 cdef bint _COMPILED
@@ -117,6 +117,48 @@ cdef inline int _siftup(PyObject* heap, Py_ssize_t pos) except -1:
     return _siftdown(heap, startpos, pos)
 
 
+cdef inline int _heapify(list heap) except -1:
+    """heapq.heapify (its sift-ups in another order for big lists, to the same heap)."""
+    cdef Py_ssize_t i
+    for i in range(len(heap) // 2 - 1, -1, -1):
+        _siftup(<PyObject*>heap, i)
+    return 0
+
+
+cdef inline int _le_p(PyObject* x, PyObject* y) except -1:
+    """x <= y: as C integers when both are ints that fit, else as they compare."""
+    cdef int ox = 0, oy = 0
+    cdef long long u, v
+    if _is_int(x) and _is_int(y):
+        u = _as_ll(x, &ox)
+        v = _as_ll(y, &oy)
+        if not ox and not oy:
+            return u <= v
+    return _richcmp(x, y, Py_LE)
+
+
+cdef inline int _le(object x, object y) except -1:
+    """x <= y (_le_p)."""
+    return _le_p(<PyObject*>x, <PyObject*>y)
+
+
+cdef inline object _bound(list heap, object top):
+    """pop_many's bound of the root batch's rows: the smaller key of its children (top when it has none)."""
+    cdef PyObject* h = <PyObject*>heap
+    cdef Py_ssize_t n = _lsize(h)
+    cdef PyObject* a
+    cdef PyObject* b
+    if n == 1:
+        return top
+    a = _tget(_lget(h, 1), 0)
+    if n == 2:
+        return <object>a
+    b = _tget(_lget(h, 2), 0)
+    if _le_p(a, b):
+        return <object>a
+    return <object>b
+
+
 cdef inline int _push(list heap, tuple item) except -1:
     """heapq.heappush."""
     heap.append(item)
@@ -195,7 +237,7 @@ cdef inline int _drop_last(list rows) noexcept:
     cdef PyObject* r = <PyObject*>rows
     cdef Py_ssize_t n = _lsize(r) - 1
     cdef PyObject* b = _lget(r, n)
-    _setsize(r, n)
+    _setsize(r, n)  # (rows' reference to b is ours now)
     _decref(b)
     return 0
 
@@ -280,5 +322,5 @@ cdef class BlockQueue:
 
     @cython.locals(heap=list, rc=list, filed=list, out=list, need=Py_ssize_t, n=Py_ssize_t, was=Py_ssize_t,
                    late=bint, rows=list, i=Py_ssize_t, t=Py_ssize_t,
-                   f=Py_ssize_t)
+                   f=Py_ssize_t, first=bint)
     cpdef list pop_many(self, Py_ssize_t k)

@@ -152,7 +152,10 @@ class BlockQueue:
             if rows:
                 heap.append((prio(rows[-1]), ticket, rows, top))
                 self._rows += len(rows)
-        heapq.heapify(heap)
+        if _COMPILED:  # (block_queue.pxd: heapq's heapify in C)
+            _heapify(heap)  # noqa: F821
+        else:
+            heapq.heapify(heap)
         self._heap = heap
 
     def revive(self, rows: list[int], ticket: int) -> None:
@@ -188,15 +191,20 @@ class BlockQueue:
         while need:
             _, ticket, rows, top = heap[0]
             t = ticket  # (compiled: a C integer, as each row's filed ticket read)
-            n = len(heap)
-            if n == 1:
-                bound = top
-            elif n == 2 or heap[1][0] <= heap[2][0]:
-                bound = heap[1][0]
+            if _COMPILED:  # (block_queue.pxd: the same, heads compared as C integers)
+                bound = _bound(heap, top)  # noqa: F821
+                first = _le(top, bound)  # noqa: F821
             else:
-                bound = heap[2][0]
+                n = len(heap)
+                if n == 1:
+                    bound = top
+                elif n == 2 or heap[1][0] <= heap[2][0]:
+                    bound = heap[1][0]
+                else:
+                    bound = heap[2][0]
+                first = top <= bound
             was = len(rows)
-            if top <= bound:  # every live row of the root batch sorts before every other batch's
+            if first:  # every live row of the root batch sorts before every other batch's
                 if _COMPILED:  # (block_queue.pxd: the loop below in C)
                     need = _take(rows, filed, rc, t, need, out, 0)  # noqa: F821
                     self._rows -= was - len(rows)
@@ -221,18 +229,22 @@ class BlockQueue:
                 b = rows[-1]
                 i = b
                 f = filed[i]
-                if f != t:
-                    rows.pop()
-                    continue
-                if rc[i]:
-                    rows.pop()
-                    filed[i] = 0
+                if f != t or rc[i]:
+                    if _COMPILED:  # (block_queue.pxd: rows.pop() without the checks)
+                        _drop_last(rows)  # noqa: F821
+                    else:
+                        rows.pop()
+                    if f == t:  # (a held block's row)
+                        filed[i] = 0
                     continue
                 head = self.prio(b)
-                if head > bound:
-                    late = True
+                late = not _le(head, bound) if _COMPILED else head > bound  # noqa: F821
+                if late:
                     break
-                rows.pop()
+                if _COMPILED:
+                    _drop_last(rows)  # noqa: F821
+                else:
+                    rows.pop()
                 filed[i] = 0
                 out.append(b)
                 need -= 1
