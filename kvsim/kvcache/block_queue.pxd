@@ -6,6 +6,7 @@
 # their head and ticket as C integers where they fit (else as the tuples compare).
 import cython
 from cpython.object cimport Py_LE, Py_LT
+from cpython.list cimport PyList_New
 from cpython.ref cimport PyObject
 
 cdef bint _COMPILED
@@ -46,9 +47,11 @@ cdef extern from *:
     #endif
         return PyLong_AsSsize_t(o);
     }
+    static CYTHON_INLINE Py_ssize_t __bq_allocated(PyObject* o) { return ((PyListObject*)o)->allocated; }
     """
     long long _as_ll "__bq_as_ll" (PyObject* o, int* overflow)
     Py_ssize_t _as_index "__bq_index" (PyObject* o)
+    Py_ssize_t _allocated "__bq_allocated" (PyObject* o)
 
 
 cdef inline int _lt(PyObject* a, PyObject* b) noexcept:
@@ -211,8 +214,9 @@ cdef inline Py_ssize_t _take(list rows, list filed, list rc, Py_ssize_t t, Py_ss
     cdef PyObject* r = <PyObject*>rows
     cdef PyObject* fl = <PyObject*>filed
     cdef PyObject* rcl = <PyObject*>rc
+    cdef PyObject* o = <PyObject*>out
     cdef Py_ssize_t n = _lsize(r)
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, j
     cdef PyObject* b
     while n and need:
         n -= 1
@@ -222,14 +226,26 @@ cdef inline Py_ssize_t _take(list rows, list filed, list rc, Py_ssize_t t, Py_ss
         if _as_index(_lget(fl, i)) == t:
             _put0(fl, i, <PyObject*>zero)
             if _as_index(_lget(rcl, i)) == 0:
-                try:
-                    out.append(<object>b)
-                finally:
-                    _decref(b)
+                j = _lsize(o)
+                if j < _allocated(o):  # (our reference to b moves to out)
+                    _lset(o, j, b)
+                    _setsize(o, j + 1)
+                else:
+                    try:
+                        out.append(<object>b)
+                    finally:
+                        _decref(b)
                 need -= 1
                 continue
         _decref(b)
     return need
+
+
+cdef inline list _reserve(Py_ssize_t k):
+    """An empty list with room for k items (pop_many's out: its appends never reallocate)."""
+    cdef list out = PyList_New(k)
+    _setsize(<PyObject*>out, 0)
+    return out
 
 
 cdef inline int _drop_last(list rows) noexcept:

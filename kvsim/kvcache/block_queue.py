@@ -186,7 +186,7 @@ class BlockQueue:
         heap = self._heap
         rc = self.rc
         filed = self.filed
-        out: list[int] = []
+        out: list[int] = _reserve(k) if _COMPILED else []  # noqa: F821 (block_queue.pxd: room for k)
         need = k
         while need:
             _, ticket, rows, top = heap[0]
