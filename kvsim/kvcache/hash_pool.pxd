@@ -2,11 +2,78 @@
 # where they only index lists; a block id the loop stores is read as a Python int and copied to a C index
 # (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
 import cython
+from cpython.list cimport PyList_GET_ITEM, PyList_SET_ITEM
+from cpython.object cimport Py_NE, PyObject_RichCompareBool
+from cpython.ref cimport Py_XDECREF, Py_XINCREF, PyObject
 
 from kvsim.kvcache.block_pool cimport BlockPool, _put
+from kvsim.kvcache.block_queue cimport BlockQueue
 
 cdef bint _COMPILED
 cdef list _DEPTHS
+cdef list _COUNTS
+
+
+cdef extern from *:
+    """
+    /* 1 if a and b are exact ints of equal value, 0 if exact ints of different values, -1 if either is not an
+       exact int (or the digits are not readable here): hash_pool's key compare, without the generic
+       rich compare for two equal keys made separately. */
+    #if !defined(PYPY_VERSION) && !defined(Py_LIMITED_API) && PY_VERSION_HEX < 0x030B0000
+    #include "longintrepr.h"
+    #endif
+    static CYTHON_INLINE int __kvsim_int_eq(PyObject *a, PyObject *b) {
+    #if defined(PYPY_VERSION) || defined(Py_LIMITED_API)
+        (void) a; (void) b;
+        return -1;
+    #else
+        if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return -1;
+        #if PY_VERSION_HEX >= 0x030C0000
+        uintptr_t tag = ((PyLongObject *) a)->long_value.lv_tag;  /* sign, digit count (and a flag: bit 2) */
+        if ((tag ^ ((PyLongObject *) b)->long_value.lv_tag) & ~(uintptr_t) 4) return 0;
+        Py_ssize_t n = (Py_ssize_t) (tag >> 3);
+        const digit *x = ((PyLongObject *) a)->long_value.ob_digit, *y = ((PyLongObject *) b)->long_value.ob_digit;
+        #else
+        Py_ssize_t n = Py_SIZE(a);  /* sign times digit count */
+        if (n != Py_SIZE(b)) return 0;
+        if (n < 0) n = -n;
+        const digit *x = ((PyLongObject *) a)->ob_digit, *y = ((PyLongObject *) b)->ob_digit;
+        #endif
+        for (Py_ssize_t i = 0; i < n; i++) if (x[i] != y[i]) return 0;
+        return 1;
+    #endif
+    }
+    """
+    int _int_eq "__kvsim_int_eq"(PyObject* a, PyObject* b) noexcept
+
+
+cdef inline bint _differ(list key_of, Py_ssize_t b, list keys, Py_ssize_t j) except -1:
+    """`key_of[b] != keys[j]` unless they are the same object (match's hint check), borrowed: two exact ints
+    compared by their digits, anything else by Python's !=."""
+    cdef PyObject* kb = PyList_GET_ITEM(key_of, b)
+    cdef PyObject* k = PyList_GET_ITEM(keys, j)
+    if kb == k:
+        return False
+    cdef int eq = _int_eq(kb, k)
+    if eq >= 0:
+        return not eq
+    return PyObject_RichCompareBool(<object>kb, <object>k, Py_NE)
+
+
+cdef inline int _put_count(list items, Py_ssize_t i, Py_ssize_t r) except -1:
+    """items[i] = r (r >= 0, i a valid index) as _put does, the int taken from _COUNTS (made once) while r is
+    small: a refcount store without an int made per store."""
+    cdef PyObject* old
+    cdef PyObject* v
+    if r < 256:
+        v = PyList_GET_ITEM(_COUNTS, r)
+        old = PyList_GET_ITEM(items, i)
+        Py_XINCREF(v)
+        PyList_SET_ITEM(items, i, <object>v)
+        Py_XDECREF(old)
+    else:
+        _put(items, i, r)
+    return 0
 
 cdef list _depths(Py_ssize_t n)
 
@@ -36,7 +103,7 @@ cdef class HashCachePool(BlockPool):
 cpdef list match(dict by_key, list key_of, list keys, Py_ssize_t m, list hint)
 
 @cython.locals(key_of=list, rc=list, by_key=dict, table=list, shared=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t,
-               n=Py_ssize_t, hb=Py_ssize_t, r=Py_ssize_t, i=Py_ssize_t)
+               n=Py_ssize_t, hb=Py_ssize_t, r=Py_ssize_t, i=Py_ssize_t, queue=BlockQueue)
 cpdef tuple match_hold(HashCachePool pool, list keys, Py_ssize_t m, list hint)
 
 @cython.locals(free=list, cached=list)

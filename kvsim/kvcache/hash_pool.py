@@ -19,6 +19,9 @@ _COMPILED = not __file__.endswith(".py")
 _DEPTHS: list[int] = []
 """The ints 0, 1, 2, ... made once: register stores a block's depth from here (no int made per block, and
 the old one the list slot held is not freed)."""
+_COUNTS: list[int] = list(range(256))
+"""The refcounts 0 .. 255 as ints (compiled: hash_pool.pxd's _put_count stores a refcount from here, no int
+made per store)."""
 
 
 def _depths(n: int) -> list[int]:
@@ -235,29 +238,28 @@ def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) 
             hb = hint[j]
             if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
                 break
-            kb = key_of[hb]
-            k = keys[j]
-            if kb is not k and kb != k:
+            if _differ(key_of, hb, keys, j):  # noqa: F821 (compiled only, hash_pool.pxd: key_of[hb] != keys[j])
                 break
             r = rc[hb]
             if r:
                 shared += 1
-            _put(rc, hb, r + 1)  # noqa: F821 (compiled only: block_pool.pxd)
+            _put_count(rc, hb, r + 1)  # noqa: F821 (hash_pool.pxd)
             j += 1
         table = hint[:j]
     by_key = pool.by_key
     while j < m:
-        b = by_key.get(keys[j], -1)
-        if b < 0:
+        b = by_key.get(keys[j])
+        if b is None:
             break
         table.append(b)
         i = b
         r = rc[i]
         if r:
             shared += 1
-        _put(rc, i, r + 1)  # noqa: F821
+        _put_count(rc, i, r + 1)  # noqa: F821
         j += 1
-    pool.queue.count -= len(table) - shared
+    queue = pool.queue  # (compiled: a BlockQueue, its count a C field)
+    queue.count -= len(table) - shared
     pool.shared += shared
     return table, shared
 
@@ -339,7 +341,10 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
             r = rc[b]
             if r <= 1:
                 break
-            rc[b] = r - 1
+            if _COMPILED:
+                _put_count(rc, b, r - 1)  # noqa: F821 (hash_pool.pxd)
+            else:
+                rc[b] = r - 1
             j += 1
     lo = j  # ids[:lo] kept
     prev = -1
@@ -384,7 +389,10 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
         b = ids[j]
         r = rc[b]
         if r > 1:
-            rc[b] = r - 1
+            if _COMPILED:
+                _put_count(rc, b, r - 1)  # noqa: F821
+            else:
+                rc[b] = r - 1
             kept.append(ids[j])
         elif r == 1:
             if key_of[b] is None:
