@@ -43,8 +43,33 @@ cdef extern from *:
         return 1;
     #endif
     }
+
+    /* The value of int o as a C index where o is an exact int of at most one digit (a block id, refcount or
+       depth), else as Cython's index conversion would (__index__, OverflowError): the per-block reads. */
+    static CYTHON_INLINE Py_ssize_t __kvsim_index(PyObject *o) {
+    #if !defined(PYPY_VERSION) && !defined(Py_LIMITED_API)
+        if (PyLong_CheckExact(o)) {
+        #if PY_VERSION_HEX >= 0x030C0000
+            uintptr_t tag = ((PyLongObject *) o)->long_value.lv_tag;
+            if (tag < (2 << 3))  /* compact: sign in bits 0-1 (0 +, 1 zero, 2 -) */
+                return (1 - (Py_ssize_t) (tag & 3)) * (Py_ssize_t) ((PyLongObject *) o)->long_value.ob_digit[0];
+        #else
+            Py_ssize_t size = Py_SIZE(o);
+            if (size == 1) return (Py_ssize_t) ((PyLongObject *) o)->ob_digit[0];
+            if (size == 0) return 0;
+        #endif
+        }
+    #endif
+        return PyNumber_AsSsize_t(o, PyExc_OverflowError);
+    }
+
+    static CYTHON_INLINE Py_ssize_t __kvsim_at(PyObject *items, Py_ssize_t i) {
+        return __kvsim_index(PyList_GET_ITEM(items, i));
+    }
     """
     int _int_eq "__kvsim_int_eq"(PyObject* a, PyObject* b) noexcept
+    Py_ssize_t _index "__kvsim_index"(object o) except? -1
+    Py_ssize_t _at "__kvsim_at"(list items, Py_ssize_t i) except? -1
 
 
 cdef inline bint _differ(list key_of, Py_ssize_t b, list keys, Py_ssize_t j) except -1:
@@ -87,13 +112,15 @@ cdef class HashCachePool(BlockPool):
 
     cpdef _extend(self, Py_ssize_t k)
 
+    @cython.locals(queue=BlockQueue)
     cpdef _evict(self, Py_ssize_t k)
 
     cpdef _forget(self, list ids)
 
+    @cython.locals(queue=BlockQueue)
     cpdef _evict_taken(self, Py_ssize_t m)
 
-    @cython.locals(kept=list, zeroed=list, free=list, cached=list, ascending=bint)
+    @cython.locals(kept=list, zeroed=list, free=list, cached=list, ascending=bint, queue=BlockQueue)
     cpdef release(self, list ids, bint touch=*)
 
     @cython.locals(shared=Py_ssize_t)

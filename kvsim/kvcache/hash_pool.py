@@ -95,7 +95,10 @@ class HashCachePool(BlockPool):
         """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
         if k > len(self.queue):
             return []
-        return self._forget(self.queue.pop_many(k) if k > 1 or self.runs else [self.queue.pop_one()])
+        if self.runs:
+            queue = self.queue  # (compiled: a BlockQueue, called in C)
+            return self._forget(queue.pop_many(k))
+        return self._forget(self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()])
 
     def _forget(self, ids: list[int]) -> list[int]:
         """Evicted blocks ids lose their keys (spilled, write-back) and become free blocks (rc 1)."""
@@ -108,7 +111,8 @@ class HashCachePool(BlockPool):
         pop_one, as its pop_many may break ties between batches otherwise) and taking it, in eviction
         order."""
         if self.runs:  # (a BlockQueue's pop_many is its pop_many(1) repeated)
-            return self._forget(self.queue.pop_many(m))
+            queue = self.queue  # (compiled: a BlockQueue, called in C)
+            return self._forget(queue.pop_many(m))
         pop = self.queue.pop_one
         return self._forget([pop() for _ in range(m)])
 
@@ -124,17 +128,19 @@ class HashCachePool(BlockPool):
             if free:
                 self._put_free(free)
             if cached:
-                self.queue.revive(cached, now)
+                queue = self.queue  # (compiled: a BlockQueue, called in C)
+                queue.revive(cached, now)
             return kept
         if touch and self.revives:  # (lru, length: a run whose depths ascend is filed as it is)
             kept, free, cached, ascending = settle_drop(self, ids, now)
             if free:
                 self._put_free(free)
             if cached:
+                queue = self.queue
                 if ascending:
-                    self.queue.add_ascending(cached, now)
+                    queue.add_ascending(cached, now)
                 else:
-                    self.queue.add_many(cached, now)
+                    queue.add_many(cached, now)
             return kept
         free, cached = settle(self.key_of, self.rc, self.filed, self.last if touch else None, zeroed, now)
         if free:
@@ -234,13 +240,13 @@ def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) 
     else:
         h = min(m, len(hint))
         n = len(key_of)
-        while j < h:
-            hb = hint[j]
+        while j < h:  # (hash_pool.pxd's C inlines: _at(x, i) is x[i] as a C index, _differ the key check)
+            hb = _at(hint, j)  # noqa: F821
             if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
                 break
-            if _differ(key_of, hb, keys, j):  # noqa: F821 (compiled only, hash_pool.pxd: key_of[hb] != keys[j])
+            if _differ(key_of, hb, keys, j):  # noqa: F821 (key_of[hb] != keys[j])
                 break
-            r = rc[hb]
+            r = _at(rc, hb)  # noqa: F821
             if r:
                 shared += 1
             _put_count(rc, hb, r + 1)  # noqa: F821 (hash_pool.pxd)
@@ -252,8 +258,8 @@ def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) 
         if b is None:
             break
         table.append(b)
-        i = b
-        r = rc[i]
+        i = _index(b)  # noqa: F821
+        r = _at(rc, i)  # noqa: F821
         if r:
             shared += 1
         _put_count(rc, i, r + 1)  # noqa: F821
@@ -335,16 +341,21 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
     shared = pool.shared
     n = len(ids)
     j = 0
-    if shared:
+    if shared and _COMPILED:  # (hash_pool.pxd's C inlines: _at(x, i) reads x[i] as a C index, _put_count
+        while j < n:  # stores a refcount)
+            b = _at(ids, j)  # noqa: F821
+            r = _at(rc, b)  # noqa: F821
+            if r <= 1:
+                break
+            _put_count(rc, b, r - 1)  # noqa: F821
+            j += 1
+    elif shared:
         while j < n:  # the leading run of blocks held elsewhere too
             b = ids[j]
             r = rc[b]
             if r <= 1:
                 break
-            if _COMPILED:
-                _put_count(rc, b, r - 1)  # noqa: F821 (hash_pool.pxd)
-            else:
-                rc[b] = r - 1
+            rc[b] = r - 1
             j += 1
     lo = j  # ids[:lo] kept
     prev = -1
@@ -352,7 +363,7 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
     cut = -1  # the position of the first unkeyed block at 0
     mixed = False  # a keyed block after an unkeyed one
     while j < n:
-        b = ids[j]
+        b = _at(ids, j) if _COMPILED else ids[j]  # noqa: F821
         if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
             break
         if key_of[b] is None:
@@ -365,11 +376,12 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
                 _put(rc, b, 0)  # noqa: F821
                 _put(filed, b, now)  # noqa: F821
                 _put(last, b, now)  # noqa: F821
+                d = _at(depth, b)  # noqa: F821
             else:
                 rc[b] = 0
                 filed[b] = now
                 last[b] = now
-            d = depth[b]
+                d = depth[b]
             if d <= prev:
                 ascending = False
             prev = d
