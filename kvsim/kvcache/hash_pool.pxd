@@ -148,7 +148,7 @@ cpdef tuple settle_drop(HashCachePool pool, list ids, object now)
 @cython.locals(shared=Py_ssize_t, b=Py_ssize_t, r=Py_ssize_t)
 cpdef Py_ssize_t hold(list rc, list table, object discard) except? -1
 
-@cython.locals(b=Py_ssize_t)
+@cython.locals(b=Py_ssize_t, j=Py_ssize_t)
 cpdef forget(dict by_key, list key_of, list rc, list ids, list spill)
 
 @cython.locals(by_key=dict, key_of=list, last=list, depth=list, depths=list, birth=list, uses=list, j=Py_ssize_t,

@@ -442,7 +442,8 @@ def hold(rc: list[int], table: list[int], discard) -> int:
 
 def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: list | None) -> None:
     """Evicted blocks lose their keys (appended to spill unless None) and become free blocks (rc 1)."""
-    for b in ids:
+    for j in range(len(ids)):
+        b = _at(ids, j) if _COMPILED else ids[j]  # noqa: F821 (hash_pool.pxd: a C index)
         k = key_of[b]
         if spill is not None:
             spill.append(k)
@@ -469,12 +470,15 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
-        i = b  # (compiled: a C index, b stays the Python int that is stored)
+        i = _index(b) if _COMPILED else b  # noqa: F821 (compiled: a C index, b stays the Python int stored)
         if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
             if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
                 _put(key_of, i, k)  # noqa: F821
                 _put(last, i, now)  # noqa: F821
-                _put(depth, i, j if j < 256 else depths[j])  # noqa: F821
+                if j < 256:
+                    _put_count(depth, i, j)  # noqa: F821 (hash_pool.pxd: the int from _COUNTS)
+                else:
+                    _put(depth, i, depths[j])  # noqa: F821
             else:
                 key_of[i] = k
                 last[i] = now
