@@ -1,12 +1,15 @@
 # C types for hash_pool.py when Cython compiles it (docs/speed.md): block ids and positions are C integers
 # where they only index lists; a block id the loop stores is read as a Python int and copied to a C index
-# (a C int stored would make a new Python int per store); keys and clock values stay Python ints.
+# (a C int stored would make a new Python int per store); keys and clock values stay Python ints. The C
+# inlines below do the per-block work of the loops (hash_pool.py calls them only where _COMPILED): _at / _index
+# read a list item / an int as a C index, _store stores without the checks, _put_count stores a refcount from
+# _COUNTS (no int made), _differ is match's key check (two exact ints compared by their digits).
 import cython
 from cpython.list cimport PyList_GET_ITEM, PyList_SET_ITEM
 from cpython.object cimport Py_NE, PyObject_RichCompareBool
-from cpython.ref cimport Py_XDECREF, Py_XINCREF, PyObject
+from cpython.ref cimport Py_INCREF, PyObject
 
-from kvsim.kvcache.block_pool cimport BlockPool, _put
+from kvsim.kvcache.block_pool cimport BlockPool
 from kvsim.kvcache.block_queue cimport BlockQueue
 
 cdef bint _COMPILED
@@ -85,19 +88,33 @@ cdef inline bint _differ(list key_of, Py_ssize_t b, list keys, Py_ssize_t j) exc
     return PyObject_RichCompareBool(<object>kb, <object>k, Py_NE)
 
 
+cdef extern from "Python.h":
+    PyObject* _item "PyList_GET_ITEM"(PyObject* items, Py_ssize_t i)
+    void _incref "Py_INCREF"(PyObject* o)
+    void _decref "Py_DECREF"(PyObject* o)
+
+
+cdef inline void _store(list items, Py_ssize_t i, object v) noexcept:
+    """items[i] = v as _put does (i a valid index of the full list: the old item is never NULL)."""
+    cdef PyObject* old = PyList_GET_ITEM(items, i)
+    Py_INCREF(v)
+    PyList_SET_ITEM(items, i, v)
+    _decref(old)
+
+
 cdef inline int _put_count(list items, Py_ssize_t i, Py_ssize_t r) except -1:
-    """items[i] = r (r >= 0, i a valid index) as _put does, the int taken from _COUNTS (made once) while r is
-    small: a refcount store without an int made per store."""
+    """items[i] = r (r >= 0, i a valid index) as _store does, the int taken from _COUNTS (made once) while r
+    is small: a refcount store without an int made per store."""
     cdef PyObject* old
     cdef PyObject* v
     if r < 256:
-        v = PyList_GET_ITEM(_COUNTS, r)
+        v = _item(<PyObject*>_COUNTS, r)
         old = PyList_GET_ITEM(items, i)
-        Py_XINCREF(v)
+        _incref(v)
         PyList_SET_ITEM(items, i, <object>v)
-        Py_XDECREF(old)
+        _decref(old)
     else:
-        _put(items, i, r)
+        _store(items, i, r)
     return 0
 
 cdef list _depths(Py_ssize_t n)

@@ -372,10 +372,10 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
         else:
             if cut >= 0:
                 mixed = True
-            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
-                _put(rc, b, 0)  # noqa: F821
-                _put(filed, b, now)  # noqa: F821
-                _put(last, b, now)  # noqa: F821
+            if _COMPILED:  # (hash_pool.pxd's _store: the stores without the checks)
+                _store(rc, b, 0)  # noqa: F821
+                _store(filed, b, now)  # noqa: F821
+                _store(last, b, now)  # noqa: F821
                 d = _at(depth, b)  # noqa: F821
             else:
                 rc[b] = 0
@@ -449,8 +449,8 @@ def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: lis
             spill.append(k)
         del by_key[k]
         if _COMPILED:
-            _put(key_of, b, None)  # noqa: F821 (block_pool.pxd: a C inline)
-            _put(rc, b, 1)  # noqa: F821
+            _store(key_of, b, None)  # noqa: F821 (hash_pool.pxd: a C inline)
+            _store(rc, b, 1)  # noqa: F821
         else:
             key_of[b] = None
             rc[b] = 1
@@ -472,13 +472,13 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
         b = table[j]
         i = _index(b) if _COMPILED else b  # noqa: F821 (compiled: a C index, b stays the Python int stored)
         if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
-            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
-                _put(key_of, i, k)  # noqa: F821
-                _put(last, i, now)  # noqa: F821
+            if _COMPILED:  # (hash_pool.pxd's _store: the stores without the checks)
+                _store(key_of, i, k)  # noqa: F821
+                _store(last, i, now)  # noqa: F821
                 if j < 256:
                     _put_count(depth, i, j)  # noqa: F821 (hash_pool.pxd: the int from _COUNTS)
                 else:
-                    _put(depth, i, depths[j])  # noqa: F821
+                    _store(depth, i, depths[j])  # noqa: F821
             else:
                 key_of[i] = k
                 last[i] = now
