@@ -362,30 +362,44 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
     ascending = True
     cut = -1  # the position of the first unkeyed block at 0
     mixed = False  # a keyed block after an unkeyed one
-    while j < n:
-        b = _at(ids, j) if _COMPILED else ids[j]  # noqa: F821
-        if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
-            break
-        if key_of[b] is None:
-            if cut < 0:
-                cut = j
-        else:
-            if cut >= 0:
-                mixed = True
-            if _COMPILED:  # (hash_pool.pxd's _store: the stores without the checks)
+    if _COMPILED:  # (the loop below, by hash_pool.pxd's C inlines: _store stores unchecked)
+        while j < n:
+            b = _at(ids, j)  # noqa: F821
+            if shared and _at(rc, b) != 1:  # noqa: F821
+                break
+            if key_of[b] is None:
+                if cut < 0:
+                    cut = j
+            else:
+                if cut >= 0:
+                    mixed = True
                 _store(rc, b, 0)  # noqa: F821
                 _store(filed, b, now)  # noqa: F821
                 _store(last, b, now)  # noqa: F821
                 d = _at(depth, b)  # noqa: F821
+                if d <= prev:
+                    ascending = False
+                prev = d
+            j += 1
+    else:
+        while j < n:
+            b = ids[j]
+            if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
+                break
+            if key_of[b] is None:
+                if cut < 0:
+                    cut = j
             else:
+                if cut >= 0:
+                    mixed = True
                 rc[b] = 0
                 filed[b] = now
                 last[b] = now
                 d = depth[b]
-            if d <= prev:
-                ascending = False
-            prev = d
-        j += 1
+                if d <= prev:
+                    ascending = False
+                prev = d
+            j += 1
     kept = ids[:lo]
     if cut < 0:
         free = []
