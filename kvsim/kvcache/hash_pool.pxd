@@ -72,6 +72,7 @@ cdef extern from *:
     """
     int _int_eq "__kvsim_int_eq"(PyObject* a, PyObject* b) noexcept
     Py_ssize_t _index "__kvsim_index"(object o) except? -1
+    Py_ssize_t _index_p "__kvsim_index"(PyObject* o) except? -1
     Py_ssize_t _at "__kvsim_at"(list items, Py_ssize_t i) except? -1
 
 
@@ -92,6 +93,8 @@ cdef extern from "Python.h":
     PyObject* _item "PyList_GET_ITEM"(PyObject* items, Py_ssize_t i)
     void _incref "Py_INCREF"(PyObject* o)
     void _decref "Py_DECREF"(PyObject* o)
+    PyObject* _setdefault "PyDict_SetDefault"(PyObject* d, PyObject* key, PyObject* default) except NULL
+    int _delitem "PyDict_DelItem"(PyObject* d, PyObject* key) except -1
 
 
 cdef inline void _store(list items, Py_ssize_t i, object v) noexcept:
@@ -171,3 +174,45 @@ cpdef forget(dict by_key, list key_of, list rc, list ids, list spill)
 @cython.locals(by_key=dict, key_of=list, last=list, depth=list, depths=list, birth=list, uses=list, j=Py_ssize_t,
                i=Py_ssize_t)
 cpdef register(HashCachePool pool, list keys, list table, Py_ssize_t lo, Py_ssize_t hi)
+
+
+cdef inline int _register_run(dict by_key, list key_of, list last, list depth, list birth, list uses, list keys,
+                              list table, Py_ssize_t lo, Py_ssize_t hi, object now, list depths) except -1:
+    """register's loop (hash_pool.py), keys and block ids read borrowed (birth, uses: None where not kept)."""
+    cdef Py_ssize_t j, i
+    cdef PyObject* k
+    cdef PyObject* b
+    for j in range(lo, hi):
+        k = _item(<PyObject*>keys, j)
+        b = _item(<PyObject*>table, j)
+        i = _index_p(b)
+        if _item(<PyObject*>key_of, i) != <PyObject*>None:
+            continue
+        if _setdefault(<PyObject*>by_key, k, b) != b:  # (its key is cached already: it stays private)
+            continue
+        _store(key_of, i, <object>k)
+        _store(last, i, now)
+        if j < 256:
+            _put_count(depth, i, j)
+        else:
+            _store(depth, i, <object>_item(<PyObject*>depths, j))
+        if birth is not None:
+            birth[i] = now
+        if uses is not None:
+            uses[i] = 1
+    return 0
+
+
+cdef inline int _forget_run(dict by_key, list key_of, list rc, list ids, list spill) except -1:
+    """forget's loop (hash_pool.py), the keys read borrowed (key_of holds each until it is dropped)."""
+    cdef Py_ssize_t j, b
+    cdef PyObject* k
+    for j in range(len(ids)):
+        b = _index_p(_item(<PyObject*>ids, j))
+        k = _item(<PyObject*>key_of, b)
+        if spill is not None:
+            spill.append(<object>k)
+        _delitem(<PyObject*>by_key, k)
+        _store(key_of, b, None)
+        _store(rc, b, 1)
+    return 0

@@ -456,18 +456,16 @@ def hold(rc: list[int], table: list[int], discard) -> int:
 
 def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: list | None) -> None:
     """Evicted blocks lose their keys (appended to spill unless None) and become free blocks (rc 1)."""
-    for j in range(len(ids)):
-        b = _at(ids, j) if _COMPILED else ids[j]  # noqa: F821 (hash_pool.pxd: a C index)
+    if _COMPILED:  # (the loop below as hash_pool.pxd's C inline)
+        _forget_run(by_key, key_of, rc, ids, spill)  # noqa: F821
+        return
+    for b in ids:
         k = key_of[b]
         if spill is not None:
             spill.append(k)
         del by_key[k]
-        if _COMPILED:
-            _store(key_of, b, None)  # noqa: F821 (hash_pool.pxd: a C inline)
-            _store(rc, b, 1)  # noqa: F821
-        else:
-            key_of[b] = None
-            rc[b] = 1
+        key_of[b] = None
+        rc[b] = 1
 
 
 def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int) -> None:
@@ -481,23 +479,17 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     uses = pool.uses if pool.counts_uses else None
     now = pool.clock
     depths = _depths(hi)
+    if _COMPILED:  # (the loop below as hash_pool.pxd's C inline)
+        _register_run(by_key, key_of, last, depth, birth, uses, keys, table, lo, hi, now, depths)  # noqa: F821
+        return
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
-        i = _index(b) if _COMPILED else b  # noqa: F821 (compiled: a C index, b stays the Python int stored)
-        if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
-            if _COMPILED:  # (hash_pool.pxd's _store: the stores without the checks)
-                _store(key_of, i, k)  # noqa: F821
-                _store(last, i, now)  # noqa: F821
-                if j < 256:
-                    _put_count(depth, i, j)  # noqa: F821 (hash_pool.pxd: the int from _COUNTS)
-                else:
-                    _store(depth, i, depths[j])  # noqa: F821
-            else:
-                key_of[i] = k
-                last[i] = now
-                depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
+        if key_of[b] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
+            key_of[b] = k
+            last[b] = now
+            depth[b] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
             if birth is not None:
-                birth[i] = now
+                birth[b] = now
             if uses is not None:
-                uses[i] = 1
+                uses[b] = 1
