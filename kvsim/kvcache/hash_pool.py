@@ -19,6 +19,9 @@ _COMPILED = not __file__.endswith(".py")
 _DEPTHS: list[int] = []
 """The ints 0, 1, 2, ... made once: register stores a block's depth from here (no int made per block, and
 the old one the list slot held is not freed)."""
+_COUNTS: list[int] = list(range(256))
+"""The refcounts 0 .. 255 as ints (compiled: hash_pool.pxd's _put_count stores a refcount from here, no int
+made per store)."""
 
 
 def _depths(n: int) -> list[int]:
@@ -92,7 +95,10 @@ class HashCachePool(BlockPool):
         """k evictable blocks (policy order), their keys forgotten (and spilled, write-back); [] if fewer."""
         if k > len(self.queue):
             return []
-        return self._forget(self.queue.pop_many(k) if k > 1 or self.runs else [self.queue.pop_one()])
+        if self.runs:
+            queue = self.queue  # (compiled: a BlockQueue, called in C)
+            return self._forget(queue.pop_many(k))
+        return self._forget(self.queue.pop_many(k) if k > 1 else [self.queue.pop_one()])
 
     def _forget(self, ids: list[int]) -> list[int]:
         """Evicted blocks ids lose their keys (spilled, write-back) and become free blocks (rc 1)."""
@@ -105,7 +111,8 @@ class HashCachePool(BlockPool):
         pop_one, as its pop_many may break ties between batches otherwise) and taking it, in eviction
         order."""
         if self.runs:  # (a BlockQueue's pop_many is its pop_many(1) repeated)
-            return self._forget(self.queue.pop_many(m))
+            queue = self.queue  # (compiled: a BlockQueue, called in C)
+            return self._forget(queue.pop_many(m))
         pop = self.queue.pop_one
         return self._forget([pop() for _ in range(m)])
 
@@ -121,17 +128,19 @@ class HashCachePool(BlockPool):
             if free:
                 self._put_free(free)
             if cached:
-                self.queue.revive(cached, now)
+                queue = self.queue  # (compiled: a BlockQueue, called in C)
+                queue.revive(cached, now)
             return kept
         if touch and self.revives:  # (lru, length: a run whose depths ascend is filed as it is)
             kept, free, cached, ascending = settle_drop(self, ids, now)
             if free:
                 self._put_free(free)
             if cached:
+                queue = self.queue
                 if ascending:
-                    self.queue.add_ascending(cached, now)
+                    queue.add_ascending(cached, now)
                 else:
-                    self.queue.add_many(cached, now)
+                    queue.add_many(cached, now)
             return kept
         free, cached = settle(self.key_of, self.rc, self.filed, self.last if touch else None, zeroed, now)
         if free:
@@ -231,33 +240,32 @@ def match_hold(pool: HashCachePool, keys: list, m: int, hint: list[int] | None) 
     else:
         h = min(m, len(hint))
         n = len(key_of)
-        while j < h:
-            hb = hint[j]
+        while j < h:  # (hash_pool.pxd's C inlines: _at(x, i) is x[i] as a C index, _differ the key check)
+            hb = _at(hint, j)  # noqa: F821
             if hb >= n:  # (a memo shared by a fleet's replicas: a hint from another pool, more blocks)
                 break
-            kb = key_of[hb]
-            k = keys[j]
-            if kb is not k and kb != k:
+            if _differ(key_of, hb, keys, j):  # noqa: F821 (key_of[hb] != keys[j])
                 break
-            r = rc[hb]
+            r = _at(rc, hb)  # noqa: F821
             if r:
                 shared += 1
-            _put(rc, hb, r + 1)  # noqa: F821 (compiled only: block_pool.pxd)
+            _put_count(rc, hb, r + 1)  # noqa: F821 (hash_pool.pxd)
             j += 1
         table = hint[:j]
     by_key = pool.by_key
     while j < m:
-        b = by_key.get(keys[j], -1)
-        if b < 0:
+        b = by_key.get(keys[j])
+        if b is None:
             break
         table.append(b)
-        i = b
-        r = rc[i]
+        i = _index(b)  # noqa: F821
+        r = _at(rc, i)  # noqa: F821
         if r:
             shared += 1
-        _put(rc, i, r + 1)  # noqa: F821
+        _put_count(rc, i, r + 1)  # noqa: F821
         j += 1
-    pool.queue.count -= len(table) - shared
+    queue = pool.queue  # (compiled: a BlockQueue, its count a C field)
+    queue.count -= len(table) - shared
     pool.shared += shared
     return table, shared
 
@@ -333,7 +341,15 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
     shared = pool.shared
     n = len(ids)
     j = 0
-    if shared:
+    if shared and _COMPILED:  # (hash_pool.pxd's C inlines: _at(x, i) reads x[i] as a C index, _put_count
+        while j < n:  # stores a refcount)
+            b = _at(ids, j)  # noqa: F821
+            r = _at(rc, b)  # noqa: F821
+            if r <= 1:
+                break
+            _put_count(rc, b, r - 1)  # noqa: F821
+            j += 1
+    elif shared:
         while j < n:  # the leading run of blocks held elsewhere too
             b = ids[j]
             r = rc[b]
@@ -346,29 +362,44 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
     ascending = True
     cut = -1  # the position of the first unkeyed block at 0
     mixed = False  # a keyed block after an unkeyed one
-    while j < n:
-        b = ids[j]
-        if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
-            break
-        if key_of[b] is None:
-            if cut < 0:
-                cut = j
-        else:
-            if cut >= 0:
-                mixed = True
-            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
-                _put(rc, b, 0)  # noqa: F821
-                _put(filed, b, now)  # noqa: F821
-                _put(last, b, now)  # noqa: F821
+    if _COMPILED:  # (the loop below, by hash_pool.pxd's C inlines: _store stores unchecked)
+        while j < n:
+            b = _at(ids, j)  # noqa: F821
+            if shared and _at(rc, b) != 1:  # noqa: F821
+                break
+            if key_of[b] is None:
+                if cut < 0:
+                    cut = j
             else:
+                if cut >= 0:
+                    mixed = True
+                _store(rc, b, 0)  # noqa: F821
+                _store(filed, b, now)  # noqa: F821
+                _store(last, b, now)  # noqa: F821
+                d = _at(depth, b)  # noqa: F821
+                if d <= prev:
+                    ascending = False
+                prev = d
+            j += 1
+    else:
+        while j < n:
+            b = ids[j]
+            if shared and rc[b] != 1:  # held elsewhere too, or a double free: block by block from here
+                break
+            if key_of[b] is None:
+                if cut < 0:
+                    cut = j
+            else:
+                if cut >= 0:
+                    mixed = True
                 rc[b] = 0
                 filed[b] = now
                 last[b] = now
-            d = depth[b]
-            if d <= prev:
-                ascending = False
-            prev = d
-        j += 1
+                d = depth[b]
+                if d <= prev:
+                    ascending = False
+                prev = d
+            j += 1
     kept = ids[:lo]
     if cut < 0:
         free = []
@@ -384,7 +415,10 @@ def settle_drop(pool: HashCachePool, ids: list[int], now: int) -> tuple[list, li
         b = ids[j]
         r = rc[b]
         if r > 1:
-            rc[b] = r - 1
+            if _COMPILED:
+                _put_count(rc, b, r - 1)  # noqa: F821
+            else:
+                rc[b] = r - 1
             kept.append(ids[j])
         elif r == 1:
             if key_of[b] is None:
@@ -422,17 +456,16 @@ def hold(rc: list[int], table: list[int], discard) -> int:
 
 def forget(by_key: dict, key_of: list, rc: list[int], ids: list[int], spill: list | None) -> None:
     """Evicted blocks lose their keys (appended to spill unless None) and become free blocks (rc 1)."""
+    if _COMPILED:  # (the loop below as hash_pool.pxd's C inline)
+        _forget_run(by_key, key_of, rc, ids, spill)  # noqa: F821
+        return
     for b in ids:
         k = key_of[b]
         if spill is not None:
             spill.append(k)
         del by_key[k]
-        if _COMPILED:
-            _put(key_of, b, None)  # noqa: F821 (block_pool.pxd: a C inline)
-            _put(rc, b, 1)  # noqa: F821
-        else:
-            key_of[b] = None
-            rc[b] = 1
+        key_of[b] = None
+        rc[b] = 1
 
 
 def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int) -> None:
@@ -446,20 +479,17 @@ def register(pool: HashCachePool, keys: list, table: list[int], lo: int, hi: int
     uses = pool.uses if pool.counts_uses else None
     now = pool.clock
     depths = _depths(hi)
+    if _COMPILED:  # (the loop below as hash_pool.pxd's C inline)
+        _register_run(by_key, key_of, last, depth, birth, uses, keys, table, lo, hi, now, depths)  # noqa: F821
+        return
     for j in range(lo, hi):
         k = keys[j]
         b = table[j]
-        i = b  # (compiled: a C index, b stays the Python int that is stored)
-        if key_of[i] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
-            if _COMPILED:  # (block_pool.pxd's _put: the stores without the checks)
-                _put(key_of, i, k)  # noqa: F821
-                _put(last, i, now)  # noqa: F821
-                _put(depth, i, j if j < 256 else depths[j])  # noqa: F821
-            else:
-                key_of[i] = k
-                last[i] = now
-                depth[i] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
+        if key_of[b] is None and by_key.setdefault(k, b) is b:  # (b is in no entry: its key is None)
+            key_of[b] = k
+            last[b] = now
+            depth[b] = j if j < 256 else depths[j]  # (ints below 256 are cached by Python itself)
             if birth is not None:
-                birth[i] = now
+                birth[b] = now
             if uses is not None:
-                uses[i] = 1
+                uses[b] = 1

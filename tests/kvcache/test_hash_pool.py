@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvsim.kvcache.hash_pool import match, settle, settle_run
+from kvsim.kvcache.hash_pool import HashCachePool, match, match_hold, settle, settle_drop, settle_run
 
 N = 10
 
@@ -53,3 +53,69 @@ def test_settle_run_is_settle_and_add_runs_depth_check(keyed, depths, order, n, 
     free2, cached2, ascending = settle_run(key_of, rc2, filed2, last2, depths, zeroed, now)
     assert (free2, cached2, ascending) == (free1, cached1, want)
     assert (rc2, filed2, last2) == (rc1, filed1, last1)
+
+
+_KEYS = [0, 1, -1, 7, 255, 256, 2**30 - 1, 2**30, -(2**30), 2**31 + 5, 2**60 + 3, 2**62, -(2**62) - 9,
+         2**63 - 1, -(2**63), 12345678901234567]
+"""Keys of 0 to 3 digits (30-bit), both signs: match_hold compares exact ints by their digits."""
+
+
+def _fresh(k: int) -> int:
+    """An int equal to k but (beyond CPython's small ints) another object: a key made again."""
+    return int(str(k))
+
+
+def _pool(key_of: list, rc: list[int], count: int) -> HashCachePool:
+    pool = HashCachePool(len(key_of), 16, "lru")
+    pool.key_of[:] = [None if k is None else _fresh(k) for k in key_of]
+    pool.by_key = {k: b for b, k in enumerate(pool.key_of) if k is not None}
+    pool.rc[:] = rc
+    pool.queue.count = count
+    return pool
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_KEYS), min_size=N, max_size=N),
+       st.lists(st.booleans(), min_size=N, max_size=N),
+       st.lists(st.sampled_from([0, 1, 2, 3, 254, 255, 256, 300]), min_size=N, max_size=N),
+       st.lists(st.sampled_from(_KEYS), max_size=N), st.integers(0, N),
+       st.none() | st.lists(st.integers(0, N + 4), max_size=N + 2), st.booleans())
+def test_match_hold_is_match_then_hold(values, keyed, rc, keys, m, hint, own_hint):
+    """Keys equal to the cached ones but other int objects (made again: the usual admission), of any size
+    and sign, refcounts beyond the small ints: match_hold finds and holds what match and hold do."""
+    key_of: list = []
+    for v, on in zip(values, keyed, strict=True):
+        key_of.append(v if on and v not in key_of else None)
+    m = min(m, len(keys))
+    a = _pool(key_of, rc, 50)
+    b = _pool(key_of, rc, 50)
+    keys = [_fresh(k) for k in keys]
+    want = match(b.by_key, b.key_of, keys, m, None)
+    if own_hint and hint is not None:
+        hint = want + hint
+    want_shared = b.hold(want)
+    table, shared = match_hold(a, keys, m, None if hint is None else list(hint))
+    assert (table, shared) == (want, want_shared)
+    assert (a.rc, a.shared, a.queue.count) == (b.rc, b.shared, b.queue.count)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans(), min_size=N, max_size=N), st.lists(st.integers(0, 20), min_size=N, max_size=N),
+       st.lists(st.sampled_from([1, 1, 1, 2, 3, 256, 257, 300]), min_size=N, max_size=N),
+       st.permutations(range(N)), st.integers(0, N), st.integers(1, 500))
+def test_settle_drop_is_drop_refs_then_settle_run(keyed, depths, rc, order, n, now):
+    """settle_drop = drop_refs then settle_run of the blocks at 0 (refcounts past the small ints too)."""
+    ids = list(order[:n])
+    pools = []
+    for _ in range(2):
+        pool = HashCachePool(N, 16, "lru")
+        pool.key_of[:] = [b if k else None for b, k in enumerate(keyed)]
+        pool.depth[:] = depths
+        pool.rc[:] = rc
+        pool.shared = sum(r - 1 for r in rc)
+        pools.append(pool)
+    a, b = pools
+    kept, zeroed = b.drop_refs(ids)
+    free, cached, ascending = settle_run(b.key_of, b.rc, b.filed, b.last, b.depth, zeroed, now)
+    assert settle_drop(a, ids, now) == (kept, free, cached, ascending)
+    assert (a.rc, a.filed, a.last, a.shared) == (b.rc, b.filed, b.last, b.shared)
