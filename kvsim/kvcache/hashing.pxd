@@ -2,6 +2,7 @@
 # block size, segment index and offset are C integers (segment lengths are below UNBOUNDED = 2**62); content
 # ids and keys (hashes) stay Python ints.
 import cython
+from cpython.ref cimport PyObject
 
 cdef class BlockContent:
     cdef public Py_ssize_t bs
@@ -11,8 +12,8 @@ cdef class BlockContent:
     cdef public object _last, hint
 
     @cython.locals(m=Py_ssize_t, i=Py_ssize_t, t=Py_ssize_t, segs=list, pos=Py_ssize_t, a=list, b=list,
-                   j=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t, sl=Py_ssize_t)
-    cpdef resume(self, BlockContent prev, list table)
+                   j=Py_ssize_t, l1=Py_ssize_t, l2=Py_ssize_t, sl=Py_ssize_t, s1=object, s2=object, out=list)
+    cpdef resume(self, BlockContent prev, list table, bint take=*)
 
     @cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
                    length=Py_ssize_t, stop=Py_ssize_t, o=Py_ssize_t, chained=bint, hc=Py_hash_t,
@@ -22,14 +23,14 @@ cdef class BlockContent:
 cdef class ContentMemo:
     cdef public Py_ssize_t block_size, size, _kept_keys
     cdef public bint chained
-    cdef public object namespace, _rid, _lru
+    cdef public object namespace, _rid, _lru, _root
     cdef public BlockContent _content
     cdef public dict _kept
 
-    @cython.locals(content=BlockContent, kept=tuple)
+    @cython.locals(content=BlockContent, kept=tuple, lru=object, after=object, prev=BlockContent, table=list)
     cpdef BlockContent get(self, req)
 
-    @cython.locals(kept=dict, old=tuple, n=Py_ssize_t)
+    @cython.locals(kept=dict, old=tuple, n=Py_ssize_t, cap=Py_ssize_t, cap_keys=Py_ssize_t)
     cpdef keep(self, rid, BlockContent content, list table)
 
 # pair_hash: hashes are C Py_hash_t values by definition (hash() returns one); the tuple hash's unsigned
@@ -37,7 +38,20 @@ cdef class ContentMemo:
 # tuplehash), and the result stays a Python int where upto stores it.
 cdef unsigned long long _M64, _X1, _X2, _X5, _XLEN2
 cdef Py_ssize_t _MODULUS
-cdef bint _C_HASH
+cdef bint _C_HASH, _COMPILED
+
+
+cdef extern from *:
+    """
+    static CYTHON_INLINE Py_ssize_t __pyx_kvsim_refcnt(PyObject *o) { return Py_REFCNT(o); }
+    """
+    Py_ssize_t _refcnt "__pyx_kvsim_refcnt"(PyObject *o) noexcept
+
+
+cdef inline bint _sole_keys(BlockContent prev) noexcept:
+    """Whether the caller's reference is prev's only one and prev's the only one to its key list (nothing
+    else can see prev or the list: ContentMemo.get's resume may take the list)."""
+    return _refcnt(<PyObject*>prev) == 1 and _refcnt(<PyObject*>prev.out) == 1
 
 @cython.locals(acc=cython.ulonglong, lane=cython.ulonglong, r=Py_hash_t)
 cdef Py_hash_t pair_hash(Py_hash_t a, Py_hash_t b) noexcept
@@ -50,3 +64,25 @@ cdef Py_hash_t int_hash(Py_hash_t r) noexcept
 cpdef tuple cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
 
 cpdef tuple request_content(req)
+
+@cython.locals(u=cython.ulonglong)
+cdef unsigned long long _xx_round(unsigned long long acc, Py_hash_t lane) noexcept
+
+@cython.locals(r=Py_hash_t)
+cdef Py_hash_t _xx_done(unsigned long long acc, Py_ssize_t n) noexcept
+
+cdef Py_hash_t _triple_hash(Py_hash_t a, Py_hash_t b, Py_hash_t c) noexcept
+
+
+# _hash_upto: BlockContent.upto's keys where they chain and _C_HASH (C hashes over C integers).
+@cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
+               have=Py_ssize_t, start=Py_ssize_t, h=Py_hash_t, hc=Py_hash_t, r=Py_hash_t, length=Py_ssize_t,
+               k=Py_ssize_t, o=Py_ssize_t, stop=Py_ssize_t, acc=cython.ulonglong, parts=Py_ssize_t,
+               need=Py_ssize_t, take=Py_ssize_t)
+cdef int _hash_upto(BlockContent c, Py_ssize_t n) except -1
+
+@cython.locals(plen=Py_ssize_t, segs=object, out=list, short=Py_ssize_t, length=Py_ssize_t, oid=object)
+cdef list _content_segments(req, rid)
+
+@cython.locals(c=BlockContent)
+cdef BlockContent _new_content(list segs, Py_ssize_t block_size, bint chained, root)
