@@ -41,11 +41,32 @@ cdef Py_ssize_t _MODULUS
 cdef bint _C_HASH, _COMPILED
 
 
+# _key_int(r): the Python int r, a key (a hash value): on CPython 3.11 (30-bit digits), one of at least 2**60
+# in absolute value (7 in 8 keys) is built as its three digits directly (what PyLong_FromLongLong builds,
+# without its digit counting loops); otherwise, and on other versions, PyLong_FromLongLong.
 cdef extern from *:
     """
     static CYTHON_INLINE Py_ssize_t __pyx_kvsim_refcnt(PyObject *o) { return Py_REFCNT(o); }
+
+    static CYTHON_INLINE PyObject *__pyx_kvsim_key_int(Py_hash_t r) {
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30 && \
+        !defined(Py_LIMITED_API) && !defined(PYPY_VERSION)
+        unsigned long long u = r < 0 ? 0ULL - (unsigned long long)r : (unsigned long long)r;
+        if (u >> 60) {
+            PyLongObject *v = _PyLong_New(3);
+            if (v == NULL) return NULL;
+            v->ob_digit[0] = (digit)(u & PyLong_MASK);
+            v->ob_digit[1] = (digit)((u >> 30) & PyLong_MASK);
+            v->ob_digit[2] = (digit)(u >> 60);
+            if (r < 0) Py_SET_SIZE(v, -3);
+            return (PyObject *)v;
+        }
+    #endif
+        return PyLong_FromLongLong((long long)r);
+    }
     """
     Py_ssize_t _refcnt "__pyx_kvsim_refcnt"(PyObject *o) noexcept
+    object _key_int "__pyx_kvsim_key_int"(Py_hash_t r)
 
 
 cdef inline bint _sole_keys(BlockContent prev) noexcept:
@@ -53,13 +74,14 @@ cdef inline bint _sole_keys(BlockContent prev) noexcept:
     else can see prev or the list: ContentMemo.get's resume may take the list)."""
     return _refcnt(<PyObject*>prev) == 1 and _refcnt(<PyObject*>prev.out) == 1
 
+
 @cython.locals(acc=cython.ulonglong, lane=cython.ulonglong, r=Py_hash_t)
 cdef Py_hash_t pair_hash(Py_hash_t a, Py_hash_t b) noexcept
 
 @cython.locals(u=cython.ulonglong, h=Py_hash_t)
 cdef Py_hash_t int_hash(Py_hash_t r) noexcept
 
-# cross_page: a C call from BlockContent.upto (the pages that cross a segment's end), over C integers.
+# cross_page: a C call from radix_tree (and BlockContent.upto where _hash_upto does not serve), over C integers.
 @cython.locals(parts=list, need=Py_ssize_t, nseg=Py_ssize_t, length=Py_ssize_t, take=Py_ssize_t)
 cpdef tuple cross_page(list segs, Py_ssize_t i, Py_ssize_t off, Py_ssize_t bs)
 
@@ -76,9 +98,9 @@ cdef Py_hash_t _triple_hash(Py_hash_t a, Py_hash_t b, Py_hash_t c) noexcept
 
 # _hash_upto: BlockContent.upto's keys where they chain and _C_HASH (C hashes over C integers).
 @cython.locals(out=list, bs=Py_ssize_t, segs=list, nseg=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t,
-               have=Py_ssize_t, start=Py_ssize_t, h=Py_hash_t, hc=Py_hash_t, r=Py_hash_t, length=Py_ssize_t,
-               k=Py_ssize_t, o=Py_ssize_t, stop=Py_ssize_t, acc=cython.ulonglong, parts=Py_ssize_t,
-               need=Py_ssize_t, take=Py_ssize_t)
+               have=Py_ssize_t, start=Py_ssize_t, h=Py_hash_t, lead=cython.ulonglong, r=Py_hash_t,
+               length=Py_ssize_t, k=Py_ssize_t, o=Py_ssize_t, stop=Py_ssize_t, acc=cython.ulonglong,
+               parts=Py_ssize_t, need=Py_ssize_t, take=Py_ssize_t)
 cdef int _hash_upto(BlockContent c, Py_ssize_t n) except -1
 
 @cython.locals(plen=Py_ssize_t, segs=object, out=list, short=Py_ssize_t, length=Py_ssize_t, oid=object)

@@ -282,12 +282,13 @@ def _hash_upto(c: BlockContent, n: int) -> int:
         length = seg[1]
         if length - off >= bs:  # whole blocks inside segment i
             k = min(n - have, (length - off) // bs)
-            hc = hash(seg[0])
+            lead = _xx_round(_X5, hash(seg[0]))  # (pair_hash(hash(cid), o)'s first round, once per run)
             o = off
             stop = off + k * bs
-            while o < stop:  # (bs > 0)
-                r = pair_hash(h, pair_hash(hc, o if o < _MODULUS else o % _MODULUS))
-                out.append(r)
+            while o < stop:  # (bs > 0; pair_hash(h, pair_hash(hash(cid), hash(o))) in small C functions)
+                r = _xx_done(_xx_round(_xx_round(_X5, h), _xx_done(_xx_round(lead, o if o < _MODULUS else
+                                                                              o % _MODULUS), 2)), 2)
+                out.append(_key_int(r))  # noqa: F821 (hashing.pxd: PyLong_FromLongLong's int, sooner)
                 h = int_hash(r)
                 o += bs
             have += k
@@ -311,7 +312,7 @@ def _hash_upto(c: BlockContent, n: int) -> int:
         if need:
             break  # content ended inside this block: it is not full
         r = pair_hash(h, _xx_done(acc, parts))
-        out.append(r)
+        out.append(_key_int(r))  # noqa: F821
         have += 1
         h = int_hash(r)
     c._i, c._off = i, off

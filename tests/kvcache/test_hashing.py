@@ -173,6 +173,14 @@ def test_chained_keys_are_the_hash_of_the_previous_key_and_the_page(segs, bs, na
     assert block_keys(tuple(segs), n, bs, namespace) == expected
 
 
+def test_keys_are_plain_ints_of_their_values():
+    # (compiled, the keys of at least 2**60 in absolute value are built from their digits directly)
+    keys = block_keys(((3, 4096), (UNIQUE_ID_BASE + 5, 333)), 4429, 16, "k")
+    assert len(keys) == 4429 // 16 and any(k < -(1 << 60) for k in keys) and any(k > 1 << 60 for k in keys)
+    for k in keys:
+        assert type(k) is int and int(repr(k)) == k and hash(k) == hash(int(repr(k))) and 0 - k == -k
+
+
 def test_pair_hash_agrees_with_the_interpreters_hashes():
     assert hashing._pair_hash_agrees()
     if hasattr(hashing, "pair_hash"):  # (as Python; compiled, both are C functions)
