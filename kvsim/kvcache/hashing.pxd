@@ -41,9 +41,12 @@ cdef Py_ssize_t _MODULUS
 cdef bint _C_HASH, _COMPILED
 
 
-# _key_int(r): the Python int r, a key (a hash value): on CPython 3.11 (30-bit digits), one of at least 2**60
-# in absolute value (7 in 8 keys) is built as its three digits directly (what PyLong_FromLongLong builds,
-# without its digit counting loops); otherwise, and on other versions, PyLong_FromLongLong.
+# _key_int(r): the Python int r, a key (a hash value): on CPython 3.11 (30-bit digits), one of at least 2**30
+# in absolute value (all but one key in 2**33) is built as its two or three digits directly (what
+# PyLong_FromLongLong builds, without its digit counting loops); otherwise, and on other versions,
+# PyLong_FromLongLong. _reserve(items, n): room for n items in the list (its allocation grown as list.append
+# grows it, once: _hash_upto's keys appended without the reallocations on the way; nothing on PyPy or the
+# limited API). _push_key(items, r): items.append(_key_int(r)), stored in place where there is room.
 cdef extern from *:
     """
     static CYTHON_INLINE Py_ssize_t __pyx_kvsim_refcnt(PyObject *o) { return Py_REFCNT(o); }
@@ -52,21 +55,61 @@ cdef extern from *:
     #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30 && \
         !defined(Py_LIMITED_API) && !defined(PYPY_VERSION)
         unsigned long long u = r < 0 ? 0ULL - (unsigned long long)r : (unsigned long long)r;
-        if (u >> 60) {
-            PyLongObject *v = _PyLong_New(3);
+        if (u >> 30) {
+            Py_ssize_t n = (u >> 60) ? 3 : 2;
+            PyLongObject *v = _PyLong_New(n);
             if (v == NULL) return NULL;
             v->ob_digit[0] = (digit)(u & PyLong_MASK);
             v->ob_digit[1] = (digit)((u >> 30) & PyLong_MASK);
-            v->ob_digit[2] = (digit)(u >> 60);
-            if (r < 0) Py_SET_SIZE(v, -3);
+            if (n == 3) v->ob_digit[2] = (digit)(u >> 60);
+            if (r < 0) Py_SET_SIZE(v, -n);
             return (PyObject *)v;
         }
     #endif
         return PyLong_FromLongLong((long long)r);
     }
+
+    static CYTHON_INLINE int __pyx_kvsim_push_key(PyObject *list, Py_hash_t r) {
+        PyObject *v = __pyx_kvsim_key_int(r);
+        if (v == NULL) return -1;
+    #if !defined(Py_LIMITED_API) && !defined(PYPY_VERSION)
+        {
+            PyListObject *l = (PyListObject *)list;
+            Py_ssize_t n = Py_SIZE(l);
+            if (n < l->allocated) {
+                l->ob_item[n] = v;
+                Py_SET_SIZE(l, n + 1);
+                return 0;
+            }
+        }
+    #endif
+        {
+            int rc = PyList_Append(list, v);
+            Py_DECREF(v);
+            return rc;
+        }
+    }
+
+    static int __pyx_kvsim_reserve(PyObject *list, Py_ssize_t n) {
+    #if !defined(Py_LIMITED_API) && !defined(PYPY_VERSION)
+        PyListObject *l = (PyListObject *)list;
+        if (l->allocated < n) {
+            size_t want = (size_t)n + ((size_t)n >> 3) + 6;
+            PyObject **items;
+            if (want > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) return 0;
+            items = (PyObject **)PyMem_Realloc(l->ob_item, want * sizeof(PyObject *));
+            if (items == NULL) { PyErr_NoMemory(); return -1; }
+            l->ob_item = items;
+            l->allocated = (Py_ssize_t)want;
+        }
+    #endif
+        return 0;
+    }
     """
     Py_ssize_t _refcnt "__pyx_kvsim_refcnt"(PyObject *o) noexcept
     object _key_int "__pyx_kvsim_key_int"(Py_hash_t r)
+    int _reserve "__pyx_kvsim_reserve"(list items, Py_ssize_t n) except -1
+    int _push_key "__pyx_kvsim_push_key"(list items, Py_hash_t r) except -1
 
 
 cdef inline bint _sole_keys(BlockContent prev) noexcept:

@@ -276,6 +276,7 @@ def _hash_upto(c: BlockContent, n: int) -> int:
     off = c._off
     have = len(out)
     start = have
+    _reserve(out, min(n, have + (1 << 20)))  # noqa: F821 (hashing.pxd)
     h = hash(c._last)
     while have < n and i < nseg:
         seg = segs[i]
@@ -288,7 +289,7 @@ def _hash_upto(c: BlockContent, n: int) -> int:
             while o < stop:  # (bs > 0; pair_hash(h, pair_hash(hash(cid), hash(o))) in small C functions)
                 r = _xx_done(_xx_round(_xx_round(_X5, h), _xx_done(_xx_round(lead, o if o < _MODULUS else
                                                                               o % _MODULUS), 2)), 2)
-                out.append(_key_int(r))  # noqa: F821 (hashing.pxd: PyLong_FromLongLong's int, sooner)
+                _push_key(out, r)  # noqa: F821 (hashing.pxd: out.append(r), sooner)
                 h = int_hash(r)
                 o += bs
             have += k
@@ -312,7 +313,7 @@ def _hash_upto(c: BlockContent, n: int) -> int:
         if need:
             break  # content ended inside this block: it is not full
         r = pair_hash(h, _xx_done(acc, parts))
-        out.append(_key_int(r))  # noqa: F821
+        _push_key(out, r)  # noqa: F821
         have += 1
         h = int_hash(r)
     c._i, c._off = i, off
