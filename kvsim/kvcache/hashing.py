@@ -347,7 +347,8 @@ def _pair_hash_agrees() -> bool:
 
 _COMPILED = not __file__.endswith(".py")
 _C_HASH = _COMPILED and sys.hash_info.width == 64 and _pair_hash_agrees()
-"""upto hashes a run of whole blocks with pair_hash: compiled only (as Python the tuples are faster)."""
+"""upto's chained keys come from _hash_upto (C hashes, no tuples): compiled only (as Python the tuples are
+faster)."""
 
 
 def block_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size: int,
