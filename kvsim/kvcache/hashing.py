@@ -99,18 +99,26 @@ class BlockContent:
         self._last = namespace_key(namespace)
         self.hint: list[int] | None = None
 
-    def resume(self, prev: BlockContent, table: list[int] | None) -> None:
+    def resume(self, prev: BlockContent, table: list[int] | None, take: bool = False) -> None:
         """Take prev's keys of the leading full blocks the two contents share (their segments up to where
         they differ; prev of the same block size, chaining and namespace), the values upto would compute;
-        `hint` = table. Only on a content with no keys yet."""
+        `hint` = table. Only on a content with no keys yet. take: prev is no longer used and nothing else
+        holds its key list (ContentMemo.get's, compiled): that list is cut to the shared keys and taken,
+        instead of a copy."""
         if self.out or prev.bs != self.bs or prev.chained != self.chained:
             return
         pos = 0
         a = prev.segs
         b = self.segs
         for j in range(min(len(a), len(b))):  # (the segments both start with: an index loop, C when compiled)
-            c1, l1 = a[j]
-            c2, l2 = b[j]
+            s1 = a[j]
+            s2 = b[j]
+            if s1 is s2:  # (a follow-up's segments are often its turn's own: no compare)
+                l1 = s1[1]
+                pos += l1
+                continue
+            c1, l1 = s1
+            c2, l2 = s2
             if c1 != c2:
                 break
             if l1 != l2:
@@ -120,7 +128,12 @@ class BlockContent:
         m = min(pos // self.bs, len(prev.out))
         if m <= 0:
             return
-        self.out = prev.out[:m]
+        if take:
+            out = prev.out
+            del out[m:]
+            self.out = out
+        else:
+            self.out = prev.out[:m]
         self.hint = table
         segs = self.segs
         i = 0
@@ -139,6 +152,9 @@ class BlockContent:
         out = self.out
         if len(out) >= n:
             return out
+        if self.chained and _C_HASH:  # (compiled: the same keys, without the tuples)
+            _hash_upto(self, n)
+            return out
         bs = self.bs
         segs = self.segs
         nseg = len(segs)
@@ -149,18 +165,7 @@ class BlockContent:
             if length - off >= bs:
                 # whole blocks inside segment i
                 stop = off + (min(n - len(out), (length - off) // bs)) * bs
-                if chained and _C_HASH:  # (compiled: the same hashes, without the tuples)
-                    hc = hash(cid)
-                    h = hash(last)
-                    o = off
-                    while o < stop:  # (bs > 0: a C loop when compiled)
-                        r = pair_hash(h, pair_hash(hc, o if o < _MODULUS else o % _MODULUS))
-                        out.append(r)
-                        h = int_hash(r)
-                        o += bs
-                    if stop > off:
-                        last = out[-1]
-                elif chained:
+                if chained:
                     for o in range(off, stop, bs):
                         last = hash((last, (cid, o)))
                         out.append(last)
@@ -233,6 +238,90 @@ def int_hash(r: int) -> int:
     return -h
 
 
+def _xx_round(acc: int, lane: int) -> int:
+    """One round of CPython's tuple hash (xxHash's): acc after an item of hash `lane` (as pair_hash)."""
+    u = lane & _M64
+    acc = (acc + u * _X2) & _M64
+    acc = ((acc << 31) | (acc >> 33)) & _M64
+    return (acc * _X1) & _M64
+
+
+def _xx_done(acc: int, n: int) -> int:
+    """The hash of a tuple of n items from acc after their rounds (_xx_round from _X5, as pair_hash ends)."""
+    acc = (acc + (n ^ (_X5 ^ 3527539))) & _M64
+    if acc == _M64:
+        return 1546275796
+    if acc >> 63:
+        r = _M64 - acc
+        return -r - 1
+    r = acc
+    return r
+
+
+def _triple_hash(a: int, b: int, c: int) -> int:
+    """hash((x, y, z)) from a = hash(x), b = hash(y), c = hash(z) (as pair_hash)."""
+    return _xx_done(_xx_round(_xx_round(_xx_round(_X5, a), b), c), 3)
+
+
+def _hash_upto(c: BlockContent, n: int) -> int:
+    """c.upto(n)'s work where keys chain and `_C_HASH` (compiled only: the values of upto's tuple hashes
+    from the items' hashes, pair_hash and _xx_round, without the tuples): a run of whole blocks inside a
+    segment is hashed key by key; a page across segments from its (cid, offset, length) pieces, as
+    cross_page lists them."""
+    out = c.out
+    bs = c.bs
+    segs = c.segs
+    nseg = len(segs)
+    i = c._i
+    off = c._off
+    have = len(out)
+    start = have
+    _reserve(out, min(n, have + (1 << 20)))  # noqa: F821 (hashing.pxd)
+    h = hash(c._last)
+    while have < n and i < nseg:
+        seg = segs[i]
+        length = seg[1]
+        if length - off >= bs:  # whole blocks inside segment i
+            k = min(n - have, (length - off) // bs)
+            lead = _xx_round(_X5, hash(seg[0]))  # (pair_hash(hash(cid), o)'s first round, once per run)
+            o = off
+            stop = off + k * bs
+            while o < stop:  # (bs > 0; pair_hash(h, pair_hash(hash(cid), hash(o))) in small C functions)
+                r = _xx_done(_xx_round(_xx_round(_X5, h), _xx_done(_xx_round(lead, o if o < _MODULUS else
+                                                                              o % _MODULUS), 2)), 2)
+                _push_key(out, r)  # noqa: F821 (hashing.pxd: out.append(r), sooner)
+                h = int_hash(r)
+                o += bs
+            have += k
+            off = stop
+            if off == length:
+                i, off = i + 1, 0
+            continue
+        acc = _X5  # the page's pieces (cross_page's), hashed as its tuple of triples
+        parts = 0
+        need = bs
+        while need and i < nseg:
+            seg = segs[i]
+            length = seg[1]
+            take = min(length - off, need)
+            acc = _xx_round(acc, _triple_hash(hash(seg[0]), off if off < _MODULUS else off % _MODULUS, take))
+            parts += 1
+            need -= take
+            off += take
+            if off == length:
+                i, off = i + 1, 0
+        if need:
+            break  # content ended inside this block: it is not full
+        r = pair_hash(h, _xx_done(acc, parts))
+        _push_key(out, r)  # noqa: F821
+        have += 1
+        h = int_hash(r)
+    c._i, c._off = i, off
+    if have > start:
+        c._last = out[have - 1]
+    return 0
+
+
 def _pair_hash_agrees() -> bool:
     """Whether pair_hash and int_hash agree with hash() of the tuples upto builds and of its keys (this
     interpreter's tuple and int hashes), on keys of both signs and offsets around the modulus."""
@@ -246,11 +335,20 @@ def _pair_hash_agrees() -> bool:
                 r = pair_hash(hash(a), pair_hash(hash(c), o % _MODULUS))
                 if r != hash((a, (c, o))) or int_hash(r) != hash(r):
                     return False
+                pieces = ((c, o, 16), (a & ((1 << 62) - 1), 0, o % 97), (c + 1, o, 1 << 61))
+                for k in (1, 2, 3):  # _hash_upto's pages across segments
+                    acc = _X5
+                    for p in pieces[:k]:
+                        acc = _xx_round(acc, _triple_hash(hash(p[0]), hash(p[1]), hash(p[2])))
+                    if pair_hash(hash(a), _xx_done(acc, k)) != hash((a, pieces[:k])):
+                        return False
     return True
 
 
-_C_HASH = not __file__.endswith(".py") and sys.hash_info.width == 64 and _pair_hash_agrees()
-"""upto hashes a run of whole blocks with pair_hash: compiled only (as Python the tuples are faster)."""
+_COMPILED = not __file__.endswith(".py")
+_C_HASH = _COMPILED and sys.hash_info.width == 64 and _pair_hash_agrees()
+"""upto's chained keys come from _hash_upto (C hashes, no tuples): compiled only (as Python the tuples are
+faster)."""
 
 
 def block_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size: int,
@@ -264,6 +362,44 @@ def page_keys(segments: tuple[tuple[int, int], ...], num_tokens: int, block_size
     """Unchained page keys of the full blocks among the first num_tokens tokens of the content."""
     n = num_tokens // block_size
     return BlockContent(segments, block_size, False).upto(n)[:n]
+
+
+def _content_segments(req, rid: int) -> list:
+    """request_content(req)'s segments of positive length, as BlockContent keeps them (rid = req.rid), built
+    into one list (ContentMemo.get's)."""
+    plen = req.prompt_len
+    segs = req.segments
+    out = []
+    if not segs:
+        if plen > 0:
+            out.append((UNIQUE_ID_BASE + rid, plen))
+    else:
+        short = plen
+        for seg in segs:
+            length = seg[1]
+            short -= length
+            if length > 0:
+                out.append(seg)
+        if short > 0:
+            out.append((PAD_ID_BASE + rid, short))
+    oid = req.output_id
+    out.append((oid if oid >= 0 else OUTPUT_ID_BASE + rid, UNBOUNDED))
+    return out
+
+
+def _new_content(segs: list, block_size: int, chained: bool, root: int) -> BlockContent:
+    """BlockContent(segments, block_size, chained, namespace) where segs are its segments of positive length
+    and root = namespace_key(namespace), without the call's argument parsing (ContentMemo.get's)."""
+    c = BlockContent.__new__(BlockContent)
+    c.bs = block_size
+    c.segs = segs
+    c.out = []
+    c.chained = chained
+    c._i = 0
+    c._off = 0
+    c._last = root
+    c.hint = None
+    return c
 
 
 KEPT = 1024
@@ -282,7 +418,7 @@ class ContentMemo:
     keys (BlockContent.resume) instead of hashing the shared history again. The most recent KEPT are kept."""
 
     __slots__ = ("block_size", "chained", "namespace", "size", "_rid", "_content", "_lru", "_kept",
-                 "_kept_keys")
+                 "_kept_keys", "_root")
 
     def __init__(self, block_size: int, chained: bool, namespace: str | int = "", size: int = 1) -> None:
         self.block_size = block_size
@@ -294,27 +430,34 @@ class ContentMemo:
         self._lru: OrderedDict[int, BlockContent] = OrderedDict()
         self._kept: dict[int, tuple[BlockContent, list[int], int]] = {}
         self._kept_keys = 0
+        self._root = namespace_key(namespace)
 
     def get(self, req) -> BlockContent:
-        if self._content is not None and self._rid == req.rid:
+        rid = req.rid
+        if self._content is not None and self._rid == rid:
             return self._content
         lru = self._lru
-        content = lru.get(req.rid) if self.size > 1 else None
+        content = lru.get(rid) if self.size > 1 else None
         if content is None:
-            content = BlockContent(request_content(req), self.block_size, self.chained, self.namespace)
-            if req.after >= 0 and self._kept:
-                kept = self._kept.pop(req.after, None)
-                if kept is not None:
-                    self._kept_keys -= kept[2]
-                    content.resume(kept[0], kept[1])
+            content = _new_content(_content_segments(req, rid), self.block_size, self.chained, self._root)
+            if self._kept:
+                after = req.after
+                if after >= 0:
+                    kept = self._kept.pop(after, None)
+                    if kept is not None:
+                        self._kept_keys -= kept[2]
+                        prev = kept[0]
+                        table = kept[1]
+                        kept = None  # (prev's last holder, unless others hold it)
+                        content.resume(prev, table, _COMPILED and _sole_keys(prev))  # noqa: F821 (hashing.pxd)
             if self.size > 1:
-                lru[req.rid] = content
+                lru[rid] = content
                 if len(lru) > self.size:
                     lru.popitem(last=False)
         else:
-            lru.move_to_end(req.rid)
+            lru.move_to_end(rid)
         self._content = content
-        self._rid = req.rid
+        self._rid = rid
         return content
 
     def keep(self, rid: int, content: BlockContent, table: list[int]) -> None:
@@ -329,7 +472,9 @@ class ContentMemo:
         n = len(content.out)
         kept[rid] = (content, table, n)
         self._kept_keys += n
-        while len(kept) > KEPT or self._kept_keys > KEPT_KEYS:
+        cap = KEPT
+        cap_keys = KEPT_KEYS
+        while len(kept) > cap or self._kept_keys > cap_keys:
             self._kept_keys -= kept.pop(next(iter(kept)))[2]
 
 

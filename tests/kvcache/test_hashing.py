@@ -134,6 +134,22 @@ def test_a_follow_up_starts_from_the_keys_its_turn_kept():
     assert memo.get(Request(2, 0.0, 19, 2, segments=((5, 10),), after=0)).hint is None  # taken once
 
 
+def test_a_follow_up_whose_turn_nobody_holds_has_the_keys_of_a_fresh_content():
+    """(compiled, the follow-up takes the key list of a kept content nothing else holds instead of a copy)"""
+    from kvsim.kvcache.hashing import ContentMemo
+    memo = ContentMemo(4, chained=True)
+    turn0 = Request(0, 0.0, 10, 6, segments=((5, 10),), output_id=50)
+    c0 = memo.get(turn0)
+    c0.upto(4)
+    memo.keep(0, c0, [9, 8, 7, 6])
+    memo.get(Request(7, 0.0, 8, 1))  # (the memo's last content another one)
+    del c0
+    turn1 = Request(1, 0.0, 19, 2, segments=((5, 10), (50, 6), (6, 3)), after=0, output_id=51)
+    c1 = memo.get(turn1)
+    assert c1.hint == [9, 8, 7, 6] and len(c1.out) == 4
+    assert c1.upto(6) == BlockContent(request_content(turn1), 4).upto(6)
+
+
 def test_a_kept_table_is_the_hint_of_its_request_admitted_again():
     from kvsim.kvcache.hashing import ContentMemo
     memo = ContentMemo(4, chained=True)
@@ -155,6 +171,14 @@ def test_chained_keys_are_the_hash_of_the_previous_key_and_the_page(segs, bs, na
         last = hash((last, page))
         expected.append(last)
     assert block_keys(tuple(segs), n, bs, namespace) == expected
+
+
+def test_keys_are_plain_ints_of_their_values():
+    # (compiled, the keys of at least 2**60 in absolute value are built from their digits directly)
+    keys = block_keys(((3, 4096), (UNIQUE_ID_BASE + 5, 333)), 4429, 16, "k")
+    assert len(keys) == 4429 // 16 and any(k < -(1 << 60) for k in keys) and any(k > 1 << 60 for k in keys)
+    for k in keys:
+        assert type(k) is int and int(repr(k)) == k and hash(k) == hash(int(repr(k))) and 0 - k == -k
 
 
 def test_pair_hash_agrees_with_the_interpreters_hashes():
