@@ -31,6 +31,8 @@ cdef class BlockPool:
 
     cpdef _put_free(self, list ids)
 
+    cpdef Py_ssize_t free_now(self) except -1
+
     cpdef evict(self, Py_ssize_t k)
 
     @cython.locals(free=list)

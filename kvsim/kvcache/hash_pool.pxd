@@ -132,6 +132,8 @@ cdef class HashCachePool(BlockPool):
 
     cpdef _extend(self, Py_ssize_t k)
 
+    cpdef Py_ssize_t free_now(self) except -1
+
     @cython.locals(queue=BlockQueue)
     cpdef _evict(self, Py_ssize_t k)
 

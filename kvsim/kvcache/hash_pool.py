@@ -83,6 +83,9 @@ class HashCachePool(BlockPool):
     def num_free(self) -> int:
         return self.free_count + len(self.queue)
 
+    def free_now(self) -> int:
+        return self.free_count + len(self.queue)
+
     @property
     def num_used(self) -> int:
         return self.num_blocks - self.free_count - len(self.queue)

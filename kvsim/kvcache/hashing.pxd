@@ -151,3 +151,6 @@ cdef list _content_segments(req, rid)
 
 @cython.locals(c=BlockContent)
 cdef BlockContent _new_content(list segs, Py_ssize_t block_size, bint chained, root)
+
+
+cpdef Py_ssize_t cached_upto(Py_ssize_t table_blocks, Py_ssize_t computed, Py_ssize_t block_size) except? -1

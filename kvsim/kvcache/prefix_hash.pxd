@@ -5,7 +5,7 @@ import cython
 
 from kvsim.kvcache.paged cimport PagedKVManager
 from kvsim.kvcache.hash_pool cimport HashCachePool as _Pool, match, match_hold, register
-from kvsim.kvcache.hashing cimport BlockContent as _Content, ContentMemo as _Memo
+from kvsim.kvcache.hashing cimport BlockContent as _Content, ContentMemo as _Memo, cached_upto
 
 
 cdef class _SeqCache:

@@ -15,6 +15,8 @@ cdef class RadixPool(BlockPool):
 
     cpdef _extend(self, Py_ssize_t k)
 
+    cpdef Py_ssize_t free_now(self) except -1
+
     @cython.locals(ids=list, freed=Py_ssize_t, in_tree=bytearray, rc=list, blocks=list)
     cpdef _evict(self, Py_ssize_t k)
 

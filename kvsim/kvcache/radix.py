@@ -51,6 +51,9 @@ class RadixPool(BlockPool):
     def num_free(self) -> int:
         return self.free_count + self.num_cached_free
 
+    def free_now(self) -> int:
+        return self.free_count + self.num_cached_free
+
     @property
     def num_used(self) -> int:
         return self.num_blocks - self.free_count - self.num_cached_free
