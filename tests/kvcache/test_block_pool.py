@@ -196,6 +196,19 @@ def test_take_free_never_evicts_and_take_evicting_takes_the_victim():
     assert pool.take_evicting() == -1 and pool.evictions == 2
 
 
+def test_free_now_is_num_free_for_every_pool():
+    hashed = HashCachePool(4, 4)
+    ids = hashed.allocate_many(4)
+    hashed.key_of[ids[0]] = 100
+    hashed.by_key[100] = ids[0]
+    hashed.release(ids)  # block 0 cached (evictable), the others free
+    radix = RadixPool(5, 4, RadixTree("lru"))
+    radix.allocate_many(2)
+    for pool, free in ((BlockPool(3, 4), 3), (hashed, 4), (radix, 3)):
+        assert pool.free_now() == pool.num_free == free
+    assert (hashed.free_count, hashed.num_cached_free) == (3, 1)
+
+
 def test_radix_take_evicting_frees_a_whole_leaf_and_takes_its_last_block():
     tree = RadixTree("lru")
     pool = RadixPool(6, 4, tree)
