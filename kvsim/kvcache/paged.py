@@ -55,7 +55,7 @@ class PagedKVManager:
     def free_blocks(self) -> int:
         """num_free_blocks as a method (a C call when compiled): the pool's `num_free`."""
         pool = self.pool
-        return pool.free_now()
+        return pool.free_count if type(pool) is BlockPool else pool.free_now()
 
     @property
     def used_blocks(self) -> int:
@@ -100,7 +100,7 @@ class PagedKVManager:
     def allocate(self, seq: int, num_tokens: int) -> bool:
         """Grow seq's table to cover num_tokens slots. All or nothing: False if blocks are short."""
         pool = self.pool
-        free = pool.free_now()
+        free = pool.free_count if type(pool) is BlockPool else pool.free_now()
         table = self.tables.get(seq)
         if table is None:  # (blocks_needed, inline)
             extra = -(-num_tokens // self.block_size)
