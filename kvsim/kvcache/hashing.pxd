@@ -36,7 +36,7 @@ cdef class ContentMemo:
 # pair_hash: hashes are C Py_hash_t values by definition (hash() returns one); the tuple hash's unsigned
 # 64-bit arithmetic wraps in C as the Python source's masks do (the constants below are those of CPython's
 # tuplehash), and the result stays a Python int where upto stores it.
-cdef unsigned long long _M64, _X1, _X2, _X5, _XLEN2
+cdef unsigned long long _M64, _X1, _X2, _X5
 cdef Py_ssize_t _MODULUS
 cdef bint _C_HASH, _COMPILED
 
@@ -118,7 +118,6 @@ cdef inline bint _sole_keys(BlockContent prev) noexcept:
     return _refcnt(<PyObject*>prev) == 1 and _refcnt(<PyObject*>prev.out) == 1
 
 
-@cython.locals(acc=cython.ulonglong, lane=cython.ulonglong, r=Py_hash_t)
 cdef Py_hash_t pair_hash(Py_hash_t a, Py_hash_t b) noexcept
 
 @cython.locals(u=cython.ulonglong, h=Py_hash_t)

@@ -191,7 +191,6 @@ _M64 = (1 << 64) - 1
 _X1 = 11400714785074694791
 _X2 = 14029467366897019727
 _X5 = 2870177450012600261
-_XLEN2 = 2 ^ (_X5 ^ 3527539)
 _MODULUS = (1 << 61) - 1
 """hash(o) of an int 0 <= o < 2**62 is o % _MODULUS (sys.hash_info.modulus on 64-bit builds)."""
 
@@ -201,22 +200,7 @@ def pair_hash(a: int, b: int) -> int:
     items' hashes, 64-bit), which upto's compiled loop uses instead of building the tuples (hashing.pxd:
     unsigned 64-bit C arithmetic, where the masks change nothing); used only where `_C_HASH`, which checks
     it against hash() at import."""
-    lane = a & _M64
-    acc = (_X5 + lane * _X2) & _M64
-    acc = ((acc << 31) | (acc >> 33)) & _M64
-    acc = (acc * _X1) & _M64
-    lane = b & _M64
-    acc = (acc + lane * _X2) & _M64
-    acc = ((acc << 31) | (acc >> 33)) & _M64
-    acc = (acc * _X1) & _M64
-    acc = (acc + _XLEN2) & _M64
-    if acc == _M64:
-        return 1546275796
-    if acc >> 63:
-        r = _M64 - acc
-        return -r - 1
-    r = acc
-    return r
+    return _xx_done(_xx_round(_xx_round(_X5, a), b), 2)
 
 
 def int_hash(r: int) -> int:
