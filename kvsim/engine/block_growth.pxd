@@ -24,16 +24,22 @@ cpdef _its_sift_up(list heap, Py_ssize_t pos, item)
 cpdef _its_pop(list heap)
 
 
+cpdef bint _grow_each_due(kv, list entries, offset) except -1
+
+
 cdef class BlockGrowth(Preemption):
     cdef public PagedKVManager _paged
 
     cpdef _push_alloc(self, Py_ssize_t it, Group g)
 
+    @cython.locals(key=object)
     cpdef list _due_list(self, Py_ssize_t it)
 
+    @cython.locals(paged=PagedKVManager)
     cpdef _schedule_next_alloc(self, Group g, next_decode=*)
 
-    @cython.locals(nxt=Py_ssize_t, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, k=Py_ssize_t,
+    @cython.locals(nxt=object, grown=Py_ssize_t, delta=Py_ssize_t, blocks=Py_ssize_t, k=Py_ssize_t,
                    running=Py_ssize_t, single=bint, its=list, due=dict, later=list, entries=list, live=list,
-                   e=tuple, entry=tuple, g=Group, paged=PagedKVManager)
-    cpdef _grow(self, it)
+                   e=tuple, entry=tuple, g=Group, paged=PagedKVManager, top=Py_ssize_t, epoch=Py_ssize_t,
+                   base=Py_ssize_t)
+    cpdef _grow(self, Py_ssize_t it)

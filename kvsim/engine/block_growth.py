@@ -59,6 +59,12 @@ def _its_pop(heap: list[int]) -> int:
     return top
 
 
+def _grow_each_due(kv, entries: list[tuple], offset: int) -> bool:
+    """kv.grow_each over the due entries (a KV manager that is not a PagedKVManager): their sequences,
+    and their bases + offset as the slots each then holds."""
+    return kv.grow_each([e[2] for e in entries], [e[3] + offset for e in entries])
+
+
 class BlockGrowth(Preemption):
     """The block-growth part of `Scheduler` (kvsim/engine/scheduler.py), in its chain Preemption <-
     BlockGrowth <- Admission <- Scheduler: its methods read and move the scheduler's state, set in
@@ -74,13 +80,14 @@ class BlockGrowth(Preemption):
     def _due_list(self, it: int) -> list[tuple[int, Group, int, int]]:
         """The (epoch, group, sequence, base) list of the groups that need a block at iteration it (made,
         and the iteration put on the heap, when it has none yet)."""
-        due = self._alloc_due.get(it)
+        key = it  # (compiled: it as a Python int once, for the table's get and set and the heap)
+        due = self._alloc_due.get(key)
         if due is None:
-            due = self._alloc_due[it] = []
+            due = self._alloc_due[key] = []
             if _COMPILED:
-                _its_push(self._alloc_its, it)
+                _its_push(self._alloc_its, key)
             else:
-                heappush(self._alloc_its, it)
+                heappush(self._alloc_its, key)
         return due
 
     def _schedule_next_alloc(self, g: Group, next_decode: int | None = None) -> None:
@@ -91,7 +98,11 @@ class BlockGrowth(Preemption):
         if g.n > 1 and (g.req.beam_width > 1 or self.kv.last_block_shared(seq)):
             self._push_alloc(self.it + 1 if next_decode is None else next_decode, g)
             return
-        self._push_alloc(self.kv.capacity_tokens(seq) - g.base + 1, g)
+        paged = self._paged
+        if paged is not None:  # (the paged manager's capacity: a C call and C integers when compiled)
+            self._push_alloc(paged.capacity_tokens(seq) - g.base + 1, g)
+        else:
+            self._push_alloc(self.kv.capacity_tokens(seq) - g.base + 1, g)
 
     def _grow(self, it: int) -> None:
         """Give the decoding groups whose next token at iteration it crosses a block boundary (or must copy
@@ -100,11 +111,14 @@ class BlockGrowth(Preemption):
         paged = self._paged  # (the paged manager's methods: C calls when compiled)
         its = self._alloc_its
         due = self._alloc_due
-        nxt = it + self.bs
+        nxt = it + self.bs  # (compiled: a Python int made once, the due table's key and the heap's item)
         later = due.get(nxt)  # the groups due at nxt, which the fast path appends to
         grown = 0  # blocks the fast path added, not yet in dec_blocks
         running = RUNNING  # (a C integer when compiled)
-        while its and its[0] <= it:
+        while its:
+            top = its[0]  # (compiled: read as a C integer, compared with it in C)
+            if top > it:
+                break
             entries = due.pop(_its_pop(its) if _COMPILED else heappop(its))
             if len(entries) > 1:  # every live one a single sequence: their blocks in one call
                 live = entries  # (the list itself while every entry is live)
@@ -112,7 +126,8 @@ class BlockGrowth(Preemption):
                 k = 0
                 for e in entries:
                     g = e[1]
-                    if e[0] != g.epoch or g.state != running:
+                    epoch = e[0]  # (compiled: a C integer, compared with the group's C field)
+                    if epoch != g.epoch or g.state != running:
                         if live is entries:
                             live = entries[:k]
                         continue
@@ -122,8 +137,8 @@ class BlockGrowth(Preemption):
                     k += 1
                     if live is not entries:
                         live.append(e)
-                if single and k and (paged.grow_due(live, it) if paged is not None else kv.grow_each(
-                        [e[2] for e in live], [e[3] + it for e in live])):
+                if single and k and (paged.grow_due(live, it) if paged is not None
+                                     else _grow_each_due(kv, live, it)):
                     for e in live:
                         g = e[1]
                         g.seq_blocks += 1

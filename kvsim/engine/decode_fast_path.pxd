@@ -8,6 +8,7 @@ from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
 
 from kvsim.engine.admission cimport Admission
+from kvsim.engine.group cimport Group
 from kvsim.kvcache.paged cimport PagedKVManager
 
 
@@ -30,5 +31,6 @@ cdef class DecodeFastPath:
     cdef public Admission sched
 
     @cython.locals(s=Admission, it=Py_ssize_t, dec_seqs=Py_ssize_t, its=list, n=object, context=object,
-                   fields=tuple, paged=PagedKVManager)
+                   fields=tuple, paged=PagedKVManager, head=Group, top=Py_ssize_t, copies_before=Py_ssize_t,
+                   copies=Py_ssize_t, held=Py_ssize_t)
     cpdef schedule(self, now)

@@ -33,9 +33,11 @@ class DecodeFastPath:
         if s.prefilling or s.swapped or not s.dec_seqs:
             return s.schedule(now)
         waiting = s.waiting
-        if waiting and s.running_seqs + waiting[0].n <= s._max_seqs and (
-                s._prefill_first or s._max_tokens > s.dec_seqs * s._charge):
-            return s.schedule(now)
+        if waiting:
+            head = waiting[0]  # (compiled: a Group, as _admit types it: its n read as a C field)
+            if s.running_seqs + head.n <= s._max_seqs and (
+                    s._prefill_first or s._max_tokens > s.dec_seqs * s._charge):
+                return s.schedule(now)
         # s._begin(now), unrolled (its prefill list is the empty one complete() left)
         s.preempted_now = 0
         s._swap_out_blocks = 0
@@ -48,21 +50,31 @@ class DecodeFastPath:
         it = s.it
         its = s._alloc_its
         copies = 0  # (only the grow step copies blocks: the KV manager's count is read around it alone)
-        if its and its[0] <= it:
-            kv = s.kv
-            paged = s._paged  # (the paged manager: its count read as a C field when compiled)
-            copies_before = kv.cow_copies if paged is None else paged.cow_copies
-            s._grow(it)
-            if s.preempted_now:
-                return s._schedule_rest(now, copies_before)
-            copies = (kv.cow_copies if paged is None else paged.cow_copies) - copies_before
+        if its:
+            top = its[0]  # (compiled: a C integer, compared with it in C)
+            if top <= it:
+                kv = s.kv
+                paged = s._paged  # (the paged manager: its count read as a C field when compiled)
+                # (the counts as C integers when compiled: if-statements, not one object-typed expression)
+                if paged is not None:
+                    copies_before = paged.cow_copies
+                else:
+                    copies_before = kv.cow_copies
+                s._grow(it)
+                if s.preempted_now:
+                    return s._schedule_rest(now, copies_before)
+                if paged is not None:
+                    copies = paged.cow_copies - copies_before
+                else:
+                    copies = kv.cow_copies - copies_before
         dec_seqs = s.dec_seqs
         s._budget -= dec_seqs * s._charge
         # s._batch([], 0, copies_before, True) for a decode-only batch by context without window caps
         no_bytes = s._no_bytes  # (0 x bytes_per_block)
         off = s.dec_held_offset
         if type(off) is int:  # (integers: the counts summed first, as C integers when compiled; the same sum)
-            context = s.dec_base_sum + dec_seqs * it + off
+            held = off  # (compiled: a C integer: the whole sum in C, one Python int made)
+            context = s.dec_base_sum + dec_seqs * it + held
         else:
             context = s.dec_base_sum + off + dec_seqs * it
         n = dec_seqs  # (compiled: one Python int for both fields)

@@ -34,7 +34,7 @@ cdef class PagedKVManager:
     cpdef grow_each(self, list seqs, list num_tokens)
 
     @cython.locals(ids=list)
-    cpdef grow_due(self, list entries, offset)
+    cpdef grow_due(self, list entries, Py_ssize_t offset)
 
     cpdef _take_each(self, Py_ssize_t k)
 
@@ -52,5 +52,5 @@ cdef class PagedKVManager:
     cpdef Py_ssize_t num_blocks_of(self, seq) except? -1
 
 
-@cython.locals(i=Py_ssize_t, e=tuple, table=list)
-cpdef _append_each(dict tables, dict ntok, list entries, list ids, offset)
+@cython.locals(i=Py_ssize_t, e=tuple, table=list, base=Py_ssize_t)
+cpdef _append_each(dict tables, dict ntok, list entries, list ids, Py_ssize_t offset)

@@ -347,5 +347,6 @@ def _append_each(tables: dict[int, list[int]], ntok: dict[int, int], entries: li
         seq = e[2]
         table = tables[seq]
         table.append(ids[i])
-        ntok[seq] = e[3] + offset
+        base = e[3]  # (compiled: a C integer, the sum made one Python int)
+        ntok[seq] = base + offset
         i += 1
