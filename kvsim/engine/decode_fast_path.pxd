@@ -15,15 +15,34 @@ from kvsim.kvcache.paged cimport PagedKVManager
 cdef bint _COMPILED
 
 
-cdef inline object _new_batch(type cls, tuple fields):
-    """tuple.__new__(cls, fields) for a tuple subclass made by a class statement (its tp_alloc is
-    PyType_GenericAlloc, as tuple.__new__ calls it): the instance allocated, each field put in its place."""
-    cdef Py_ssize_t i, n = len(fields)
-    b = PyType_GenericAlloc(cls, n)
-    for i in range(n):
-        o = fields[i]
-        Py_INCREF(o)
-        PyTuple_SET_ITEM(b, i, o)
+cdef tuple _TAIL
+
+
+cdef inline void _put(object b, Py_ssize_t i, object o):
+    """b[i] = o in a tuple just allocated (its slot empty): o's reference taken."""
+    Py_INCREF(o)
+    PyTuple_SET_ITEM(b, i, o)
+
+
+cdef inline object _decode_batch(type cls, n, context, blocks, no_bytes, copies):
+    """tuple.__new__(cls, (n, 0, 0, 0.0, n, context, blocks, no_bytes, no_bytes, copies) + _TAIL) for
+    Batch (a tuple subclass made by a class statement: its tp_alloc is PyType_GenericAlloc, as
+    tuple.__new__ calls it): the instance allocated, each field put in its place."""
+    cdef tuple tail = _TAIL
+    cdef Py_ssize_t i, k = len(tail)
+    b = PyType_GenericAlloc(cls, 10 + k)
+    _put(b, 0, n)
+    _put(b, 1, 0)
+    _put(b, 2, 0)
+    _put(b, 3, 0.0)
+    _put(b, 4, n)
+    _put(b, 5, context)
+    _put(b, 6, blocks)
+    _put(b, 7, no_bytes)
+    _put(b, 8, no_bytes)
+    _put(b, 9, copies)
+    for i in range(k):
+        _put(b, 10 + i, tail[i])
     return b
 
 
