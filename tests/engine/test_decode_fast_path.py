@@ -54,3 +54,11 @@ def test_batches_hold_every_field_by_name():
         assert b.num_seqs == b.prefill_seqs + b.decode_seqs
         assert b.decode_window_tokens == () and b.prefill_window_pairs == ()
         assert b.kv_load_wait_s == 0.0 and b.prefetch_bytes == 0.0
+
+
+def test_batch_fields_have_the_general_paths_types():
+    """The fast path's batch (made in place when compiled, its defaults from _TAIL) holds the same types
+    as the general path's, field by field (0 and 0.0 are equal but would print differently)."""
+    for (fast, *_), (general, *_) in zip(_trace(True), _trace(False), strict=True):
+        assert type(fast) is type(general)
+        assert [type(v) for v in fast] == [type(v) for v in general]
