@@ -32,8 +32,7 @@ cdef class BlockGrowth(Preemption):
 
     cpdef _push_alloc(self, Py_ssize_t it, Group g)
 
-    @cython.locals(key=object)
-    cpdef list _due_list(self, Py_ssize_t it)
+    cpdef list _due_list(self, it)
 
     @cython.locals(paged=PagedKVManager)
     cpdef _schedule_next_alloc(self, Group g, next_decode=*)

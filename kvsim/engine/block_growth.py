@@ -80,14 +80,13 @@ class BlockGrowth(Preemption):
     def _due_list(self, it: int) -> list[tuple[int, Group, int, int]]:
         """The (epoch, group, sequence, base) list of the groups that need a block at iteration it (made,
         and the iteration put on the heap, when it has none yet)."""
-        key = it  # (compiled: it as a Python int once, for the table's get and set and the heap)
-        due = self._alloc_due.get(key)
+        due = self._alloc_due.get(it)  # (it: a Python int, the key and heap item)
         if due is None:
-            due = self._alloc_due[key] = []
+            due = self._alloc_due[it] = []
             if _COMPILED:
-                _its_push(self._alloc_its, key)
+                _its_push(self._alloc_its, it)
             else:
-                heappush(self._alloc_its, key)
+                heappush(self._alloc_its, it)
         return due
 
     def _schedule_next_alloc(self, g: Group, next_decode: int | None = None) -> None:

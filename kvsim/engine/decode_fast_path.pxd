@@ -18,7 +18,7 @@ cdef bint _COMPILED
 cdef tuple _TAIL
 
 
-cdef inline void _put(object b, Py_ssize_t i, object o):
+cdef inline void _put(object b, Py_ssize_t i, object o) noexcept:
     """b[i] = o in a tuple just allocated (its slot empty): o's reference taken."""
     Py_INCREF(o)
     PyTuple_SET_ITEM(b, i, o)
