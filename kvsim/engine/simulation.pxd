@@ -5,6 +5,7 @@ cimport cython
 
 from kvsim.engine.group cimport Group
 from kvsim.metrics.recorder cimport _Columns, append_values
+from kvsim.workload.request cimport FollowUps
 
 
 cdef class _Flow:
@@ -13,6 +14,7 @@ cdef class _Flow:
     cdef public dict refusals
     cdef public list routed, replicas, max_model_len
     cdef public _Columns rows
+    cdef public FollowUps table_followups
     cdef public Py_ssize_t seq_no, completed, total
     cdef public bint plain_rows
 
@@ -28,7 +30,7 @@ cdef class _Flow:
 
     cpdef release(self, r, t)
 
-    @cython.locals(g=Group)
+    @cython.locals(g=Group, fu=FollowUps)
     cpdef on_finish(self, g)
 
     cpdef record(self, r, Py_ssize_t replica, Group g)

@@ -412,6 +412,7 @@ class _Flow:
         self.gate = None
         self.due = None
         self.followups = {}
+        self.table_followups = None
         self.open = iter(())
         self.held = None
         self.tick = None
@@ -437,6 +438,8 @@ class _Flow:
         self.gate = sim._gate
         self.due = sim._due
         self.followups = followups
+        # (a RequestTable's: its pop called as a C method when compiled)
+        self.table_followups = followups if isinstance(followups, FollowUps) else None
         self.open = iter(open_loop)
         self.held = None
         self.tick = Tick(env)
@@ -449,6 +452,7 @@ class _Flow:
     def end(self) -> None:
         """The run is over: let go of what it held."""
         self.followups = {}
+        self.table_followups = None
         self.gate = None
         self.open = iter(())
         self.held = None
@@ -552,7 +556,8 @@ class _Flow:
         self.record(r, g.replica, g)
         if self.gate is not None:
             self.gate.done()
-        children = self.followups.pop(r.rid, ())
+        fu = self.table_followups
+        children = self.followups.pop(r.rid, ()) if fu is None else fu.pop(r.rid, ())
         if children:
             finish_s = g.finish_s
             for child in children:
