@@ -7,19 +7,20 @@ import gc
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Any
 
 import numpy as np
-from simpy.core import URGENT
+from simpy.core import NORMAL, URGENT
 from simpy.events import Event
 
 from kvsim import __version__
 from kvsim.engine import sparse_columns, tier_columns
 from kvsim.engine.client_gate import CLIENT_COLUMNS, ClientGate
-from kvsim.engine.clock import Clock, Tick, Timeout
+from kvsim.engine.clock import Clock, Tick
 from kvsim.engine.fleet import pd_columns
 from kvsim.engine.fleet.cluster import Cluster
-from kvsim.engine.fleet.deployment import Deployment
+from kvsim.engine.fleet.deployment import Deployment, refusal
 from kvsim.engine.group import Group
 from kvsim.engine.replica import Replica
 from kvsim.engine.scheduler import Scheduler
@@ -388,6 +389,19 @@ class Simulation:
         return 0 if self._flow is None else self._flow.completed
 
 
+class _Due:
+    """A request's dispatch after the front end's latency, in the clock's heap: what Clock.run (and simpy's
+    step) reads of a processed timeout (callbacks, _ok, _value: the request), no more (a simpy Timeout
+    object per request was most of the cost of that delay)."""
+
+    __slots__ = ("callbacks", "_ok", "_value")
+
+    def __init__(self, r: Request, callbacks: list) -> None:
+        self.callbacks = callbacks
+        self._ok = True
+        self._value = r
+
+
 class _Flow:
     """One run's per-request path (Simulation._run builds one): the open-loop arrivals, the front end's
     latency, routing and submission, the request rows, the follow-ups released when a request finishes.
@@ -409,6 +423,8 @@ class _Flow:
         self.plain_rows = sim._plain_rows
         self.dispatch_cb = self.dispatch_event
         self.arrive_cb = self.arrive
+        self.queue = env._queue  # (the clock's heap and event counter: the same objects all run long)
+        self.eid = env._eid
         self.gate = None
         self.due = None
         self.followups = {}
@@ -418,6 +434,8 @@ class _Flow:
         self.tick = None
         self.cluster = None
         self.only = None
+        self.only_rule = None
+        self.only_kv = None
         self.routed = None
         self.replicas = None
         self.max_model_len = None
@@ -432,6 +450,9 @@ class _Flow:
         env = self.env
         self.cluster = cluster
         self.only = cluster._only
+        if self.only is not None:  # (its refusal rule and first KV manager: set by now, for the run)
+            self.only_rule = self.only._refusal_rule
+            self.only_kv = self.only.first_kv
         self.routed = cluster.routed
         self.replicas = cluster.replicas
         self.max_model_len = [d.max_model_len for d in cluster.deployment_of]
@@ -488,12 +509,12 @@ class _Flow:
     def to_engine(self, r: Request, delay) -> None:
         """Dispatch r `delay` seconds from now (the front end's latency, after its arrival), at once if
         none is left."""
-        if delay > 0:
-            Timeout(self.env, delay, r).callbacks.append(self.dispatch_cb)  # (env.timeout(delay, r))
+        if delay > 0:  # (env.timeout(delay, r), its callback dispatch_event)
+            heappush(self.queue, (self.env._now + delay, NORMAL, next(self.eid), _Due(r, [self.dispatch_cb])))
         else:
             self.dispatch(r)
 
-    def dispatch_event(self, event) -> None:
+    def dispatch_event(self, event: _Due) -> None:
         """to_engine's timeout (its value: the request) is processed."""
         self.dispatch(event._value)
 
@@ -508,22 +529,22 @@ class _Flow:
 
     def dispatch(self, r: Request) -> None:
         """Route r (every request, a session's next turn too: each is a new request to the fleet)."""
+        output = r.output_len
+        prompt = r.prompt_len
+        n = r.n
+        beams = r.beam_width
         only = self.only
-        if only is not None:  # (Cluster.route's one replica, inline)
+        if only is not None:  # (Cluster.route's one replica, inline, with its Deployment.reject_reason)
             replica = 0
-            reason = only.reject_reason(r)
+            reason = refusal(only, self.only_rule, self.only_kv, r, prompt, output, n, beams)
             if reason is None:
                 self.routed[0] += 1
         else:
             replica, reason = self.cluster.route(r)
         if reason is None:
-            output = r.output_len
-            prompt = r.prompt_len
             limit = self.max_model_len[replica] - prompt
             if output > limit:
                 output = limit
-            n = r.n
-            beams = r.beam_width
             if n < beams:  # beam search runs beam_width sequences
                 n = beams
             seq = self.seq_no
@@ -547,7 +568,7 @@ class _Flow:
         env = self.env
         delay = t + self.overhead - env._now  # (to_engine, inline: once per follow-up)
         if delay > 0:
-            Timeout(env, delay, r).callbacks.append(self.dispatch_cb)
+            heappush(self.queue, (env._now + delay, NORMAL, next(self.eid), _Due(r, [self.dispatch_cb])))
         else:
             self.dispatch(r)
 
