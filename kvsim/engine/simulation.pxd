@@ -16,7 +16,7 @@ cdef class _Due:
 cdef class _Flow:
     cdef public object sim, env, progress, overhead, duration, gate, due, followups, open, held, tick
     cdef public object cluster, only, dispatch_cb, arrive_cb, eid
-    cdef public list queue
+    cdef public list queue, ticks
     cdef public dict refusals
     cdef public tuple only_rule
     cdef public object only_kv

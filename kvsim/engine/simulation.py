@@ -423,7 +423,9 @@ class _Flow:
         self.plain_rows = sim._plain_rows
         self.dispatch_cb = self.dispatch_event
         self.arrive_cb = self.arrive
-        self.queue = env._queue  # (the clock's heap and event counter: the same objects all run long)
+        # (the clock's heaps, of timeouts and of ticks, and its event counter: the same objects all run long)
+        self.queue = env._queue
+        self.ticks = env._ticks
         self.eid = env._eid
         self.gate = None
         self.due = None
@@ -491,7 +493,11 @@ class _Flow:
             t = r.arrival_s
             if t > now:
                 self.held = r
-                self.tick.at(now + (t - now)).callbacks.append(self.arrive_cb)  # (simpy's timeout time)
+                # (Tick.at, inline: the tick, processed before this call, is not scheduled; its time is
+                # simpy's timeout time, not before now)
+                tick = self.tick
+                tick.callbacks = [self.arrive_cb]
+                heappush(self.ticks, (now + (t - now), NORMAL, next(self.eid), tick))
                 return
             self.hand_on(r)
         self.open = iter(())
