@@ -136,10 +136,11 @@ class _ChatSegments:
 
     A session's turns are read in order (each is released when the one before it completes), so row i's
     segments are kept until row i + 1 of the same session is read, which extends them by two (the answer
-    to row i, its own user message) instead of listing the whole history again."""
+    to row i, its own user message) instead of listing the whole history again. (Compiled, an extension
+    type, chat.pxd: k, turn_no, out_len and user_len, int64 columns, read through typed views.)"""
 
     __slots__ = ("sys_of_session", "sys_len", "session", "k", "user_len", "out_len", "turn_no", "_kept",
-                 "_rows", "_views")
+                 "_rows", "_ks", "_turns", "_outs", "_users")
 
     def __init__(self, sys_idx: np.ndarray, sys_len: np.ndarray, session: np.ndarray, k: np.ndarray,
                  user_len: np.ndarray, out_len: np.ndarray, turn_no: np.ndarray) -> None:
@@ -153,30 +154,32 @@ class _ChatSegments:
         self._kept: dict[int, tuple[tuple[int, int], ...]] = {}
         """Row -> its segments, while the next row (its session's next turn) has not been read."""
         self._rows = len(k)
-        self._views = self._make_views()
+        # (request.item_view: [i] is .item(i))
+        self._ks = item_view(k)
+        self._turns = item_view(turn_no)
+        self._outs = item_view(out_len)
+        self._users = item_view(user_len)
 
-    def _make_views(self) -> tuple:
-        """k, turn_no, out_len and user_len as item views (request.item_view: [i] is .item(i))."""
-        return tuple(item_view(a) for a in (self.k, self.turn_no, self.out_len, self.user_len))
-
-    def __getstate__(self) -> dict:
-        """Copies and pickles: the fields, not the views (made again)."""
-        return {name: getattr(self, name) for name in _ChatSegments.__slots__ if name != "_views"}
-
-    def __setstate__(self, state: dict) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
-        self._views = self._make_views()
+    def __reduce__(self):
+        """Copies and pickles: the columns and the kept rows (the views are made again)."""
+        return _chat_segments, (self.sys_of_session, self.sys_len, self.session, self.k, self.user_len,
+                                self.out_len, self.turn_no, self._kept)
 
     def __call__(self, i: int) -> tuple[tuple[int, int], ...]:
-        ks, turn_no, out_len, user_len = self._views
+        return self.row(i)
+
+    def row(self, i: int) -> tuple[tuple[int, int], ...]:
+        """Row i's segments (what a call gives)."""
+        ks = self._ks
+        turn_no = self._turns
+        base = TURN_ID_BASE
         k = ks[i]
         before = self._kept.pop(i - 1, None) if k else None
         if before is None:
             segments = self._list(i, k)
         else:  # the turn before's segments, its answer, this turn's user message
-            segments = before + ((TURN_ID_BASE + 2 * turn_no[i - 1] + 1, out_len[i - 1]),
-                                 (TURN_ID_BASE + 2 * turn_no[i], user_len[i]))
+            segments = before + ((base + 2 * turn_no[i - 1] + 1, self._outs[i - 1]),
+                                 (base + 2 * turn_no[i], self._users[i]))
         if i + 1 < self._rows and ks[i + 1]:  # (the next row is this session's next turn)
             self._kept[i] = segments
         return segments
@@ -193,3 +196,12 @@ class _ChatSegments:
                 pieces.append((TURN_ID_BASE + 2 * j + 1, o))
         pieces.append((TURN_ID_BASE + 2 * self.turn_no.item(i), self.user_len.item(i)))
         return tuple(pieces)
+
+
+def _chat_segments(sys_idx: np.ndarray, sys_len: np.ndarray, session: np.ndarray, k: np.ndarray,
+                   user_len: np.ndarray, out_len: np.ndarray, turn_no: np.ndarray,
+                   kept: dict[int, tuple[tuple[int, int], ...]]) -> _ChatSegments:
+    """A _ChatSegments with these columns and kept rows (its __reduce__)."""
+    segs = _ChatSegments(sys_idx, sys_len, session, k, user_len, out_len, turn_no)
+    segs._kept = kept
+    return segs

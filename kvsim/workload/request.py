@@ -96,10 +96,11 @@ class RequestTable(Sequence[Request]):
             setattr(self, name, value)
 
     def _columns(self) -> tuple:
-        """The columns request() reads, each indexable (see item_view), None where the column is."""
-        cols = tuple(None if a is None else item_view(a) for a in (
+        """What request() reads: the columns, each indexable (see item_view), None where the column is;
+        then segments, n, source and beam_width (read once, not per request: a field set clears it)."""
+        cols = (*(None if a is None else item_view(a) for a in (
             self.arrival_s, self.prompt_len, self.output_len, self.session, self.after, self.think_s,
-            self.output_id, self.adapter))
+            self.output_id, self.adapter)), self.segments, self.n, self.source, self.beam_width)
         self._cols = cols
         return cols
 
@@ -136,14 +137,14 @@ class RequestTable(Sequence[Request]):
         cols = self._cols
         if cols is None:
             cols = self._columns()
-        arrival_s, prompt_len, output_len, session, after, think_s, output_id, adapter = cols
-        segments = self.segments
+        (arrival_s, prompt_len, output_len, session, after, think_s, output_id, adapter, segments, n, source,
+         beam_width) = cols
         # (positional, in Request's field order: once per request)
         return Request(
-            i, arrival_s[i], prompt_len[i], output_len[i], self.n, () if segments is None else segments(i),
+            i, arrival_s[i], prompt_len[i], output_len[i], n, () if segments is None else segments(i),
             -1 if session is None else session[i], -1 if after is None else after[i],
-            0.0 if think_s is None else think_s[i], self.source, -1 if output_id is None else output_id[i],
-            self.beam_width, (), -1 if adapter is None else adapter[i])
+            0.0 if think_s is None else think_s[i], source, -1 if output_id is None else output_id[i],
+            beam_width, (), -1 if adapter is None else adapter[i])
 
     def open_loop(self) -> Iterator[Request]:
         """The requests that are not follow-ups (after < 0), in rid order, built as they are read."""
@@ -159,7 +160,8 @@ class RequestTable(Sequence[Request]):
 class FollowUps:
     """The follow-ups of a RequestTable by the rid they wait for, as the engine's dict of lists was:
     `pop(rid, default)` returns that rid's follow-ups (new Requests, in rid order) the first time, then
-    `default`. Held as two arrays (offsets by parent rid, children) and one byte per request."""
+    `default`. Held as two arrays (offsets by parent rid, children) and one byte per request. (Compiled, an
+    extension type, request.pxd: its int64 arrays read through typed views.)"""
 
     __slots__ = ("table", "offsets", "children", "taken", "_offsets", "_children")
 
@@ -185,8 +187,9 @@ class FollowUps:
         if not 0 <= rid < len(taken) or taken[rid]:
             return default
         taken[rid] = 1
-        offsets = self._offsets
-        lo, hi = offsets[rid], offsets[rid + 1]
+        offsets = self._offsets  # (compiled: a typed view of int64s, C reads; request.pxd)
+        lo = offsets[rid]
+        hi = offsets[rid + 1]
         if lo == hi:
             return default
         if hi == lo + 1:  # (a session's next turn: one follow-up)

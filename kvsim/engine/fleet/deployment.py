@@ -252,29 +252,8 @@ class Deployment:
     def reject_reason(self, r: Request) -> str | None:
         """Why a replica of this pool would refuse r outright (as vLLM refuses over-long prompts), or
         None."""
-        limit, lookahead, one_group, block_size, num_blocks, swap, above_watermark = self._refusal_rule
-        prompt = r.prompt_len
-        if prompt >= limit:
-            return "prompt longer than max_model_len"
-        output = r.output_len
-        if output > limit - prompt:
-            output = limit - prompt
-        # (Role.max_held_tokens and _pages_for's one-group case, inline: this runs for every request)
-        total = prompt if lookahead is None else prompt + (output - 1 if output > 1 else 0) + lookahead
-        n = r.n
-        beams = r.beam_width
-        seqs = n if n >= beams else beams
-        blocks = seqs * (-(-total // block_size) if one_group else self._pages_for(total, prompt))
-        # one sequence preempted by recompute prefills its prompt and generated tokens again (a group of
-        # several restarts from its prompt): that prefill's pages must fit too (a sliding group's chunk)
-        if (blocks if seqs > 1 or one_group else self._pages_for(total, total)) > num_blocks:
-            return "request needs more KV blocks than the pool has"
-        if (seqs > 1 or swap) and blocks + seqs * self.block_pages > above_watermark:
-            # a swapped-out group returns only with the watermark's blocks (and a block per sequence for
-            # its next token) to spare: it would wait forever
-            return "request needs more KV blocks than the pool has above the watermark"
-        first_kv = self.first_kv
-        return first_kv.refuse_reason(r, output) if first_kv is not None else None
+        return refusal(self, self._refusal_rule, self.first_kv, r, r.prompt_len, r.output_len, r.n,
+                       r.beam_width)
 
     def _pages_for(self, total: int, prompt: int) -> int:
         """Most pages one sequence of the request holds at once: total tokens' worth (the page plan's count:
@@ -309,3 +288,26 @@ class Deployment:
                 "hardware": self.hw.name, "tensor_parallel_size": self.tp, "capacity_blocks": self.num_blocks,
                 "block_size": self.block_size}
 
+
+def refusal(d: Deployment, rule: tuple, first_kv, r: Request, prompt: int, output: int, n: int,
+            beams: int) -> str | None:
+    """d.reject_reason(r), given d's `_refusal_rule` and `first_kv` and r's prompt_len, output_len, n and
+    beam_width (the engine reads them once per run and per request: kvsim/engine/simulation.py)."""
+    limit, lookahead, one_group, block_size, num_blocks, swap, above_watermark = rule
+    if prompt >= limit:
+        return "prompt longer than max_model_len"
+    if output > limit - prompt:
+        output = limit - prompt
+    # (Role.max_held_tokens and _pages_for's one-group case, inline: this runs for every request)
+    total = prompt if lookahead is None else prompt + (output - 1 if output > 1 else 0) + lookahead
+    seqs = n if n >= beams else beams
+    blocks = seqs * (-(-total // block_size) if one_group else d._pages_for(total, prompt))
+    # one sequence preempted by recompute prefills its prompt and generated tokens again (a group of
+    # several restarts from its prompt): that prefill's pages must fit too (a sliding group's chunk)
+    if (blocks if seqs > 1 or one_group else d._pages_for(total, total)) > num_blocks:
+        return "request needs more KV blocks than the pool has"
+    if (seqs > 1 or swap) and blocks + seqs * d.block_pages > above_watermark:
+        # a swapped-out group returns only with the watermark's blocks (and a block per sequence for
+        # its next token) to spare: it would wait forever
+        return "request needs more KV blocks than the pool has above the watermark"
+    return first_kv.refuse_reason(r, output) if first_kv is not None else None
