@@ -6,6 +6,7 @@
 cimport cython
 from libc cimport math
 
+from kvsim.cost.kernel_attention cimport AttentionOp
 from kvsim.cost.kernel_grid cimport _right
 from kvsim.cost.roofline cimport RooflineCost
 
@@ -21,10 +22,11 @@ cdef class _Curve:
 cdef class KernelCost(RooflineCost):
     cdef public dict _dense_memo
     cdef public object _decode, _prefill, _moe, _fallbacks
+    cdef public AttentionOp _decode_op, _prefill_op
     cdef object _last_tokens, _last_seqs, _last_dense
     cdef bint _last_graph
 
-    @cython.locals(graph=bint)
+    @cython.locals(graph=bint, op=AttentionOp)
     cpdef forward_time(self, batch)
     cpdef _fell_back(self, op)
     cpdef linear_kernel_time(self, tokens, seqs)

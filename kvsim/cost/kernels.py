@@ -122,6 +122,11 @@ class KernelCost(RooflineCost):
         self._ar = self._allreduce_grids(tp)
         self._decode = self.attention.decode
         self._prefill = self.attention.prefill
+        ops = self.attention.decode_ops, self.attention.prefill_ops
+        self._decode_op = ops[0][0] if len(ops[0]) == 1 else None
+        self._prefill_op = ops[1][0] if len(ops[1]) == 1 else None
+        """The one decode (prefill) attention op when there is one (_decode is its `time`): called as a C method
+        when compiled, not through the bound method."""
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
         self._dense_memo: dict[tuple[int, int, bool], float] = {}
@@ -293,9 +298,11 @@ class KernelCost(RooflineCost):
                 self._last_tokens, self._last_seqs, self._last_graph = tokens, seqs, graph
                 self._last_dense = t
         if prefill:
-            t += self._prefill(batch)
+            op = self._prefill_op
+            t += op.time(batch) if op is not None else self._prefill(batch)
         if b:
-            t += self._decode(batch)
+            op = self._decode_op
+            t += op.time(batch) if op is not None else self._decode(batch)
         return t
 
     def _dense(self, tokens: int, seqs: int, graph: bool, key: tuple[int, int, bool]) -> float:
