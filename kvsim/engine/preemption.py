@@ -20,7 +20,7 @@ class Preemption:
                  "_budget", "_swap_out_blocks", "it", "iterations", "_charge", "_push_no", "running_seqs",
                  "dec_seqs", "dec_base_sum", "dec_blocks", "prefill_tokens_held", "preempted_now",
                  "preempted_unrecorded", "total_preemptions",
-                 "_max_seqs", "_max_tokens", "_no_bytes")
+                 "_max_seqs", "_max_tokens", "_no_bytes", "_chunked", "_watermark")
 
     def take_preempted(self) -> int:
         """Sequences preempted since the last recorded iteration, this one's included (the timeline's

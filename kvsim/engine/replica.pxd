@@ -4,16 +4,27 @@
 # rows appended by a C call into the recorder.
 cimport cython
 
+from cpython.tuple cimport PyTuple_Check
+
 from kvsim.engine.decode_fast_path cimport DecodeFastPath
 from kvsim.engine.scheduler cimport Scheduler
 from kvsim.kvcache.block_pool cimport BlockPool
 from kvsim.kvcache.block_queue cimport BlockQueue
+from kvsim.kvcache.hash_pool cimport HashCachePool
 from kvsim.kvcache.paged cimport PagedKVManager
 from kvsim.kvcache.radix cimport RadixPool
 from kvsim.metrics.recorder cimport _Columns, append_timeline, append_values
 
 
 cdef bint _COMPILED
+
+
+cdef inline tuple _batch_tuple(object batch):
+    """The Batch (a NamedTuple: a tuple subclass) as a tuple reference, unpacked then by C indexing
+    (a value that is not a tuple is refused, as unpacking it would be)."""
+    if not PyTuple_Check(batch):
+        raise TypeError(f"a batch is a tuple, not {type(batch).__name__}")
+    return <tuple>batch
 
 
 @cython.locals(pos=Py_ssize_t, parentpos=Py_ssize_t, t=cython.double, pt=cython.double, less=bint)
@@ -40,6 +51,7 @@ cdef class Replica:
     cpdef _advance(self, now, bint ended)
 
     @cython.locals(sched=Scheduler, paged=PagedKVManager, pool=BlockPool, evictable=BlockQueue, radix=RadixPool,
+                   hash_pool=HashCachePool, fields=tuple,
                    counts=Py_ssize_t, cached=Py_ssize_t, used=Py_ssize_t, allocated=Py_ssize_t,
                    states=Py_ssize_t, reservation=Py_ssize_t, internal=Py_ssize_t, external=Py_ssize_t,
                    free=Py_ssize_t, unshared=Py_ssize_t, preempted=Py_ssize_t)

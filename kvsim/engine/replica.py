@@ -246,28 +246,36 @@ class Replica:
         kv = sched.kv
         if sched.lora is not None:  # multi-LoRA: the batch's adapter tokens, adapters and loads
             batch = sched.lora.batch(batch, sched)
-        # (the batch's fields unpacked at once: cheaper than reading each by name)
+        # (the batch's fields unpacked at once: cheaper than reading each by name; compiled, the Batch, a
+        # tuple subclass, is unpacked as a tuple by C indexing: _batch_tuple, replica.pxd)
+        fields = _batch_tuple(batch) if _COMPILED else batch  # noqa: F821 (replica.pxd's)
         (num_seqs, prefill_seqs, prefill_tokens, _, decode_seqs, _, _, _, _, copy_blocks, _, _, _, _, _,
-         load_wait, prefetch, _, _, _, _) = batch
+         load_wait, prefetch, _, _, _, _) = fields
         dt = self._step_time(batch)
         if prefetch:
             sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
         if load_wait > dt:  # pipelined tier loads: the forward pass waits for the KV
             dt = load_wait
         # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
-        unshared = sched.dec_blocks + sched.handoff.blocks
+        unshared = sched.dec_blocks
+        if sched._sends:  # (only a sending replica holds blocks for a hand-off: Scheduler._hand_off)
+            unshared += sched.handoff.blocks
         if sched.prefilling:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
         if self._paged:  # (PagedKVManager.token_states and paged_breakdown, unrolled: no tuples)
             paged = kv
-            states = sched.token_slots() - paged.shared_dup_tokens
+            if type(sched.dec_held_offset) is int:  # (token_slots() as a C integer when compiled)
+                states = sched._int_slots() - paged.shared_dup_tokens
+            else:
+                states = sched.token_slots() - paged.shared_dup_tokens
             # (kv.used_blocks and kv.cached_blocks, unrolled where they are the pool's counts: _counts)
             counts = self._counts
             pool = paged.pool
             cached = -1
             if counts == 2 and type(pool) is HashCachePool:
-                queue = pool.queue
+                hash_pool = pool  # (its queue read as a C field when compiled)
+                queue = hash_pool.queue
                 if type(queue) is BlockQueue:
                     evictable = queue
                     cached = evictable.count

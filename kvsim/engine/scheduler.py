@@ -121,6 +121,8 @@ class Scheduler(Admission):
         self._max_tokens = limits.max_num_batched_tokens
         self._no_bytes = 0 * limits.bytes_per_block
         """The swap bytes of an iteration that swaps nothing (the limits' figures read once: hot paths)."""
+        self._chunked = limits.chunked_prefill
+        self._watermark = limits.watermark_blocks
         self._figures_fn = self._iteration_figures
         self._budget = 0
         """Tokens this iteration may still schedule."""
@@ -175,20 +177,33 @@ class Scheduler(Admission):
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
         transfer included; a prefill-only iteration (vLLM V0) decodes no token, so holds none for it."""
+        if type(off := self.dec_held_offset) is int:  # (integers: C integers when compiled)
+            return self._int_slots()
         paused = self.dec_seqs if self._paused else 0
-        if type(off := self.dec_held_offset) is int:  # (integers: summed first, C integers when compiled)
-            held = self.dec_base_sum + self.dec_seqs * self.it - paused + self.prefill_tokens_held
-            return held + off + self.handoff.tokens
+        held_tokens = self.handoff.tokens if self._sends else 0  # (only a sending replica holds: _hand_off)
         return (self.dec_base_sum + off + self.dec_seqs * self.it - paused
-                + self.prefill_tokens_held + self.handoff.tokens)
+                + self.prefill_tokens_held + held_tokens)
+
+    def _int_slots(self) -> int:
+        """token_slots() while the held offset is an integer: a sum of C integers when compiled (a C call
+        from Replica._step, no Python int made)."""
+        off = self.dec_held_offset
+        paused = self.dec_seqs if self._paused else 0
+        held_tokens = self.handoff.tokens if self._sends else 0  # (only a sending replica holds: _hand_off)
+        return (self.dec_base_sum + self.dec_seqs * self.it - paused + self.prefill_tokens_held + off
+                + held_tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
         kv = self.kv
+        paged = self._paged  # (the paged manager's methods: C calls when compiled)
         total = 0
         for g in self.prefilling:
             seq = g.seqs[0]
-            if kv.has(seq):
+            if paged is not None:
+                if paged.has(seq):
+                    total += paged.num_blocks_of(seq)
+            elif kv.has(seq):
                 total += kv.num_blocks_of(seq)
         return total
 
@@ -281,14 +296,17 @@ class Scheduler(Admission):
         self._load_wait = 0.0
         self._now = now
         self._paused = False
-        return self.kv.cow_copies
+        paged = self._paged
+        return paged.cow_copies if paged is not None else self.kv.cow_copies
 
     def completes_quietly(self) -> bool:
         """True when complete() after this iteration finishes no group (and hands none off): it only
         moves prefill chunks and the decode clock on."""
         heap = self._finish_heap
-        if heap and heap[0][0] <= self.it:
-            return False
+        if heap:
+            top = heap[0][0]  # (a C integer when compiled: compared with the C field)
+            if top <= self.it:
+                return False
         for g in self._scheduled_prefills:
             if g.computed + g.chunk >= g.prompt and (self._sends or g.generated + 1 >= g.output):
                 return False
@@ -311,8 +329,10 @@ class Scheduler(Admission):
             if batch is not None:
                 return batch
         its = self._alloc_its
-        if its and its[0] <= self.it:
-            self._grow(self.it)
+        if its:
+            first = its[0]  # (a C integer when compiled: compared with the C field)
+            if first <= self.it:
+                self._grow(self.it)
         return self._schedule_rest(now, copies_before)
 
     def _schedule_rest(self, now: float, copies_before: int) -> Batch | None:
@@ -360,27 +380,39 @@ class Scheduler(Admission):
         lim = self.lim
         p_tokens = 0
         pairs = 0.0
-        for g in prefills:
+        for g in prefills:  # (C integers and a C double when compiled: exact below 2**53, as Python's)
             c = g.chunk
             p_tokens += c
             pairs += c * g.computed + c * (c + 1) / 2
-        bpb = lim.bytes_per_block
         win = self.win
         windows = win.batch_figures(it, prefills) if win is not None else ((), ())
         extras = NO_EXTRAS if self._by_context else self.sizing.batch_extras(self._figures_fn)
         recall, offload, kv_copy, prefetch, read_extra = extras
         if decodes:
             dec_seqs = self.dec_seqs
-            context = self.dec_base_sum + self.dec_held_offset + dec_seqs * it + read_extra
+            off = self.dec_held_offset
+            if type(off) is int and type(read_extra) is int:  # (a sum of C integers when compiled)
+                ioff = off
+                iextra = read_extra
+                context = self.dec_base_sum + ioff + dec_seqs * it + iextra
+            else:
+                context = self.dec_base_sum + off + dec_seqs * it + read_extra
             dec_blocks = self.dec_blocks
         else:
-            dec_seqs = context = dec_blocks = 0
+            dec_seqs = dec_blocks = 0
+            context = 0
             windows = ((0,) * len(self.windows), windows[1])
+        # the swap bytes: the limits' bytes per block read only when a block moved (_no_bytes is 0 x it)
+        swap_in_bytes = swap_in_blocks * lim.bytes_per_block if swap_in_blocks else self._no_bytes
+        out = self._swap_out_blocks
+        swap_out_bytes = out * lim.bytes_per_block if out else self._no_bytes
+        paged = self._paged
+        copies = (paged.cow_copies if paged is not None else kv.cow_copies) - copies_before
         # every field in Batch's order (num_seqs .. decode_blocks, swap in / out, copies, recall, offload,
         # kv copy, the window sums, load wait, prefetch) and the last four's defaults: no Python frame
         return _new(Batch, (len(prefills) + dec_seqs, len(prefills), p_tokens, pairs, dec_seqs, context,
-                            dec_blocks, swap_in_blocks * bpb, self._swap_out_blocks * bpb,
-                            kv.cow_copies - copies_before, recall, offload, kv_copy, windows[0], windows[1],
+                            dec_blocks, swap_in_bytes, swap_out_bytes,
+                            copies, recall, offload, kv_copy, windows[0], windows[1],
                             self._load_wait, prefetch, 0, 0, 0, 0.0))
 
     def complete(self, t_end: float) -> list[Group]:
@@ -416,7 +448,10 @@ class Scheduler(Admission):
             return finished
         heap = self._finish_heap
         running = RUNNING  # (a C integer when compiled)
-        while heap and heap[0][0] <= it:
+        while heap:
+            top = heap[0][0]  # (C integers when compiled, as the epoch: no Python int made to compare)
+            if top > it:
+                break
             _, _, epoch, g = heappop(heap)
             if epoch != g.epoch or g.state != running:
                 continue
@@ -440,9 +475,10 @@ class Scheduler(Admission):
 
     def _finish(self, g: Group, t_end: float) -> None:
         kv = self.kv
+        paged = self._paged  # (its has(): a C call when compiled)
         tokens = g.req.prompt_len + g.output - 1  # (all but the last sampled token)
         for s in g.seqs:
-            if kv.has(s):
+            if kv.has(s) if paged is None else paged.has(s):
                 self._free_decoded(s, tokens)
         del self.running[g]
         self.running_seqs -= g.n
