@@ -4,7 +4,7 @@
 # rows appended by a C call into the recorder.
 cimport cython
 
-from cpython.tuple cimport PyTuple_Check
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE
 
 from kvsim.engine.decode_fast_path cimport DecodeFastPath
 from kvsim.engine.scheduler cimport Scheduler
@@ -20,10 +20,12 @@ cdef bint _COMPILED
 
 
 cdef inline tuple _batch_tuple(object batch):
-    """The Batch (a NamedTuple: a tuple subclass) as a tuple reference, unpacked then by C indexing
-    (a value that is not a tuple is refused, as unpacking it would be)."""
+    """The Batch (a NamedTuple: a tuple subclass) as a tuple reference, read then by C indexing (refused
+    unless a tuple of Batch's 21 fields, as unpacking it into them would be)."""
     if not PyTuple_Check(batch):
         raise TypeError(f"a batch is a tuple, not {type(batch).__name__}")
+    if PyTuple_GET_SIZE(batch) != 21:
+        raise ValueError(f"a batch has 21 fields, not {PyTuple_GET_SIZE(batch)}")
     return <tuple>batch
 
 
@@ -35,7 +37,7 @@ cdef class Replica:
     cdef public object index, role, env, cost, rec, on_finish, check, pacing, extra_columns, exact
     cdef public Scheduler sched
     cdef public object fast, fast_iterations, _wakeup
-    cdef object _tick, _on_tick_cb, _schedule, _step_time, _context_sums, _token_states, _breakdown
+    cdef object _tick, _on_tick_cb, _schedule, _step_time, _context_sums, _token_states, _breakdown, _eid
     cdef _Columns _timeline
     cdef list _queue, _ticks
     cdef public bint _paged
