@@ -20,6 +20,11 @@ cdef class Preemption:
     cdef public Py_ssize_t running_seqs, dec_seqs, dec_base_sum, dec_blocks, prefill_tokens_held
     cdef public Py_ssize_t preempted_now, preempted_unrecorded, total_preemptions, _max_seqs, _max_tokens, _watermark
 
+    @cython.locals(paused=Py_ssize_t, held_tokens=Py_ssize_t, off=Py_ssize_t)
+    cdef Py_ssize_t _int_slots(self) except? -1
+
+    cpdef _hand_off(self, g, t_end)
+
     @cython.locals(n=Py_ssize_t)
     cpdef take_preempted(self)
 

@@ -15,9 +15,6 @@ cdef class Scheduler(Admission):
 
     cpdef token_slots(self)
 
-    @cython.locals(paused=Py_ssize_t, held_tokens=Py_ssize_t, off=Py_ssize_t)
-    cdef Py_ssize_t _int_slots(self) except? -1
-
     @cython.locals(total=Py_ssize_t, paged=PagedKVManager, g=Group)
     cpdef Py_ssize_t prefill_blocks(self) except? -1
 
@@ -27,7 +24,6 @@ cdef class Scheduler(Admission):
     @cython.locals(blocks=Py_ssize_t)
     cpdef _join_decode(self, Group g, Py_ssize_t it_done)
 
-    @cython.locals(paged=PagedKVManager)
     cpdef _begin(self, now)
 
     @cython.locals(heap=list, top=Py_ssize_t, g=Group)
@@ -39,15 +35,12 @@ cdef class Scheduler(Admission):
     cpdef _schedule_rest(self, now, copies_before)
 
     @cython.locals(it=Py_ssize_t, p_tokens=Py_ssize_t, pairs=cython.double, g=Group, c=Py_ssize_t,
-                   dec_seqs=Py_ssize_t, dec_blocks=Py_ssize_t, out=Py_ssize_t, ioff=Py_ssize_t, iextra=Py_ssize_t,
-                   paged=PagedKVManager)
+                   dec_seqs=Py_ssize_t, dec_blocks=Py_ssize_t, out=Py_ssize_t, ioff=Py_ssize_t,
+                   iextra=Py_ssize_t)
     cpdef _batch(self, list prefills, swap_in_blocks, copies_before, bint decodes)
 
     @cython.locals(it=Py_ssize_t, it_done=Py_ssize_t, running=Py_ssize_t, paused=bint, finished=list, heap=list,
                    g=Group, top=Py_ssize_t, epoch=Py_ssize_t)
     cpdef complete(self, t_end)
 
-    cpdef _hand_off(self, g, t_end)
-
-    @cython.locals(paged=PagedKVManager)
     cpdef _finish(self, Group g, t_end)

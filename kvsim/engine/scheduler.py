@@ -177,21 +177,11 @@ class Scheduler(Admission):
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
         transfer included; a prefill-only iteration (vLLM V0) decodes no token, so holds none for it."""
-        if type(off := self.dec_held_offset) is int:  # (integers: C integers when compiled)
+        if type(off := self.dec_held_offset) is int:  # (integers: C integers when compiled, preemption.py)
             return self._int_slots()
         paused = self.dec_seqs if self._paused else 0
-        held_tokens = self.handoff.tokens if self._sends else 0  # (only a sending replica holds: _hand_off)
         return (self.dec_base_sum + off + self.dec_seqs * self.it - paused
-                + self.prefill_tokens_held + held_tokens)
-
-    def _int_slots(self) -> int:
-        """token_slots() while the held offset is an integer: a sum of C integers when compiled (a C call
-        from Replica._step, no Python int made)."""
-        off = self.dec_held_offset
-        paused = self.dec_seqs if self._paused else 0
-        held_tokens = self.handoff.tokens if self._sends else 0  # (only a sending replica holds: _hand_off)
-        return (self.dec_base_sum + self.dec_seqs * self.it - paused + self.prefill_tokens_held + off
-                + held_tokens)
+                + self.prefill_tokens_held + self.handoff.tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
@@ -200,11 +190,8 @@ class Scheduler(Admission):
         total = 0
         for g in self.prefilling:
             seq = g.seqs[0]
-            if paged is not None:
-                if paged.has(seq):
-                    total += paged.num_blocks_of(seq)
-            elif kv.has(seq):
-                total += kv.num_blocks_of(seq)
+            if kv.has(seq) if paged is None else paged.has(seq):
+                total += kv.num_blocks_of(seq) if paged is None else paged.num_blocks_of(seq)
         return total
 
     def unshared_blocks(self) -> int:
@@ -296,17 +283,14 @@ class Scheduler(Admission):
         self._load_wait = 0.0
         self._now = now
         self._paused = False
-        paged = self._paged
-        return paged.cow_copies if paged is not None else self.kv.cow_copies
+        return self.kv.cow_copies if self._paged is None else self._paged.cow_copies  # (a C field)
 
     def completes_quietly(self) -> bool:
         """True when complete() after this iteration finishes no group (and hands none off): it only
         moves prefill chunks and the decode clock on."""
         heap = self._finish_heap
-        if heap:
-            top = heap[0][0]  # (a C integer when compiled: compared with the C field)
-            if top <= self.it:
-                return False
+        if heap and (top := heap[0][0]) <= self.it:  # noqa: F841 (C integers when compiled)
+            return False
         for g in self._scheduled_prefills:
             if g.computed + g.chunk >= g.prompt and (self._sends or g.generated + 1 >= g.output):
                 return False
@@ -329,10 +313,8 @@ class Scheduler(Admission):
             if batch is not None:
                 return batch
         its = self._alloc_its
-        if its:
-            first = its[0]  # (a C integer when compiled: compared with the C field)
-            if first <= self.it:
-                self._grow(self.it)
+        if its and (first := its[0]) <= self.it:  # noqa: F841 (C integers when compiled)
+            self._grow(self.it)
         return self._schedule_rest(now, copies_before)
 
     def _schedule_rest(self, now: float, copies_before: int) -> Batch | None:
@@ -392,22 +374,18 @@ class Scheduler(Admission):
             dec_seqs = self.dec_seqs
             off = self.dec_held_offset
             if type(off) is int and type(read_extra) is int:  # (a sum of C integers when compiled)
-                ioff = off
-                iextra = read_extra
+                ioff, iextra = off, read_extra
                 context = self.dec_base_sum + ioff + dec_seqs * it + iextra
             else:
                 context = self.dec_base_sum + off + dec_seqs * it + read_extra
             dec_blocks = self.dec_blocks
         else:
-            dec_seqs = dec_blocks = 0
-            context = 0
+            dec_seqs = context = dec_blocks = 0
             windows = ((0,) * len(self.windows), windows[1])
-        # the swap bytes: the limits' bytes per block read only when a block moved (_no_bytes is 0 x it)
-        swap_in_bytes = swap_in_blocks * lim.bytes_per_block if swap_in_blocks else self._no_bytes
+        swap_in_bytes = swap_in_blocks * lim.bytes_per_block if swap_in_blocks else self._no_bytes  # (0 x it)
         out = self._swap_out_blocks
         swap_out_bytes = out * lim.bytes_per_block if out else self._no_bytes
-        paged = self._paged
-        copies = (paged.cow_copies if paged is not None else kv.cow_copies) - copies_before
+        copies = (kv.cow_copies if self._paged is None else self._paged.cow_copies) - copies_before
         # every field in Batch's order (num_seqs .. decode_blocks, swap in / out, copies, recall, offload,
         # kv copy, the window sums, load wait, prefetch) and the last four's defaults: no Python frame
         return _new(Batch, (len(prefills) + dec_seqs, len(prefills), p_tokens, pairs, dec_seqs, context,
@@ -448,10 +426,7 @@ class Scheduler(Admission):
             return finished
         heap = self._finish_heap
         running = RUNNING  # (a C integer when compiled)
-        while heap:
-            top = heap[0][0]  # (C integers when compiled, as the epoch: no Python int made to compare)
-            if top > it:
-                break
+        while heap and (top := heap[0][0]) <= it:  # noqa: F841 (C integers when compiled, as the epoch)
             _, _, epoch, g = heappop(heap)
             if epoch != g.epoch or g.state != running:
                 continue
@@ -462,23 +437,11 @@ class Scheduler(Admission):
         self.it += 1
         return finished
 
-    def _hand_off(self, g: Group, t_end: float) -> None:
-        """Prefill replica: g's prefill is done; it leaves the batch, its KV held until `release`."""
-        seq = g.seqs[0]
-        self.prefill_tokens_held -= g.prompt
-        self.handoff.hold(seq, g.prompt, self.kv.num_blocks_of(seq))
-        del self.running[g]
-        self.running_seqs -= g.n
-        g.state = FINISHED
-        g.prefill_done_s = t_end
-        g.last_chunk_s = self._now
-
     def _finish(self, g: Group, t_end: float) -> None:
         kv = self.kv
-        paged = self._paged  # (its has(): a C call when compiled)
         tokens = g.req.prompt_len + g.output - 1  # (all but the last sampled token)
         for s in g.seqs:
-            if kv.has(s) if paged is None else paged.has(s):
+            if kv.has(s) if self._paged is None else self._paged.has(s):  # (a C call when compiled)
                 self._free_decoded(s, tokens)
         del self.running[g]
         self.running_seqs -= g.n
