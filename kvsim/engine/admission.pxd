@@ -10,7 +10,7 @@ from kvsim.kvcache.paged cimport PagedKVManager
 
 
 cdef class Admission(BlockGrowth):
-    cpdef _push(self, list heap, Py_ssize_t it, g)
+    cpdef _push(self, list heap, Py_ssize_t it, Group g)
 
     cpdef _start_chunk(self, Group g, Py_ssize_t chunk)
 
@@ -19,5 +19,5 @@ cdef class Admission(BlockGrowth):
     cpdef _swap_in(self, now)
 
     @cython.locals(cached=Py_ssize_t, remote=Py_ssize_t, remaining=Py_ssize_t, chunk=Py_ssize_t,
-                   need=Py_ssize_t, free=Py_ssize_t, handed=bint, blocked=bint, g=Group, paged=PagedKVManager)
+                   need=Py_ssize_t, free=Py_ssize_t, hit_tokens=Py_ssize_t, handed=bint, blocked=bint, g=Group, paged=PagedKVManager)
     cpdef _admit(self, now)

@@ -118,7 +118,8 @@ class Admission(BlockGrowth):
                 hit = paged.admit(seq, g.req, g.prompt, g.output)
             else:
                 hit = kv.admit(seq, g.req, g.prompt, g.output)
-            cached = hit.tokens
+            hit_tokens = hit.tokens  # (read once)
+            cached = hit_tokens
             # P/D: the prompt's KV beyond the local hit comes from the prefill replica, all but the last
             # token, which the decode replica computes for the first output token (as vLLM's connectors)
             remote = max(0, min(g.remote_tokens, g.prompt - 1) - cached) if g.remote_tokens else 0
@@ -131,8 +132,8 @@ class Admission(BlockGrowth):
             else:
                 need = kv.blocks_needed(seq, cached + chunk)
                 free = kv.num_free_blocks
-            if ((not lim.chunked_prefill and remaining > self._budget) or need > free
-                    or (self.running and free - need < lim.watermark_blocks)):
+            if ((not self._chunked and remaining > self._budget) or need > free
+                    or (self.running and free - need < self._watermark)):
                 if kv.has(seq):
                     kv.free(seq)  # undo what admit mapped from the cache
                 break
@@ -153,7 +154,7 @@ class Admission(BlockGrowth):
                 kv.allocate(seq, cached + chunk)
             # hit of the first admission (on the prefill replica, for P/D): later ones find its own KV
             if not g.preemptions and not handed and g.prefill_replica < 0:
-                g.cached_tokens = hit.tokens
+                g.cached_tokens = hit_tokens
                 g.hit_by_tier = hit.by_tier
             g.computed = cached
             g.state = RUNNING

@@ -14,11 +14,16 @@ cdef class Preemption:
     cdef public dict running, prefilling, _alloc_due
     cdef public list _alloc_its, _finish_heap, _scheduled_prefills
     cdef public bint _sends, _by_context, _prefill_first, _admit_after_preemption, _admit_while_swapped
-    cdef public bint _paused
+    cdef public bint _paused, _chunked
     cdef public double _now, _load_wait
     cdef public Py_ssize_t bs, _budget, _swap_out_blocks, it, iterations, _charge, _push_no
     cdef public Py_ssize_t running_seqs, dec_seqs, dec_base_sum, dec_blocks, prefill_tokens_held
-    cdef public Py_ssize_t preempted_now, preempted_unrecorded, total_preemptions, _max_seqs, _max_tokens
+    cdef public Py_ssize_t preempted_now, preempted_unrecorded, total_preemptions, _max_seqs, _max_tokens, _watermark
+
+    @cython.locals(paused=Py_ssize_t, held_tokens=Py_ssize_t, off=Py_ssize_t)
+    cdef Py_ssize_t _int_slots(self) except? -1
+
+    cpdef _hand_off(self, g, t_end)
 
     @cython.locals(n=Py_ssize_t)
     cpdef take_preempted(self)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from kvsim.engine.group import DECODE, PREFILL, SWAPPED, WAITING, Group
+from kvsim.engine.group import DECODE, FINISHED, PREFILL, SWAPPED, WAITING, Group
 
 
 class Preemption:
@@ -20,7 +20,28 @@ class Preemption:
                  "_budget", "_swap_out_blocks", "it", "iterations", "_charge", "_push_no", "running_seqs",
                  "dec_seqs", "dec_base_sum", "dec_blocks", "prefill_tokens_held", "preempted_now",
                  "preempted_unrecorded", "total_preemptions",
-                 "_max_seqs", "_max_tokens", "_no_bytes")
+                 "_max_seqs", "_max_tokens", "_no_bytes", "_chunked", "_watermark")
+
+    def _int_slots(self) -> int:
+        """Scheduler.token_slots() while the held offset is an integer: a sum of C integers when compiled (a
+        C call from Replica._step, no Python int made)."""
+        off = self.dec_held_offset
+        paused = self.dec_seqs if self._paused else 0
+        held_tokens = self.handoff.tokens if self._sends else 0  # (only a sending replica holds: _hand_off)
+        return (self.dec_base_sum + self.dec_seqs * self.it - paused + self.prefill_tokens_held + off
+                + held_tokens)
+
+    def _hand_off(self, g: Group, t_end: float) -> None:
+        """Prefill replica (Scheduler.complete): g's prefill is done; it leaves the batch, its KV held until
+        `release`."""
+        seq = g.seqs[0]
+        self.prefill_tokens_held -= g.prompt
+        self.handoff.hold(seq, g.prompt, self.kv.num_blocks_of(seq))
+        del self.running[g]
+        self.running_seqs -= g.n
+        g.state = FINISHED
+        g.prefill_done_s = t_end
+        g.last_chunk_s = self._now
 
     def take_preempted(self) -> int:
         """Sequences preempted since the last recorded iteration, this one's included (the timeline's

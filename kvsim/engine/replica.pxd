@@ -4,16 +4,29 @@
 # rows appended by a C call into the recorder.
 cimport cython
 
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE
+
 from kvsim.engine.decode_fast_path cimport DecodeFastPath
 from kvsim.engine.scheduler cimport Scheduler
 from kvsim.kvcache.block_pool cimport BlockPool
 from kvsim.kvcache.block_queue cimport BlockQueue
+from kvsim.kvcache.hash_pool cimport HashCachePool
 from kvsim.kvcache.paged cimport PagedKVManager
 from kvsim.kvcache.radix cimport RadixPool
 from kvsim.metrics.recorder cimport _Columns, append_timeline, append_values
 
 
 cdef bint _COMPILED
+
+
+cdef inline tuple _batch_tuple(object batch):
+    """The Batch (a NamedTuple: a tuple subclass) as a tuple reference, read then by C indexing (refused
+    unless a tuple of Batch's 21 fields, as unpacking it into them would be)."""
+    if not PyTuple_Check(batch):
+        raise TypeError(f"a batch is a tuple, not {type(batch).__name__}")
+    if PyTuple_GET_SIZE(batch) != 21:
+        raise ValueError(f"a batch has 21 fields, not {PyTuple_GET_SIZE(batch)}")
+    return <tuple>batch
 
 
 @cython.locals(pos=Py_ssize_t, parentpos=Py_ssize_t, t=cython.double, pt=cython.double, less=bint)
@@ -24,7 +37,7 @@ cdef class Replica:
     cdef public object index, role, env, cost, rec, on_finish, check, pacing, extra_columns, exact
     cdef public Scheduler sched
     cdef public object fast, fast_iterations, _wakeup
-    cdef object _tick, _on_tick_cb, _schedule, _step_time, _context_sums, _token_states, _breakdown
+    cdef object _tick, _on_tick_cb, _schedule, _step_time, _context_sums, _token_states, _breakdown, _eid
     cdef _Columns _timeline
     cdef list _queue, _ticks
     cdef public bint _paged
@@ -40,6 +53,7 @@ cdef class Replica:
     cpdef _advance(self, now, bint ended)
 
     @cython.locals(sched=Scheduler, paged=PagedKVManager, pool=BlockPool, evictable=BlockQueue, radix=RadixPool,
+                   hash_pool=HashCachePool, fields=tuple,
                    counts=Py_ssize_t, cached=Py_ssize_t, used=Py_ssize_t, allocated=Py_ssize_t,
                    states=Py_ssize_t, reservation=Py_ssize_t, internal=Py_ssize_t, external=Py_ssize_t,
                    free=Py_ssize_t, unshared=Py_ssize_t, preempted=Py_ssize_t)

@@ -60,7 +60,7 @@ class Replica:
     __slots__ = ("index", "role", "env", "cost", "rec", "on_finish", "check", "pacing", "extra_columns",
                  "exact", "sched", "fast", "fast_iterations", "_wakeup", "_tick", "_on_tick_cb", "_queue",
                  "_ticks", "_step_time", "_timeline", "_context_sums", "_token_states", "_breakdown",
-                 "_paged", "_block_size", "_slots", "_schedule", "_counts", "_fast_path")
+                 "_paged", "_block_size", "_slots", "_schedule", "_counts", "_fast_path", "_eid")
 
     def __init__(self, index: int, env: Clock, scheduler: Scheduler, cost: CostModel,
                  recorder: Recorder, on_finish: Callable[[Group], None], check: bool = False,
@@ -124,6 +124,7 @@ class Replica:
         self._tick = Tick(env)  # (each iteration's end: env.timeout(dt), without a new event)
         self._queue = env._queue  # (the event loop's heaps: each one list for the environment's life)
         self._ticks = env._ticks
+        self._eid = env._eid  # (the event ids' counter: one for the environment's life)
         self._on_tick_cb = self._on_tick
         start = Event(env)
         start._ok = True
@@ -174,9 +175,9 @@ class Replica:
                 raise RuntimeError("Tick.at: the tick is already scheduled (in the ticks heap at most once)")
             tick.callbacks = [self._on_tick_cb]
             if _COMPILED:
-                _push_tick(self._ticks, (end, NORMAL, next(env._eid), tick))
+                _push_tick(self._ticks, (end, NORMAL, next(self._eid), tick))
             else:
-                heappush(self._ticks, (end, NORMAL, next(env._eid), tick))
+                heappush(self._ticks, (end, NORMAL, next(self._eid), tick))
             return
         sched = self.sched
         if not sched.has_work():
@@ -246,28 +247,38 @@ class Replica:
         kv = sched.kv
         if sched.lora is not None:  # multi-LoRA: the batch's adapter tokens, adapters and loads
             batch = sched.lora.batch(batch, sched)
-        # (the batch's fields unpacked at once: cheaper than reading each by name)
-        (num_seqs, prefill_seqs, prefill_tokens, _, decode_seqs, _, _, _, _, copy_blocks, _, _, _, _, _,
-         load_wait, prefetch, _, _, _, _) = batch
+        if _COMPILED:  # (the Batch, a tuple subclass of 21 fields, read as a tuple by C indexing: pxd)
+            fields = _batch_tuple(batch)  # noqa: F821 (replica.pxd's)
+            num_seqs, prefill_seqs, prefill_tokens, decode_seqs = fields[0], fields[1], fields[2], fields[4]
+            copy_blocks, load_wait, prefetch = fields[9], fields[15], fields[16]
+        else:  # (the batch's fields unpacked at once: cheaper than reading each by name)
+            (num_seqs, prefill_seqs, prefill_tokens, _, decode_seqs, _, _, _, _, copy_blocks, _, _, _, _, _,
+             load_wait, prefetch, _, _, _, _) = batch
         dt = self._step_time(batch)
         if prefetch:
             sched.sizing.record_overlap(*self.cost.prefetch_overlap(batch))
         if load_wait > dt:  # pipelined tier loads: the forward pass waits for the KV
             dt = load_wait
         # (sched.token_states() and breakdown_of(sched, states), unrolled: once per iteration)
-        unshared = sched.dec_blocks + sched.handoff.blocks
+        unshared = sched.dec_blocks
+        if sched._sends:  # (only a sending replica holds blocks for a hand-off: Scheduler._hand_off)
+            unshared += sched.handoff.blocks
         if sched.prefilling:
             unshared += sched.prefill_blocks()
         waiting = sched.waiting
         if self._paged:  # (PagedKVManager.token_states and paged_breakdown, unrolled: no tuples)
             paged = kv
-            states = sched.token_slots() - paged.shared_dup_tokens
+            if type(sched.dec_held_offset) is int:  # (token_slots() as a C integer when compiled)
+                states = sched._int_slots() - paged.shared_dup_tokens
+            else:
+                states = sched.token_slots() - paged.shared_dup_tokens
             # (kv.used_blocks and kv.cached_blocks, unrolled where they are the pool's counts: _counts)
             counts = self._counts
             pool = paged.pool
             cached = -1
             if counts == 2 and type(pool) is HashCachePool:
-                queue = pool.queue
+                hash_pool = pool  # (its queue read as a C field when compiled)
+                queue = hash_pool.queue
                 if type(queue) is BlockQueue:
                     evictable = queue
                     cached = evictable.count
@@ -301,7 +312,7 @@ class Replica:
         if self.extra_columns is None:  # (Recorder.iteration_values, one call less: C values when compiled)
             append_timeline(self._timeline, self.index, sched.iterations, now, dt, len(sched.running),
                             num_seqs, prefill_seqs, prefill_tokens, decode_seqs,
-                            len(waiting) if waiting else 0, len(swapped) if swapped else 0, used, states,
+                            len(waiting), len(swapped), used, states,
                             cached, preempted, copy_blocks,
                             reservation, internal, external, free, unshared)
         else:

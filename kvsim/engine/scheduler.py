@@ -121,6 +121,8 @@ class Scheduler(Admission):
         self._max_tokens = limits.max_num_batched_tokens
         self._no_bytes = 0 * limits.bytes_per_block
         """The swap bytes of an iteration that swaps nothing (the limits' figures read once: hot paths)."""
+        self._chunked = limits.chunked_prefill
+        self._watermark = limits.watermark_blocks
         self._figures_fn = self._iteration_figures
         self._budget = 0
         """Tokens this iteration may still schedule."""
@@ -175,21 +177,21 @@ class Scheduler(Admission):
     def token_slots(self) -> int:
         """Sum over sequences of KV tokens held (shared slots counted once per sequence), those held for a
         transfer included; a prefill-only iteration (vLLM V0) decodes no token, so holds none for it."""
+        if type(off := self.dec_held_offset) is int:  # (integers: C integers when compiled, preemption.py)
+            return self._int_slots()
         paused = self.dec_seqs if self._paused else 0
-        if type(off := self.dec_held_offset) is int:  # (integers: summed first, C integers when compiled)
-            held = self.dec_base_sum + self.dec_seqs * self.it - paused + self.prefill_tokens_held
-            return held + off + self.handoff.tokens
         return (self.dec_base_sum + off + self.dec_seqs * self.it - paused
                 + self.prefill_tokens_held + self.handoff.tokens)
 
     def prefill_blocks(self) -> int:
         """Blocks in the tables of the prefilling requests' sequences (one each)."""
         kv = self.kv
+        paged = self._paged  # (the paged manager's methods: C calls when compiled)
         total = 0
         for g in self.prefilling:
             seq = g.seqs[0]
-            if kv.has(seq):
-                total += kv.num_blocks_of(seq)
+            if kv.has(seq) if paged is None else paged.has(seq):
+                total += kv.num_blocks_of(seq) if paged is None else paged.num_blocks_of(seq)
         return total
 
     def unshared_blocks(self) -> int:
@@ -281,13 +283,13 @@ class Scheduler(Admission):
         self._load_wait = 0.0
         self._now = now
         self._paused = False
-        return self.kv.cow_copies
+        return self.kv.cow_copies if self._paged is None else self._paged.cow_copies  # (a C field)
 
     def completes_quietly(self) -> bool:
         """True when complete() after this iteration finishes no group (and hands none off): it only
         moves prefill chunks and the decode clock on."""
         heap = self._finish_heap
-        if heap and heap[0][0] <= self.it:
+        if heap and (top := heap[0][0]) <= self.it:  # noqa: F841 (C integers when compiled)
             return False
         for g in self._scheduled_prefills:
             if g.computed + g.chunk >= g.prompt and (self._sends or g.generated + 1 >= g.output):
@@ -311,7 +313,7 @@ class Scheduler(Admission):
             if batch is not None:
                 return batch
         its = self._alloc_its
-        if its and its[0] <= self.it:
+        if its and (first := its[0]) <= self.it:  # noqa: F841 (C integers when compiled)
             self._grow(self.it)
         return self._schedule_rest(now, copies_before)
 
@@ -360,27 +362,35 @@ class Scheduler(Admission):
         lim = self.lim
         p_tokens = 0
         pairs = 0.0
-        for g in prefills:
+        for g in prefills:  # (C integers and a C double when compiled: exact below 2**53, as Python's)
             c = g.chunk
             p_tokens += c
             pairs += c * g.computed + c * (c + 1) / 2
-        bpb = lim.bytes_per_block
         win = self.win
         windows = win.batch_figures(it, prefills) if win is not None else ((), ())
         extras = NO_EXTRAS if self._by_context else self.sizing.batch_extras(self._figures_fn)
         recall, offload, kv_copy, prefetch, read_extra = extras
         if decodes:
             dec_seqs = self.dec_seqs
-            context = self.dec_base_sum + self.dec_held_offset + dec_seqs * it + read_extra
+            off = self.dec_held_offset
+            if type(off) is int and type(read_extra) is int:  # (a sum of C integers when compiled)
+                ioff, iextra = off, read_extra
+                context = self.dec_base_sum + ioff + dec_seqs * it + iextra
+            else:
+                context = self.dec_base_sum + off + dec_seqs * it + read_extra
             dec_blocks = self.dec_blocks
         else:
             dec_seqs = context = dec_blocks = 0
             windows = ((0,) * len(self.windows), windows[1])
+        swap_in_bytes = swap_in_blocks * lim.bytes_per_block if swap_in_blocks else self._no_bytes  # (0 x it)
+        out = self._swap_out_blocks
+        swap_out_bytes = out * lim.bytes_per_block if out else self._no_bytes
+        copies = (kv.cow_copies if self._paged is None else self._paged.cow_copies) - copies_before
         # every field in Batch's order (num_seqs .. decode_blocks, swap in / out, copies, recall, offload,
         # kv copy, the window sums, load wait, prefetch) and the last four's defaults: no Python frame
         return _new(Batch, (len(prefills) + dec_seqs, len(prefills), p_tokens, pairs, dec_seqs, context,
-                            dec_blocks, swap_in_blocks * bpb, self._swap_out_blocks * bpb,
-                            kv.cow_copies - copies_before, recall, offload, kv_copy, windows[0], windows[1],
+                            dec_blocks, swap_in_bytes, swap_out_bytes,
+                            copies, recall, offload, kv_copy, windows[0], windows[1],
                             self._load_wait, prefetch, 0, 0, 0, 0.0))
 
     def complete(self, t_end: float) -> list[Group]:
@@ -416,7 +426,7 @@ class Scheduler(Admission):
             return finished
         heap = self._finish_heap
         running = RUNNING  # (a C integer when compiled)
-        while heap and heap[0][0] <= it:
+        while heap and (top := heap[0][0]) <= it:  # noqa: F841 (C integers when compiled, as the epoch)
             _, _, epoch, g = heappop(heap)
             if epoch != g.epoch or g.state != running:
                 continue
@@ -427,22 +437,11 @@ class Scheduler(Admission):
         self.it += 1
         return finished
 
-    def _hand_off(self, g: Group, t_end: float) -> None:
-        """Prefill replica: g's prefill is done; it leaves the batch, its KV held until `release`."""
-        seq = g.seqs[0]
-        self.prefill_tokens_held -= g.prompt
-        self.handoff.hold(seq, g.prompt, self.kv.num_blocks_of(seq))
-        del self.running[g]
-        self.running_seqs -= g.n
-        g.state = FINISHED
-        g.prefill_done_s = t_end
-        g.last_chunk_s = self._now
-
     def _finish(self, g: Group, t_end: float) -> None:
         kv = self.kv
         tokens = g.req.prompt_len + g.output - 1  # (all but the last sampled token)
         for s in g.seqs:
-            if kv.has(s):
+            if kv.has(s) if self._paged is None else self._paged.has(s):  # (a C call when compiled)
                 self._free_decoded(s, tokens)
         del self.running[g]
         self.running_seqs -= g.n
