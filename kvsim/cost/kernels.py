@@ -125,8 +125,8 @@ class KernelCost(RooflineCost):
         ops = self.attention.decode_ops, self.attention.prefill_ops
         self._decode_op = ops[0][0] if len(ops[0]) == 1 else None
         self._prefill_op = ops[1][0] if len(ops[1]) == 1 else None
-        """The one decode (prefill) attention op when there is one (_decode is its `time`): called as a C method
-        when compiled, not through the bound method."""
+        """The one decode (prefill) attention op when there is one (_decode is its `time`): called as a C
+        method when compiled, not through the bound method."""
         self._hidden = model.hidden_size
         self._linear_memo: dict[tuple[int, int], float] = {}
         self._dense_memo: dict[tuple[int, int, bool], float] = {}

@@ -1,4 +1,4 @@
-# C types for simulation.py when Cython compiles it (docs/speed.md): one run's per-request path (_Flow)
+# C types for request_flow.py when Cython compiles it (docs/speed.md): one run's per-request path (RequestFlow)
 # is an extension type whose state is read from C fields, not from a Simulation's attribute dict; the
 # finished group is read as the extension type it is, the request row appended by a C call.
 cimport cython
@@ -9,11 +9,11 @@ from kvsim.metrics.recorder cimport _Columns, append_values
 from kvsim.workload.request cimport FollowUps
 
 
-cdef class _Due:
+cdef class Due:
     cdef public object callbacks, _ok, _value
 
 
-cdef class _Flow:
+cdef class RequestFlow:
     cdef public object sim, env, progress, overhead, duration, gate, due, followups, open, held, tick
     cdef public object cluster, only, dispatch_cb, arrive_cb, eid
     cdef public list queue, ticks
@@ -29,7 +29,7 @@ cdef class _Flow:
     cpdef arrive(self, _event)
     cpdef hand_on(self, r)
     cpdef to_engine(self, r, delay)
-    cpdef dispatch_event(self, _Due event)
+    cpdef dispatch_event(self, Due event)
     cpdef send(self, r)
 
     @cython.locals(replica=Py_ssize_t, n=Py_ssize_t, beams=Py_ssize_t, seq=Py_ssize_t)
