@@ -11,6 +11,9 @@ from kvsim.errors import KvsimError
 from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.model import ModelSpec, expected_distinct_experts
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (roofline.pxd): step_time reads the batch's fields by C indexing."""
+
 ALLREDUCE_LATENCY_S = 8e-6
 """Fixed latency of one small all-reduce across GPUs of one node (NCCL, NVLink), per call."""
 CUDA_GRAPH_MAX_SEQS = 512
@@ -233,11 +236,18 @@ class RooflineCost:
         return ring + self.ar_calls * ALLREDUCE_LATENCY_S
 
     def step_time(self, batch: Batch) -> float:
-        # (once per iteration: the batch's first 17 fields unpacked at once from a slice -- a tuple, whose
-        # unpacking reads its items directly, cheaper than unpacking all 21 through an iterator or reading
-        # each by name; the positions are Batch's, pinned by tests/cost/test_batch.py)
-        (_, prefill_seqs, _, _, decode_seqs, _, _, swap_in, swap_out, copy_blocks, recall, offload, kv_copy,
-         _, _, _, prefetch) = batch[:17]
+        # (once per iteration, the fields by position: Batch's, pinned by tests/cost/test_batch.py. Compiled,
+        # read from the tuple by C indexing, no slice made (roofline.pxd's _batch_tuple); as Python, the first
+        # 17 unpacked at once from a slice -- a tuple, whose unpacking reads its items directly, cheaper than
+        # unpacking all 21 through an iterator or reading each by name)
+        if _COMPILED:
+            fields = _batch_tuple(batch)  # noqa: F821
+            prefill_seqs, decode_seqs, prefetch = fields[1], fields[4], fields[16]
+            swap_in, swap_out, copy_blocks, recall, offload, kv_copy = \
+                fields[7], fields[8], fields[9], fields[10], fields[11], fields[12]
+        else:
+            (_, prefill_seqs, _, _, decode_seqs, _, _, swap_in, swap_out, copy_blocks, recall, offload,
+             kv_copy, _, _, _, prefetch) = batch[:17]
         t = self.forward_time(batch) + self.overhead + (prefill_seqs + decode_seqs) * self.seq_overhead
         if swap_in or swap_out:
             t += (swap_in + swap_out) / self.host_bw

@@ -4,8 +4,7 @@
 # rows appended by a C call into the recorder.
 cimport cython
 
-from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE
-
+from kvsim.cost.roofline cimport _batch_tuple
 from kvsim.engine.decode_fast_path cimport DecodeFastPath
 from kvsim.engine.scheduler cimport Scheduler
 from kvsim.kvcache.block_pool cimport BlockPool
@@ -17,16 +16,6 @@ from kvsim.metrics.recorder cimport _Columns, append_timeline, append_values
 
 
 cdef bint _COMPILED
-
-
-cdef inline tuple _batch_tuple(object batch):
-    """The Batch (a NamedTuple: a tuple subclass) as a tuple reference, read then by C indexing (refused
-    unless a tuple of Batch's 21 fields, as unpacking it into them would be)."""
-    if not PyTuple_Check(batch):
-        raise TypeError(f"a batch is a tuple, not {type(batch).__name__}")
-    if PyTuple_GET_SIZE(batch) != 21:
-        raise ValueError(f"a batch has 21 fields, not {PyTuple_GET_SIZE(batch)}")
-    return <tuple>batch
 
 
 @cython.locals(pos=Py_ssize_t, parentpos=Py_ssize_t, t=cython.double, pt=cython.double, less=bint)

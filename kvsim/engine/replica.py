@@ -248,7 +248,7 @@ class Replica:
         if sched.lora is not None:  # multi-LoRA: the batch's adapter tokens, adapters and loads
             batch = sched.lora.batch(batch, sched)
         if _COMPILED:  # (the Batch, a tuple subclass of 21 fields, read as a tuple by C indexing: pxd)
-            fields = _batch_tuple(batch)  # noqa: F821 (replica.pxd's)
+            fields = _batch_tuple(batch)  # noqa: F821 (roofline.pxd's, cimported by replica.pxd)
             num_seqs, prefill_seqs, prefill_tokens, decode_seqs = fields[0], fields[1], fields[2], fields[4]
             copy_blocks, load_wait, prefetch = fields[9], fields[15], fields[16]
         else:  # (the batch's fields unpacked at once: cheaper than reading each by name)
