@@ -6,6 +6,10 @@ import cython
 from libc cimport math
 
 from kvsim.cost.kernel_grid cimport Plane
+from kvsim.cost.roofline cimport _batch_tuple
+
+cdef Py_ssize_t DECODE_CONTEXT_TOKENS, DECODE_SEQS  # (Batch's positions, C indices)
+cdef bint _COMPILED
 
 
 cpdef double whole_prompt(double pairs)
@@ -23,7 +27,7 @@ cdef class MeanContextOp(AttentionOp):
     cdef public object at
     cdef public Plane plane
 
-    @cython.locals(plane=Plane, n_c=cython.longlong, context_c=cython.longlong, x=cython.double)
+    @cython.locals(plane=Plane, n_c=cython.longlong, context_c=cython.longlong, x=cython.double, fields=tuple)
     cpdef time(self, batch)
 
 

@@ -68,6 +68,10 @@ from kvsim.specs.kernel_tables import KernelTables
 from kvsim.specs.layers import LayerGroup, window_caps
 from kvsim.specs.model import ModelSpec
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (kernel_attention.pxd): MeanContextOp.time reads the batch's fields by C indexing
+(roofline.pxd's _batch_tuple; the positions C integers)."""
+
 DECODE, PREFILL = "decode_attention", "prefill_attention"
 MIN_CORE_SHARE = 0.05
 """Floor of an MLA module's core (its time less its projection GEMMs), as a share of the module's time."""
@@ -180,7 +184,8 @@ class MeanContextOp(AttentionOp):
         self.at, self.plane = grid, grid.plane
 
     def time(self, batch: Batch) -> float:
-        n, context = batch[DECODE_SEQS], batch[DECODE_CONTEXT_TOKENS]  # (by position: kvsim/cost/batch.py)
+        fields = _batch_tuple(batch) if _COMPILED else batch  # noqa: F821 (compiled: read by C indexing)
+        n, context = fields[DECODE_SEQS], fields[DECODE_CONTEXT_TOKENS]  # (by position: kvsim/cost/batch.py)
         plane = self.plane
         if plane is not None:
             if type(n) is int and type(context) is int and 0 < n <= 9007199254740992 and \

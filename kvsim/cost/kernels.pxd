@@ -8,7 +8,10 @@ from libc cimport math
 
 from kvsim.cost.kernel_attention cimport AttentionOp
 from kvsim.cost.kernel_grid cimport _right
-from kvsim.cost.roofline cimport RooflineCost
+from kvsim.cost.roofline cimport RooflineCost, _batch_tuple
+
+cdef Py_ssize_t DECODE_SEQS, PREFILL_SEQS, PREFILL_TOKENS, SPEC_TOKENS  # (Batch's positions, C indices)
+cdef bint _COMPILED
 
 
 cdef class _Curve:
@@ -26,7 +29,7 @@ cdef class KernelCost(RooflineCost):
     cdef object _last_tokens, _last_seqs, _last_dense
     cdef bint _last_graph
 
-    @cython.locals(graph=bint, op=AttentionOp)
+    @cython.locals(graph=bint, op=AttentionOp, fields=tuple)
     cpdef forward_time(self, batch)
     cpdef _fell_back(self, op)
     cpdef linear_kernel_time(self, tokens, seqs)

@@ -43,6 +43,10 @@ from kvsim.specs.hardware import HardwareSpec
 from kvsim.specs.kernel_tables import KernelTables
 from kvsim.specs.model import ModelSpec
 
+_COMPILED = not __file__.endswith(".py")
+"""Compiled by Cython (kernels.pxd): forward_time reads the batch's fields by C indexing (roofline.pxd's
+_batch_tuple; the positions C integers)."""
+
 KERNEL_ITERATION_OVERHEAD_S = 4.12e-7
 KERNEL_LAYER_OVERHEAD_S = 5.46e-5
 """The overhead terms of this model where the scenario sets none (`cost.iteration_overhead_s`,
@@ -280,8 +284,9 @@ class KernelCost(RooflineCost):
         # read from the memo and its value are kept too (`_last_*`): consecutive iterations mostly repeat
         # it, and its value is the memo's (a key is kept only with the bits working it out gives). (The
         # batch's fields by position: see RooflineCost.step_time)
-        prefill_seqs, prefill, b, spec = batch[PREFILL_SEQS], batch[PREFILL_TOKENS], batch[DECODE_SEQS], \
-            batch[SPEC_TOKENS]
+        fields = _batch_tuple(batch) if _COMPILED else batch  # noqa: F821 (compiled: read by C indexing)
+        prefill_seqs, prefill, b, spec = fields[PREFILL_SEQS], fields[PREFILL_TOKENS], fields[DECODE_SEQS], \
+            fields[SPEC_TOKENS]
         tokens = prefill + b + spec
         if not tokens:
             return 0.0
