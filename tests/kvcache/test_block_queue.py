@@ -3,60 +3,9 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kvsim.kvcache.block_queue import BlockQueue
-from kvsim.kvcache.eviction import EVICTION_POLICIES
+from queue_model import QueueModel
 
 N = 12
-
-
-class Model:
-    """A pool's per-block lists and its queue: blocks released together (each release its own time, their
-    depths their positions), hit, evicted; `want` is the live blocks in the policy's order."""
-
-    def __init__(self, policy: str) -> None:
-        self.rc, self.filed = [1] * N, [0] * N
-        self.last, self.uses, self.birth, self.depth = [0] * N, [1] * N, [0] * N, [0] * N
-        self.q = BlockQueue(policy, self.rc, self.filed, self.last, self.uses, self.birth, self.depth)
-        self.key = EVICTION_POLICIES[policy]
-        self.clock = 0
-
-    def release(self, blocks: list[int], touch: bool, uses: int) -> None:
-        self.clock += 1
-        for j, b in enumerate(blocks):
-            self.rc[b], self.filed[b] = 0, self.clock
-            if touch:
-                self.last[b], self.depth[b] = self.clock, j
-                self.uses[b], self.birth[b] = 1 + (b + uses) % 3, b
-        if touch:
-            self.q.add_run(list(blocks), self.clock)
-        else:
-            self.q.add_many(list(blocks), self.clock)
-
-    def undo(self, blocks: list[int]) -> None:
-        """Evictable blocks hit by an admission that is undone: back at rc 0, their bookkeeping and `filed`
-        untouched (HashCachePool.release with touch=False under lru and length)."""
-        self.clock += 1
-        for b in blocks:
-            self.hit(b)
-        for b in blocks:
-            self.rc[b] = 0
-        self.q.revive(list(blocks), self.clock)
-
-    def hit(self, b: int) -> None:
-        self.q.discard(b)
-        self.rc[b] = 1
-
-    def pop(self, k: int) -> list[int]:
-        out = self.q.pop_many(k)
-        for b in out:
-            self.rc[b] = 1
-        return out
-
-    def want(self) -> list[int]:
-        live = [b for b in range(N) if self.rc[b] == 0]
-        key, last, uses, birth, depth = self.key, self.last, self.uses, self.birth, self.depth
-        return sorted(live, key=lambda b: (key(last[b], uses[b], birth[b], depth[b]), b))
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["release", "untouched", "revive", "hit", "pop"]),
@@ -67,7 +16,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["release", "untouched", "revive", "hit
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(["lru", "lfu", "length"]), OPS)
 def test_pops_follow_the_policy_over_releases_hits_and_evictions(policy, ops):
-    m = Model(policy)
+    m = QueueModel(policy, N)
     for op, blocks, k in ops:
         if op == "release":  # blocks held (rc 1) let go: filed as a run of one release
             blocks = [b for b in blocks if m.rc[b] == 1]
@@ -105,7 +54,7 @@ def test_pops_follow_the_policy_over_releases_hits_and_evictions(policy, ops):
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(["lru", "lfu", "length"]), OPS, st.integers(1, N))
 def test_pop_many_is_pop_many_of_one_repeated(policy, ops, k):
-    a, b = Model(policy), Model(policy)
+    a, b = QueueModel(policy, N), QueueModel(policy, N)
     for op, blocks, t in ops:
         if op in ("release", "untouched"):
             blocks = [x for x in blocks if a.rc[x] == 1]
@@ -122,7 +71,7 @@ def test_pop_many_is_pop_many_of_one_repeated(policy, ops, k):
 
 
 def test_a_run_of_one_release_pops_deepest_first_and_stale_rows_are_compacted():
-    m = Model("lru")
+    m = QueueModel("lru", N)
     m.release(list(range(8)), True, 0)
     m.release([8, 9], True, 0)
     for b in (7, 6):
@@ -138,7 +87,7 @@ def test_a_run_of_one_release_pops_deepest_first_and_stale_rows_are_compacted():
 
 
 def test_an_undone_admission_revives_rows_still_queued_and_refiles_the_rest():
-    m = Model("lru")
+    m = QueueModel("lru", N)
     m.release(list(range(6)), True, 0)  # one batch: 5 4 3 2 1 0 pop in that order
     m.release([6, 7], True, 0)
     for b in (4, 1):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from queue_model import QueueModel
 
 from kvsim.kvcache import block_queue
 
@@ -26,55 +27,9 @@ def _pure_module():
 PURE = _pure_module()
 
 
-class Side:
-    """One queue over its own per-block lists (HashCachePool's, driven as test_block_queue.Model does)."""
-
-    def __init__(self, cls, policy: str, base: int) -> None:
-        self.rc, self.filed = [1] * N, [0] * N
-        self.last, self.uses, self.birth, self.depth = [0] * N, [1] * N, [0] * N, [0] * N
-        self.q = cls(policy, self.rc, self.filed, self.last, self.uses, self.birth, self.depth)
-        self.clock = base
-
-    def release(self, blocks: list[int], touch: bool, uses: int) -> None:
-        self.clock += 1
-        for j, b in enumerate(blocks):
-            self.rc[b], self.filed[b] = 0, self.clock
-            if touch:
-                self.last[b], self.depth[b] = self.clock, j
-                self.uses[b], self.birth[b] = 1 + (b + uses) % 3, b
-        if touch:
-            self.q.add_run(list(blocks), self.clock)
-        else:
-            self.q.add_many(list(blocks), self.clock)
-
-    def undo(self, blocks: list[int]) -> None:
-        self.clock += 1
-        for b in blocks:
-            self.q.discard(b)
-            self.rc[b] = 1
-        for b in blocks:
-            self.rc[b] = 0
-        self.q.revive(list(blocks), self.clock)
-
-    def hit(self, b: int) -> None:
-        self.q.discard(b)
-        self.rc[b] = 1
-
-    def pop(self, k: int) -> list[int]:
-        out = self.q.pop_many(k)
-        for b in out:
-            self.rc[b] = 1
-        return out
-
-    def state(self) -> tuple:
-        q = self.q
-        return ([(h, t, list(rows), top) for h, t, rows, top in q._heap], q.count, q._rows, self.filed,
-                self.rc)
-
-
 def _run(policy: str, seed: int, steps: int, base: int) -> None:
     rnd = random.Random(seed)
-    a, b = Side(block_queue.BlockQueue, policy, base), Side(PURE.BlockQueue, policy, base)
+    a, b = QueueModel(policy, N, block_queue.BlockQueue, base), QueueModel(policy, N, PURE.BlockQueue, base)
     for _ in range(steps):
         op = rnd.choice(("release", "release", "release", "untouched", "revive", "hit", "hit", "pop"))
         blocks = rnd.sample(range(N), rnd.randint(1, 24))
