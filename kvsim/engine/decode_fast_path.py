@@ -12,9 +12,9 @@ if TYPE_CHECKING:
 _new = tuple.__new__
 _COMPILED = not __file__.endswith(".py")
 """Compiled by Cython (decode_fast_path.pxd): the batch is made by `_decode_batch`'s C calls."""
-_TAIL = (0.0, 0.0, 0.0, (), (), 0.0, 0.0, 0, 0, 0, 0.0)
+_TAIL = tuple(Batch._field_defaults[f] for f in Batch._fields[10:])
 """Batch's fields after copy_blocks in a decode-only batch (their defaults): `_decode_batch` puts them in
-place after the ten it is given (the tuple `schedule` makes when not compiled ends with the same)."""
+place after the ten it is given; `schedule` appends them when not compiled."""
 
 
 class DecodeFastPath:
@@ -83,7 +83,6 @@ class DecodeFastPath:
         n = dec_seqs  # (compiled: one Python int for both fields)
         if _COMPILED:  # (the Batch made in place in C, without a tuple of its fields made and freed)
             return _decode_batch(Batch, n, context, s.dec_blocks, no_bytes, copies)  # noqa: F821 (the .pxd's)
-        # (every field in Batch's order, the defaults of the last four: tuple.__new__ runs no Python frame)
-        fields = (n, 0, 0, 0.0, n, context, s.dec_blocks, no_bytes, no_bytes, copies, 0.0, 0.0, 0.0, (), (),
-                  0.0, 0.0, 0, 0, 0, 0.0)
+        # (every field in Batch's order, the defaults after copy_blocks: tuple.__new__ runs no Python frame)
+        fields = (n, 0, 0, 0.0, n, context, s.dec_blocks, no_bytes, no_bytes, copies) + _TAIL
         return _new(Batch, fields)
