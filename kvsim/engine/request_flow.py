@@ -39,7 +39,7 @@ class Due:
 class RequestFlow:
     """One run's per-request path (Simulation._run builds one): the open-loop arrivals, the front end's
     latency, routing and submission, the request rows, the follow-ups released when a request finishes.
-    Its state is read from its own fields (C fields when compiled, kvsim/engine/simulation.pxd), not from
+    Its state is read from its own fields (C fields when compiled, kvsim/engine/request_flow.pxd), not from
     the Simulation's attributes: this runs a few times per request."""
 
     def __init__(self, sim: Simulation, env: Clock) -> None:

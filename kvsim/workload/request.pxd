@@ -1,6 +1,6 @@
 # C types for request.py when Cython compiles it (docs/speed.md): FollowUps is an extension type whose
 # offsets and children (int64 arrays) are read through typed memoryviews (C reads, no int per read); the
-# engine calls its pop as a C method (kvsim/engine/simulation.pxd).
+# engine calls its pop as a C method (kvsim/engine/request_flow.pxd).
 cimport cython
 
 

@@ -292,7 +292,7 @@ class Deployment:
 def refusal(d: Deployment, rule: tuple, first_kv, r: Request, prompt: int, output: int, n: int,
             beams: int) -> str | None:
     """d.reject_reason(r), given d's `_refusal_rule` and `first_kv` and r's prompt_len, output_len, n and
-    beam_width (the engine reads them once per run and per request: kvsim/engine/simulation.py)."""
+    beam_width (the engine reads them once per run and per request: kvsim/engine/request_flow.py)."""
     limit, lookahead, one_group, block_size, num_blocks, swap, above_watermark = rule
     if prompt >= limit:
         return "prompt longer than max_model_len"
