@@ -799,6 +799,7 @@ def main() -> None:
     previous = output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary folders are removed
     try:
         code = _main()
+        output_folder.raise_swallowed()
     except KeyboardInterrupt:  # (a signal after the command returned, before its exit status was read)
         code = _interrupted()
     finally:  # (a SIGTERM from here on ends the process as it would have before kvsim ran)

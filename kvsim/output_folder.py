@@ -13,9 +13,11 @@ folder it did is tolerated: moved, untouched, into the new folder, never deleted
 SIGINT and SIGTERM while writing remove the temporary folder; while the temporary folder is made and
 recorded, and while the old folder is swapped for the new one, they are held back until that is done, so
 an interrupt leaves the old output or the new one, whole, and no `.NAME.tmp-*` or `.NAME.old-*` behind
-(a temporary folder still recorded at exit is removed then). What a SIGKILL leaves, `.NAME.tmp-PID-*`,
-the next write to NAME removes once process PID is gone (remove_stale_temps). The folder keeps its
-permissions; a symlinked output folder stays a symlink (its target is replaced).
+(a temporary folder still recorded at exit is removed then). An interrupt raised inside a weakref
+callback or a `__del__`, which Python would print and swallow, is raised again a moment later
+(_swallowed). What a SIGKILL leaves, `.NAME.tmp-PID-*`, the next write to NAME removes once process PID is
+gone (remove_stale_temps). The folder keeps its permissions; a symlinked output folder stays a symlink
+(its target is replaced).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -150,6 +153,7 @@ class OutputFolder:
         tmp = self._tmp
         try:
             if exc_type is None:
+                raise_swallowed()  # (one Python swallowed while the run went on: the old output stays)
                 self._commit(tmp)
         except BaseException:
             _discard(tmp)
@@ -379,22 +383,73 @@ def _in_main_thread() -> bool:
 terminated_by: list[int] = []
 """SIGTERMs turned into Terminated in this process (the CLI reads it to exit 143)."""
 
+_swallowed: list[int] = []
+"""SIGINTs and SIGTERMs whose exception Python swallowed: raised while a weakref callback or a __del__ ran
+(an import's module-lock cleanup), where Python prints "Exception ignored in ..." and goes on. Each is
+raised again a moment later, by SIGALRM once the callback is over, or at the next raise_swallowed()."""
+REDELIVER_S = 0.001
+"""Seconds from a swallowed interrupt to its SIGALRM."""
+_before: dict[str, Any] = {}
+"""What the outermost catch_sigterm replaced: "hook" (sys.unraisablehook), "alarm" (SIGALRM's handler,
+once an interrupt has been swallowed)."""
+
 
 def _raise_terminated(signum: int, frame: Any) -> None:
     terminated_by.append(signum)
     raise Terminated()
 
 
+def _hold_swallowed(unraisable: Any) -> None:
+    """sys.unraisablehook while catch_sigterm is in force: an interrupt is kept to be raised again, not
+    printed; anything else goes to the hook there was before."""
+    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _in_main_thread()):
+        _before["hook"](unraisable)
+        return
+    _swallowed.append(signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT)
+    if hasattr(signal, "setitimer"):
+        if "alarm" not in _before:
+            _before["alarm"] = signal.signal(signal.SIGALRM, _redeliver)
+        signal.setitimer(signal.ITIMER_REAL, REDELIVER_S)
+
+
+def _redeliver(signum: int, frame: Any) -> None:
+    if frame is not None and frame.f_code is _hold_swallowed.__code__:  # (still inside the hook: later)
+        signal.setitimer(signal.ITIMER_REAL, REDELIVER_S)
+        return
+    raise_swallowed()
+
+
+def raise_swallowed() -> None:
+    """Deliver a swallowed interrupt (see _swallowed), if there is one, to its signal's handler now (held
+    back inside _signals_held, raised as KeyboardInterrupt / Terminated otherwise)."""
+    if _swallowed:
+        signal.raise_signal(_swallowed.pop(0))
+
+
 def catch_sigterm() -> Any:
-    """Turn SIGTERM into an exception (so the temporary folder is removed); returns the old handler."""
+    """Turn SIGTERM into an exception (so the temporary folder is removed), and keep the SIGINTs and
+    SIGTERMs Python would swallow (see _swallowed); returns the old SIGTERM handler for restore_sigterm."""
     if not _in_main_thread():
         return None
+    if sys.unraisablehook is not _hold_swallowed:
+        _before["hook"] = sys.unraisablehook
+        sys.unraisablehook = _hold_swallowed
     return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def restore_sigterm(handler: Any) -> None:
-    """Put back the SIGTERM handler catch_sigterm returned."""
-    if handler is not None and _in_main_thread():
+    """Put back the SIGTERM handler catch_sigterm returned; the outermost call (the handler is not kvsim's)
+    puts back the unraisable hook and SIGALRM's handler as well, and forgets an interrupt swallowed after
+    the last raise_swallowed() (as Python would have)."""
+    if not _in_main_thread():
+        return
+    if handler is not _raise_terminated and "hook" in _before:
+        _swallowed.clear()
+        if "alarm" in _before:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, _before.pop("alarm"))
+        sys.unraisablehook = _before.pop("hook")
+    if handler is not None:  # (None: a handler not set from Python, which cannot be put back)
         signal.signal(signal.SIGTERM, handler)
 
 
