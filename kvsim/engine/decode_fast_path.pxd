@@ -5,11 +5,17 @@ cimport cython
 
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
-from cpython.type cimport PyType_GenericAlloc
+from cpython.object cimport PyTypeObject
 
 from kvsim.engine.admission cimport Admission
 from kvsim.engine.group cimport Group
 from kvsim.kvcache.paged cimport PagedKVManager
+
+
+cdef extern from "Python.h":
+    # (cpython.type's declaration takes an object, which C then gets as a PyObject*: a warning, an error
+    # under gcc 14's default)
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
 
 
 cdef bint _COMPILED
@@ -30,7 +36,7 @@ cdef inline object _decode_batch(type cls, n, context, blocks, no_bytes, copies)
     tuple.__new__ calls it): the instance allocated, each field put in its place."""
     cdef tuple tail = _TAIL
     cdef Py_ssize_t i, k = len(tail)
-    b = PyType_GenericAlloc(cls, 10 + k)
+    b = PyType_GenericAlloc(<PyTypeObject*>cls, 10 + k)
     _put(b, 0, n)
     _put(b, 1, 0)
     _put(b, 2, 0)
