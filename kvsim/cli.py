@@ -17,7 +17,15 @@ from rich.console import Console
 from rich.table import Table
 
 from kvsim import __version__, native
-from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, WorkerError, excerpt, printable
+from kvsim.errors import (
+    MAX_JOBS,
+    MAX_SWEEP_JOBS,
+    KvsimError,
+    WorkerError,
+    excerpt,
+    interrupt_behind,
+    printable,
+)
 
 APP_SETTINGS = dict(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                     rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
@@ -832,6 +840,8 @@ def _main() -> int:
         _say("error: aborted")
         return 130
     except Exception as exc:
+        if interrupt_behind(exc) is not None:
+            return _interrupted()
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: one line, not the help
             _say("error: kvsim: missing command (kvsim run simulates the default scenario; kvsim -h lists "
                  "the commands)")

@@ -510,3 +510,21 @@ def test_the_command_line_chooses_arrows_pool_before_pyarrow_loads():
 def test_the_program_collects_its_youngest_generation_every_program_gc_threshold_allocations():
     assert _after_main("assert gc.get_threshold()[0] == 700",
                        "gc.get_threshold()[0] == kvsim.cli.PROGRAM_GC_THRESHOLD") == "True"
+
+
+def test_an_interrupt_that_c_code_turned_into_a_systemerror_exits_as_terminated(monkeypatch, capsys):
+    """A SIGTERM landing inside an extension's call (CI: during pandas' import) surfaces as a SystemError
+    caused by the Terminated: exit 143 with 'error: terminated', not an internal error (exit 3)."""
+    from kvsim import output_folder
+
+    def command(**_kwargs):
+        try:
+            output_folder.terminated_by.append(15)
+            raise output_folder.Terminated()
+        except KeyboardInterrupt as exc:
+            raise SystemError("<class 'x'> returned a result with an exception set") from exc
+
+    monkeypatch.setattr(output_folder, "terminated_by", [])
+    monkeypatch.setattr(cli, "app_for", lambda _args: command)
+    assert cli._main() == 143
+    assert capsys.readouterr().err.strip() == "error: terminated"

@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from kvsim.errors import KvsimError, RemoteTraceback, WorkerError, excerpt
+from kvsim.errors import KvsimError, RemoteTraceback, WorkerError, excerpt, interrupt_behind
 from kvsim.sweep.grid import Task, point_label, run_task
 
 BACKENDS = ("process", "ray")
@@ -58,6 +58,8 @@ def attempt(scenario: str | None, task: Task) -> dict[str, Any] | Failure:
     except KvsimError as exc:
         return Failure(None, str(exc))
     except Exception as exc:  # (a kvsim bug: the driver reports it as an internal error naming the point)
+        if (interrupt := interrupt_behind(exc)) is not None:
+            raise interrupt from None
         return Failure(type(exc).__name__, str(exc), traceback.format_exc())
 
 
