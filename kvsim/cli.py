@@ -790,11 +790,13 @@ def system_arrow_allocator() -> None:
     os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
 
 
-def main() -> None:
+def main(program: bool = False) -> None:
     """Console entry point. Every failure is one line on stderr: usage errors (bad flags, bad option
     values) and KvsimErrors exit 2, SIGINT 130, SIGTERM 143; anything else is a kvsim bug, reported as
-    one `internal error` line with exit 3. KVSIM_DEBUG=1 shows its traceback, and Python warnings."""
-    from kvsim import output_folder
+    one `internal error` line with exit 3. KVSIM_DEBUG=1 shows its traceback, and Python warnings.
+    `program` (the `kvsim` command itself, see program()): SIGINT and SIGTERM are left to their default
+    action when it returns, since the process is ending; otherwise the handlers it found are put back."""
+    from kvsim import interrupts
 
     global _PROGRAM
     _PROGRAM = True
@@ -804,16 +806,22 @@ def main() -> None:
         warnings.simplefilter("ignore")
     one_blas_thread()
     system_arrow_allocator()
-    previous = output_folder.catch_sigterm()  # SIGTERM unwinds like SIGINT: temporary folders are removed
+    before = interrupts.catch_signals()  # SIGTERM unwinds like SIGINT: temporary folders are removed
     try:
         code = _main()
-        output_folder.raise_swallowed()
+        interrupts.raise_swallowed()
+        interrupts.drop_interrupts()  # (the command is over: a signal from here on is not an error)
     except KeyboardInterrupt:  # (a signal after the command returned, before its exit status was read)
         code = _interrupted()
-    finally:  # (a SIGTERM from here on ends the process as it would have before kvsim ran)
-        output_folder.restore_sigterm(previous)
+    finally:
+        interrupts.restore_signals(before, default=program)
     if code:
         raise SystemExit(code)
+
+
+def program() -> None:
+    """The `kvsim` command (its console script, `python -m kvsim.cli`): main() in a process of its own."""
+    main(program=True)
 
 
 def app_for(args: list[str]) -> typer.Typer:
@@ -856,15 +864,15 @@ def _main() -> int:
             raise
         _say(_internal_error(exc))
         return 3
-    if rc == 130:  # typer's answer to KeyboardInterrupt: Ctrl-C, or SIGTERM (output_folder.Terminated)
+    if rc == 130:  # typer's answer to KeyboardInterrupt: Ctrl-C, or SIGTERM (interrupts.Terminated)
         return _interrupted()
     return rc if isinstance(rc, int) else 0
 
 
 def _interrupted() -> int:
-    from kvsim import output_folder
+    from kvsim import interrupts
 
-    terminated = bool(output_folder.terminated_by)
+    terminated = bool(interrupts.terminated_by)
     _say("error: terminated" if terminated else "error: interrupted")
     return 143 if terminated else 130
 
@@ -886,4 +894,4 @@ def _internal_error(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    program()

@@ -13,11 +13,10 @@ folder it did is tolerated: moved, untouched, into the new folder, never deleted
 SIGINT and SIGTERM while writing remove the temporary folder; while the temporary folder is made and
 recorded, and while the old folder is swapped for the new one, they are held back until that is done, so
 an interrupt leaves the old output or the new one, whole, and no `.NAME.tmp-*` or `.NAME.old-*` behind
-(a temporary folder still recorded at exit is removed then). An interrupt raised inside a weakref
-callback or a `__del__`, which Python would print and swallow, is raised again a moment later
-(_swallowed). What a SIGKILL leaves, `.NAME.tmp-PID-*`, the next write to NAME removes once process PID is
-gone (remove_stale_temps). The folder keeps its permissions; a symlinked output folder stays a symlink
-(its target is replaced).
+(a temporary folder still recorded at exit is removed then; kvsim/interrupts.py turns each signal into
+one exception, even where Python would swallow it). What a SIGKILL leaves, `.NAME.tmp-PID-*`, the next
+write to NAME removes once process PID is gone (remove_stale_temps). The folder keeps its permissions; a
+symlinked output folder stays a symlink (its target is replaced).
 """
 
 from __future__ import annotations
@@ -28,27 +27,19 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
-import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from kvsim import __version__
 from kvsim.errors import KvsimError
+from kvsim.interrupts import catch_signals, raise_swallowed, restore_signals, signals_held
 
 MANIFEST = ".kvsim-manifest.json"
 SIGNATURE = "kvsim output folder v1"
 _MANIFEST_MAX_BYTES = 1 << 20
-
-
-class Terminated(KeyboardInterrupt):
-    """Raised in the main thread when SIGTERM arrives while an output folder is being written."""
 
 
 class OutputFolder:
@@ -135,15 +126,15 @@ class OutputFolder:
         except OSError as exc:
             raise KvsimError(f"{self.given}: cannot create output folder: {exc.strerror}") from None
         remove_stale_temps(parent, self.path.name)
-        self._old_handler = catch_sigterm()
+        self._old_signals = catch_signals()
         try:
-            with _signals_held():  # (a signal between creating the folder and recording it would orphan it)
+            with signals_held():  # (a signal between creating the folder and recording it would orphan it)
                 self._tmp = _make_temp(parent, self.path.name)
         except BaseException as exc:  # an OSError, or a signal held back above and delivered now
             if self._tmp is not None:
                 _discard(self._tmp)
                 self._tmp = None
-            restore_sigterm(self._old_handler)
+            restore_signals(self._old_signals)
             if isinstance(exc, OSError):
                 raise KvsimError(f"{self.given}: cannot create output folder: {exc.strerror}") from None
             raise
@@ -163,7 +154,7 @@ class OutputFolder:
                 _discard(tmp)
         finally:
             self._tmp = None
-            restore_sigterm(self._old_handler)
+            restore_signals(self._old_signals)
 
     def _commit(self, tmp: Path) -> None:
         (tmp / TEMP_MARKER).unlink(missing_ok=True)
@@ -174,7 +165,7 @@ class OutputFolder:
         doc = {"signature": SIGNATURE, "command": self.command, "kvsim_version": __version__,
                "files": {name: file_sha256(tmp / name) for name in files}}
         (tmp / MANIFEST).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        with _signals_held():
+        with signals_held():
             self.check()  # again: the folder may have changed while the run simulated
             existing = self.path.is_dir()
             mode = self.path.stat().st_mode & 0o7777 if existing else 0o777 & ~_umask()
@@ -231,7 +222,7 @@ def _discard(tmp: Path | None) -> None:
     """Remove a temporary folder of our own, signals held so an interrupt cannot leave half of it."""
     if tmp is None:
         return
-    with _signals_held():
+    with signals_held():
         shutil.rmtree(tmp, ignore_errors=True)
         _live_temps.discard(tmp)
 
@@ -267,7 +258,7 @@ def _remove_live_temps() -> None:
     """At exit: remove the temporary folders still recorded. A signal arriving meanwhile waits for that, then
     ends the process as its default action does (raised as KeyboardInterrupt inside an atexit callback it
     would only print a traceback)."""
-    with _signals_held(default_after=True):
+    with signals_held(default_after=True):
         for tmp in list(_live_temps):
             _discard(tmp)
 
@@ -374,105 +365,6 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-terminated_by: list[int] = []
-"""SIGTERMs turned into Terminated in this process (the CLI reads it to exit 143)."""
-
-_swallowed: list[int] = []
-"""SIGINTs and SIGTERMs whose exception Python swallowed: raised while a weakref callback or a __del__ ran
-(an import's module-lock cleanup), where Python prints "Exception ignored in ..." and goes on. Each is
-raised again a moment later, by SIGALRM once the callback is over, or at the next raise_swallowed()."""
-REDELIVER_S = 0.001
-"""Seconds from a swallowed interrupt to its SIGALRM."""
-_before: dict[str, Any] = {}
-"""What the outermost catch_sigterm replaced: "hook" (sys.unraisablehook), "alarm" (SIGALRM's handler,
-once an interrupt has been swallowed)."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    terminated_by.append(signum)
-    raise Terminated()
-
-
-def _hold_swallowed(unraisable: Any) -> None:
-    """sys.unraisablehook while catch_sigterm is in force: an interrupt is kept to be raised again, not
-    printed; anything else goes to the hook there was before."""
-    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _in_main_thread()):
-        _before["hook"](unraisable)
-        return
-    _swallowed.append(signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT)
-    if hasattr(signal, "setitimer"):
-        if "alarm" not in _before:
-            _before["alarm"] = signal.signal(signal.SIGALRM, _redeliver)
-        signal.setitimer(signal.ITIMER_REAL, REDELIVER_S)
-
-
-def _redeliver(signum: int, frame: Any) -> None:
-    if frame is not None and frame.f_code is _hold_swallowed.__code__:  # (still inside the hook: later)
-        signal.setitimer(signal.ITIMER_REAL, REDELIVER_S)
-        return
-    raise_swallowed()
-
-
-def raise_swallowed() -> None:
-    """Deliver a swallowed interrupt (see _swallowed), if there is one, to its signal's handler now (held
-    back inside _signals_held, raised as KeyboardInterrupt / Terminated otherwise)."""
-    if _swallowed:
-        signal.raise_signal(_swallowed.pop(0))
-
-
-def catch_sigterm() -> Any:
-    """Turn SIGTERM into an exception (so the temporary folder is removed), and keep the SIGINTs and
-    SIGTERMs Python would swallow (see _swallowed); returns the old SIGTERM handler for restore_sigterm."""
-    if not _in_main_thread():
-        return None
-    if sys.unraisablehook is not _hold_swallowed:
-        _before["hook"] = sys.unraisablehook
-        sys.unraisablehook = _hold_swallowed
-    return signal.signal(signal.SIGTERM, _raise_terminated)
-
-
-def restore_sigterm(handler: Any) -> None:
-    """Put back the SIGTERM handler catch_sigterm returned; the outermost call (the handler is not kvsim's)
-    puts back the unraisable hook and SIGALRM's handler as well, and forgets an interrupt swallowed after
-    the last raise_swallowed() (as Python would have)."""
-    if not _in_main_thread():
-        return
-    if handler is not _raise_terminated and "hook" in _before:
-        _swallowed.clear()
-        if "alarm" in _before:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, _before.pop("alarm"))
-        sys.unraisablehook = _before.pop("hook")
-    if handler is not None:  # (None: a handler not set from Python, which cannot be put back)
-        signal.signal(signal.SIGTERM, handler)
-
-
-@contextmanager
-def _signals_held(default_after: bool = False) -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the duration, then deliver them to the handlers they had (with
-    default_after, to their default action: the process ends by the signal). Python runs signal handlers
-    in the main thread only, so swapping the handlers defers a signal whichever thread (pyarrow's, BLAS's)
-    the kernel hands it to; blocking it in the main thread would not."""
-    if not _in_main_thread():
-        yield
-        return
-    pending: list[int] = []
-    previous: dict[int, Any] = {}
-    try:  # (a signal arriving between the two swaps restores the first)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, signal.SIG_DFL if default_after and sig in pending else handler)
-        for sig in dict.fromkeys(pending):
-            signal.raise_signal(sig)
 
 
 def folder_for(out: str | Path | OutputFolder, command: str) -> OutputFolder:

@@ -31,7 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.native": set(),  # compiled or Python, decided at import (kvsim/__init__.py installs it first)
     "kvsim.inputs": {E},
     "kvsim.schema": {E, IN},
-    "kvsim.output_folder": {E},
+    "kvsim.interrupts": set(),
+    "kvsim.output_folder": {E, "kvsim.interrupts"},
     "kvsim.aliases": {E},
     # the bottom rooms
     "kvsim.specs": {E, IN},
@@ -75,7 +76,8 @@ ALLOWED: dict[str, set[str]] = {
     "kvsim.cli": {E, IN, SC, OF, "kvsim.aliases", "kvsim.scenario_schema", "kvsim.specs", "kvsim.workload",
                   "kvsim.kvcache", "kvsim.kvcache.sparsity",
                   "kvsim.cost", "kvsim.scenario", "kvsim.metrics", "kvsim.engine", "kvsim.registry",
-                  "kvsim.sweep", "kvsim.calibrate", "kvsim.speculative", "kvsim.lora", "kvsim.native"},
+                  "kvsim.sweep", "kvsim.calibrate", "kvsim.speculative", "kvsim.lora", "kvsim.native",
+                  "kvsim.interrupts"},
 }
 
 # (importing file, imported module): imports against the documented direction, as the code stands

@@ -515,16 +515,16 @@ def test_the_program_collects_its_youngest_generation_every_program_gc_threshold
 def test_an_interrupt_that_c_code_turned_into_a_systemerror_exits_as_terminated(monkeypatch, capsys):
     """A SIGTERM landing inside an extension's call (CI: during pandas' import) surfaces as a SystemError
     caused by the Terminated: exit 143 with 'error: terminated', not an internal error (exit 3)."""
-    from kvsim import output_folder
+    from kvsim import interrupts
 
     def command(**_kwargs):
         try:
-            output_folder.terminated_by.append(15)
-            raise output_folder.Terminated()
+            interrupts.terminated_by.append(15)
+            raise interrupts.Terminated()
         except KeyboardInterrupt as exc:
             raise SystemError("<class 'x'> returned a result with an exception set") from exc
 
-    monkeypatch.setattr(output_folder, "terminated_by", [])
+    monkeypatch.setattr(interrupts, "terminated_by", [])
     monkeypatch.setattr(cli, "app_for", lambda _args: command)
     assert cli._main() == 143
     assert capsys.readouterr().err.strip() == "error: terminated"

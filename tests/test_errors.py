@@ -40,7 +40,7 @@ def test_interrupt_behind_finds_the_interrupt_c_code_turned_into_another_error()
     "... returned a result with an exception set" caused by the interrupt: kvsim exits as interrupted, not
     with an internal error."""
     from kvsim.errors import interrupt_behind
-    from kvsim.output_folder import Terminated
+    from kvsim.interrupts import Terminated
 
     try:
         try:
