@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kvsim import __version__, native
+from kvsim import __version__, interrupts, native
 from kvsim.errors import (
     MAX_JOBS,
     MAX_SWEEP_JOBS,
@@ -796,8 +796,6 @@ def main(program: bool = False) -> None:
     one `internal error` line with exit 3. KVSIM_DEBUG=1 shows its traceback, and Python warnings.
     `program` (the `kvsim` command itself, see program()): SIGINT and SIGTERM are left to their default
     action when it returns, since the process is ending; otherwise the handlers it found are put back."""
-    from kvsim import interrupts
-
     global _PROGRAM
     _PROGRAM = True
     gc.set_threshold(PROGRAM_GC_THRESHOLD, *gc.get_threshold()[1:])
@@ -848,7 +846,7 @@ def _main() -> int:
         _say("error: aborted")
         return 130
     except Exception as exc:
-        if interrupt_behind(exc) is not None:
+        if interrupts.raised_by or interrupt_behind(exc) is not None:  # (an interrupt, turned into an error)
             return _interrupted()
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: one line, not the help
             _say("error: kvsim: missing command (kvsim run simulates the default scenario; kvsim -h lists "
@@ -870,8 +868,6 @@ def _main() -> int:
 
 
 def _interrupted() -> int:
-    from kvsim import interrupts
-
     terminated = bool(interrupts.terminated_by)
     _say("error: terminated" if terminated else "error: interrupted")
     return 143 if terminated else 130

@@ -1,15 +1,19 @@
 """SIGINT and SIGTERM while kvsim writes output: each becomes one exception that unwinds the command, so the
 temporary folders are removed (kvsim/output_folder.py) and the CLI exits 130 / 143 with one line.
 
-Python runs a signal's handler in the main thread at the next bytecode boundary, wherever that is. Three
-places make a raising handler print a traceback or lose the interrupt, and each is handled here:
+Python runs a signal's handler in the main thread at the next bytecode boundary, wherever that is. Four
+places make a raising handler print a traceback, lose the interrupt or disguise it, and each is handled here:
 
 - **A second signal while the first unwinds** (Ctrl-C pressed twice; `kill` after Ctrl-C) would raise
   inside the first's cleanup or the CLI's exit path. Once an interrupt has been raised, or the command has
-  finished (drop_interrupts), further ones are dropped: the process is already on its way out.
+  finished (drop_interrupts), the next is dropped: the process is already on its way out (a third ends
+  it at once).
 - **A handler running inside a weakref callback or a `__del__`** (an import's module-lock cleanup): Python
   cannot propagate the exception, prints "Exception ignored in ..." and goes on. The unraisable hook keeps
   it (_swallowed) and SIGALRM raises it again a millisecond later, or raise_swallowed() at the latest.
+- **A handler running inside an extension's call** (pandas' import): C code turns the interrupt into
+  another error (a SystemError "returned a result with an exception set", numpy's ImportError), not always
+  chained to it. raised_by says an interrupt was raised, so the CLI exits as interrupted.
 - **A signal during the interpreter's shutdown**, after the CLI returned: `restore_signals(before,
   default=True)` (the `kvsim` program) leaves both signals to their default action, not to Python's
   SIGINT handler, which would raise inside `threading._shutdown`.
@@ -32,8 +36,12 @@ class Terminated(KeyboardInterrupt):
     """Raised in the main thread when SIGTERM arrives while kvsim's handlers are in force."""
 
 
+raised_by: list[int] = []
+"""The signals whose handler raised an interrupt under the outermost catch_signals. An error that escapes
+the command after one is its consequence, whatever C code made of it (pandas' import turns it into a
+SystemError or an ImportError, without always chaining it): the CLI exits as interrupted."""
 terminated_by: list[int] = []
-"""SIGTERMs turned into Terminated in this process (the CLI reads it to exit 143)."""
+"""Of raised_by, the SIGTERMs (the CLI reads it to exit 143)."""
 
 _quiet = False
 """True once an interrupt has been raised (it is unwinding the command) or the command has finished: a
@@ -63,6 +71,7 @@ def _interrupt(signum: int, frame: Any) -> None:
             signal.raise_signal(signum)
         return
     _quiet = True
+    raised_by.append(signum)
     if signum == signal.SIGTERM:
         terminated_by.append(signum)
         raise Terminated()
@@ -74,9 +83,11 @@ def catch_signals() -> Any:
     interrupt, and one that Python would swallow is kept. Returns what restore_signals puts back."""
     if not in_main_thread():
         return None
-    if sys.unraisablehook is not _hold_swallowed:
+    if sys.unraisablehook is not _hold_swallowed:  # (the outermost call)
         _before["hook"] = sys.unraisablehook
         sys.unraisablehook = _hold_swallowed
+        raised_by.clear()
+        terminated_by.clear()
     sigint = signal.getsignal(signal.SIGINT)
     if sigint is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
@@ -103,6 +114,8 @@ def restore_signals(before: Any, default: bool = False) -> None:
             signal.signal(sig, handler)
     if sigterm is not _interrupt:
         _set_quiet(False)
+        raised_by.clear()
+        terminated_by.clear()
 
 
 def drop_interrupts() -> None:

@@ -528,3 +528,22 @@ def test_an_interrupt_that_c_code_turned_into_a_systemerror_exits_as_terminated(
     monkeypatch.setattr(cli, "app_for", lambda _args: command)
     assert cli._main() == 143
     assert capsys.readouterr().err.strip() == "error: terminated"
+
+
+def test_an_error_after_an_interrupt_was_raised_exits_as_interrupted(monkeypatch, capsys):
+    """numpy's import_array turns the interrupt into ImportError('numpy._core.multiarray failed to import')
+    with no chain back to it (seen under pandas' import in a signalled run): whatever escapes the command
+    after kvsim's handler raised an interrupt is its consequence."""
+    from kvsim import interrupts
+
+    def command(**_kwargs):
+        raise ImportError("numpy._core.multiarray failed to import")
+
+    monkeypatch.setattr(interrupts, "raised_by", [2])
+    monkeypatch.setattr(interrupts, "terminated_by", [])
+    monkeypatch.setattr(cli, "app_for", lambda _args: command)
+    assert cli._main() == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted"
+    monkeypatch.setattr(interrupts, "raised_by", [])
+    assert cli._main() == 3
+    assert "internal error" in capsys.readouterr().err
