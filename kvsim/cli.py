@@ -17,15 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvsim import __version__, interrupts, native
-from kvsim.errors import (
-    MAX_JOBS,
-    MAX_SWEEP_JOBS,
-    KvsimError,
-    WorkerError,
-    excerpt,
-    interrupt_behind,
-    printable,
-)
+from kvsim.errors import MAX_JOBS, MAX_SWEEP_JOBS, KvsimError, WorkerError, excerpt, printable
 
 APP_SETTINGS = dict(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                     rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
@@ -846,7 +838,7 @@ def _main() -> int:
         _say("error: aborted")
         return 130
     except Exception as exc:
-        if interrupts.raised_by or interrupt_behind(exc) is not None:  # (an interrupt, turned into an error)
+        if interrupts.interrupt_behind(exc) is not None:  # (an interrupt, turned into an error)
             return _interrupted()
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvsim`: one line, not the help
             _say("error: kvsim: missing command (kvsim run simulates the default scenario; kvsim -h lists "

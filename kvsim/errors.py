@@ -45,19 +45,6 @@ def printable(text: Any) -> str:
     return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
 
 
-def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
-    """The SIGINT / SIGTERM interrupt that C code turned into another error, if any: a signal landing inside
-    an extension's call (an import of pandas) comes back as a SystemError "... returned a result with an
-    exception set" whose cause is the KeyboardInterrupt."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 class WorkerError(Exception):
     """An unexpected exception in a worker process (a sweep point simulated on a process pool or Ray): a
     kvsim bug, not bad input. The message is one line naming the point, the exception's class and its

@@ -13,7 +13,8 @@ places make a raising handler print a traceback, lose the interrupt or disguise 
   it (_swallowed) and SIGALRM raises it again a millisecond later, or raise_swallowed() at the latest.
 - **A handler running inside an extension's call** (pandas' import): C code turns the interrupt into
   another error (a SystemError "returned a result with an exception set", numpy's ImportError), not always
-  chained to it. raised_by says an interrupt was raised, so the CLI exits as interrupted.
+  chained to it. interrupt_behind finds it (in the chain, or by raised_by), so the CLI exits as
+  interrupted and a sweep point raises it.
 - **A signal during the interpreter's shutdown**, after the CLI returned: `restore_signals(before,
   default=True)` (the `kvsim` program) leaves both signals to their default action, not to Python's
   SIGINT handler, which would raise inside `threading._shutdown`.
@@ -38,8 +39,7 @@ class Terminated(KeyboardInterrupt):
 
 raised_by: list[int] = []
 """The signals whose handler raised an interrupt under the outermost catch_signals. An error that escapes
-the command after one is its consequence, whatever C code made of it (pandas' import turns it into a
-SystemError or an ImportError, without always chaining it): the CLI exits as interrupted."""
+the command after one is its consequence, whatever C code made of it (interrupt_behind)."""
 terminated_by: list[int] = []
 """Of raised_by, the SIGTERMs (the CLI reads it to exit 143)."""
 
@@ -116,6 +116,21 @@ def restore_signals(before: Any, default: bool = False) -> None:
         _set_quiet(False)
         raised_by.clear()
         terminated_by.clear()
+
+
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt an error stands for, if any: one in its cause / context chain (a SystemError
+    "... returned a result with an exception set" is caused by it), or else, once kvsim's handler has raised
+    one under catch_signals, that one: C code does not always chain it (numpy's ImportError)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    if raised_by:
+        return Terminated() if raised_by[0] == signal.SIGTERM else KeyboardInterrupt()
+    return None
 
 
 def drop_interrupts() -> None:

@@ -64,9 +64,9 @@ ALLOWED: dict[str, set[str]] = {
     # and the replica roles
     "kvsim.registry": {E, IN, SC, "kvsim.kvcache.eviction", "kvsim.kvcache.sparsity", "kvsim.kvcache.tiers",
                        "kvsim.engine.fleet.roles"},
-    "kvsim.sweep": {E, IN, SC, OF, "kvsim.specs", "kvsim.workload", "kvsim.kvcache", "kvsim.kvcache.sparsity",
-                    "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics", "kvsim.registry",
-                    "kvsim.speculative", "kvsim.lora"},
+    "kvsim.sweep": {E, IN, SC, OF, "kvsim.interrupts", "kvsim.specs", "kvsim.workload", "kvsim.kvcache",
+                    "kvsim.kvcache.sparsity", "kvsim.cost", "kvsim.scenario", "kvsim.engine", "kvsim.metrics",
+                    "kvsim.registry", "kvsim.speculative", "kvsim.lora"},
     # calibrate runs on a GPU machine without pydantic or simpy: no scenario, engine or cost
     "kvsim.calibrate": {E, IN, OF, "kvsim.specs", "kvsim.cost.kernel_grid", "kvsim.cost.kernel_heldout"},
     # the Python API (kvsim.run, compare, sweep, plan): what the commands use, the command line excepted;

@@ -33,31 +33,3 @@ def test_the_command_lines_jobs_limits_are_the_apis():
               for name in ("run", "compare", "plan", "sweep")}
     assert limits == {"run": MAX_JOBS, "compare": MAX_JOBS, "plan": MAX_JOBS, "sweep": MAX_SWEEP_JOBS}
     assert (MAX_JOBS, MAX_SWEEP_JOBS) == (256, 1024)
-
-
-def test_interrupt_behind_finds_the_interrupt_c_code_turned_into_another_error():
-    """A signal inside an extension's call (CI: a SIGTERM during pandas' import) comes back as a SystemError
-    "... returned a result with an exception set" caused by the interrupt: kvsim exits as interrupted, not
-    with an internal error."""
-    from kvsim.errors import interrupt_behind
-    from kvsim.interrupts import Terminated
-
-    try:
-        try:
-            raise Terminated()
-        except KeyboardInterrupt as inner:
-            raise SystemError("<class 'x'> returned a result with an exception set") from inner
-    except SystemError as exc:
-        wrapped = exc
-    assert isinstance(interrupt_behind(wrapped), Terminated)
-    try:
-        try:
-            raise KeyError("k")
-        except KeyError:
-            raise ValueError("v")  # noqa: B904 - chained by __context__ only
-    except ValueError as exc:
-        plain = exc
-    assert interrupt_behind(plain) is None and interrupt_behind(KeyboardInterrupt()) is not None
-    looped = ValueError("a")
-    looped.__context__ = looped  # (a cycle ends the walk)
-    assert interrupt_behind(looped) is None

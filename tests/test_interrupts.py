@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from kvsim import interrupts
+
 PRELUDE = """
 import os, signal, sys, time, weakref
 from kvsim import interrupts
@@ -120,3 +122,33 @@ def test_a_custom_sigint_handler_is_left_alone():
         print(signal.getsignal(signal.SIGINT) is mine, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
         """)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "True True\nTrue True\n", "")
+
+
+def test_interrupt_behind_finds_the_interrupt_c_code_turned_into_another_error(monkeypatch):
+    """A signal inside an extension's call (CI: a SIGTERM during pandas' import) comes back as a SystemError
+    "... returned a result with an exception set" caused by the interrupt: kvsim exits as interrupted, not
+    with an internal error."""
+    from kvsim.interrupts import Terminated, interrupt_behind
+
+    monkeypatch.setattr(interrupts, "raised_by", [])  # (none raised by kvsim's handler: the chain alone)
+    try:
+        try:
+            raise Terminated()
+        except KeyboardInterrupt as inner:
+            raise SystemError("<class 'x'> returned a result with an exception set") from inner
+    except SystemError as exc:
+        wrapped = exc
+    assert isinstance(interrupt_behind(wrapped), Terminated)
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v")  # noqa: B904 - chained by __context__ only
+    except ValueError as exc:
+        plain = exc
+    assert interrupt_behind(plain) is None and interrupt_behind(KeyboardInterrupt()) is not None
+    looped = ValueError("a")
+    looped.__context__ = looped  # (a cycle ends the walk)
+    assert interrupt_behind(looped) is None
+    monkeypatch.setattr(interrupts, "raised_by", [signal.SIGTERM])  # (numpy's ImportError: no chain)
+    assert isinstance(interrupt_behind(ImportError("numpy._core.multiarray failed to import")), Terminated)

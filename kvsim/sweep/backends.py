@@ -19,7 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from kvsim.errors import KvsimError, RemoteTraceback, WorkerError, excerpt, interrupt_behind
+from kvsim.errors import KvsimError, RemoteTraceback, WorkerError, excerpt
+from kvsim.interrupts import interrupt_behind
 from kvsim.sweep.grid import Task, point_label, run_task
 
 BACKENDS = ("process", "ray")
