@@ -860,7 +860,7 @@ def _main() -> int:
 
 
 def _interrupted() -> int:
-    terminated = bool(interrupts.terminated_by)
+    terminated = interrupts.terminated()
     _say("error: terminated" if terminated else "error: interrupted")
     return 143 if terminated else 130
 

@@ -40,8 +40,6 @@ class Terminated(KeyboardInterrupt):
 raised_by: list[int] = []
 """The signals whose handler raised an interrupt under the outermost catch_signals. An error that escapes
 the command after one is its consequence, whatever C code made of it (interrupt_behind)."""
-terminated_by: list[int] = []
-"""Of raised_by, the SIGTERMs (the CLI reads it to exit 143)."""
 
 _quiet = False
 """True once an interrupt has been raised (it is unwinding the command) or the command has finished: a
@@ -58,7 +56,7 @@ _before: dict[str, Any] = {}
 once an interrupt has been swallowed)."""
 
 
-def in_main_thread() -> bool:
+def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
@@ -73,7 +71,6 @@ def _interrupt(signum: int, frame: Any) -> None:
     _quiet = True
     raised_by.append(signum)
     if signum == signal.SIGTERM:
-        terminated_by.append(signum)
         raise Terminated()
     raise KeyboardInterrupt()
 
@@ -81,13 +78,12 @@ def _interrupt(signum: int, frame: Any) -> None:
 def catch_signals() -> Any:
     """Put kvsim's handlers in force: SIGTERM (and SIGINT, where Python's own handler has it) raise one
     interrupt, and one that Python would swallow is kept. Returns what restore_signals puts back."""
-    if not in_main_thread():
+    if not _in_main_thread():
         return None
     if sys.unraisablehook is not _hold_swallowed:  # (the outermost call)
         _before["hook"] = sys.unraisablehook
         sys.unraisablehook = _hold_swallowed
         raised_by.clear()
-        terminated_by.clear()
     sigint = signal.getsignal(signal.SIGINT)
     if sigint is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
@@ -98,7 +94,7 @@ def restore_signals(before: Any, default: bool = False) -> None:
     """Put back what catch_signals found (with default, both signals' default action instead: the process
     is ending). The outermost call (before is not kvsim's) puts back the unraisable hook and SIGALRM's
     handler as well, and forgets a swallowed interrupt not raised by then, as Python would have."""
-    if before is None or not in_main_thread():
+    if before is None or not _in_main_thread():
         return
     sigterm, sigint = before
     if sigterm is not _interrupt and "hook" in _before:
@@ -115,7 +111,11 @@ def restore_signals(before: Any, default: bool = False) -> None:
     if sigterm is not _interrupt:
         _set_quiet(False)
         raised_by.clear()
-        terminated_by.clear()
+
+
+def terminated() -> bool:
+    """Whether a SIGTERM raised an interrupt (the CLI exits 143, not 130)."""
+    return signal.SIGTERM in raised_by
 
 
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
@@ -146,7 +146,7 @@ def _set_quiet(quiet: bool) -> None:
 def _hold_swallowed(unraisable: Any) -> None:
     """sys.unraisablehook while catch_signals is in force: an interrupt is kept to be raised again, not
     printed; anything else goes to the hook there was before."""
-    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and in_main_thread()):
+    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _in_main_thread()):
         _before["hook"](unraisable)
         return
     _set_quiet(False)  # (it never reached the code it interrupted)
@@ -177,7 +177,7 @@ def signals_held(default_after: bool = False) -> Iterator[None]:
     default_after, to their default action: the process ends by the signal). Python runs signal handlers
     in the main thread only, so swapping the handlers defers a signal whichever thread (pyarrow's, BLAS's)
     the kernel hands it to; blocking it in the main thread would not."""
-    if not in_main_thread():
+    if not _in_main_thread():
         yield
         return
     pending: list[int] = []

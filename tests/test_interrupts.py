@@ -70,13 +70,13 @@ def test_a_second_signal_while_the_first_unwinds_is_dropped_and_a_third_ends_the
         except KeyboardInterrupt as e:
             os.kill(os.getpid(), signal.SIGTERM)
             busy(0.05)
-            print("unwound", type(e).__name__, interrupts.terminated_by, flush=True)
+            print("unwound", type(e).__name__, interrupts.raised_by, flush=True)
             os.kill(os.getpid(), signal.SIGTERM)
             busy(30)
             print("not ended")
         """)
     assert (proc.returncode, proc.stderr) == (-signal.SIGTERM, "")
-    assert proc.stdout == "unwound KeyboardInterrupt []\n"
+    assert proc.stdout == "unwound KeyboardInterrupt [2]\n"
 
 
 def test_after_drop_interrupts_a_signal_is_dropped_and_restore_signals_puts_back_what_it_found():
